@@ -1,0 +1,153 @@
+// heed/autograd/engine.hpp — Tensor::backward(): one reverse pass over the graph.
+//
+// The pass counts, for every node reachable from the output, how many consumers will
+// send it a gradient; it then runs each node once all of them have (reverse
+// topological order), sums what arrives for every input, and adds the result into the
+// .grad() of leaves that require it. Unless retain_graph, each node drops its inputs
+// and saved tensors as soon as it has run, so the graph is freed by the pass itself.
+#pragma once
+
+#include <atomic>
+#include <vector>
+
+#include "heed/autograd/node.hpp"
+
+namespace heed {
+namespace autograd {
+namespace detail {
+
+template <typename T>
+void check_gradient_shape(const Tensor<T>& grad, const Shape& expected, const char* what) {
+  HEED_CHECK(grad.shape() == expected, AutogradError, what, ": gradient of shape ", to_string(grad.shape()),
+             " for a tensor of shape ", to_string(expected));
+}
+
+/// Adds g into the leaf's .grad(), copying on first arrival: g may be shared with
+/// another input's gradient (add passes one gradient to both its inputs).
+template <typename T>
+void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, const Tensor<T>& g) {
+  if (!leaf.grad.defined()) {
+    leaf.grad = heed::detail::make_tensor<T>(g.shape());
+    leaf.grad.array() = g.array();
+  } else {
+    leaf.grad.array() += g.array();
+    leaf.grad.impl().storage->bump_version();
+  }
+}
+
+template <typename T>
+void accumulate_into_node(Node<T>& node, const Tensor<T>& g) {
+  if (!node.grad_output.defined()) {
+    node.grad_output = g;
+  } else {
+    Tensor<T> sum = heed::detail::make_tensor<T>(g.shape());
+    sum.array() = node.grad_output.array() + g.array();
+    node.grad_output = sum;
+  }
+}
+
+inline std::uint64_t next_visit_mark() {
+  static std::atomic<std::uint64_t> mark{0};
+  return ++mark;
+}
+
+template <typename T>
+void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_graph) {
+  HEED_CHECK(root.requires_grad(), AutogradError,
+             "backward: the tensor does not require grad (no input was marked with requires_grad_(), "
+             "or it was computed under NoGradGuard)");
+  Tensor<T> seed = gradient;
+  if (!seed.defined()) {
+    HEED_CHECK(root.numel() == 1, AutogradError, "backward: the output has shape ", to_string(root.shape()),
+               "; without an explicit gradient it must hold one element (call sum() or pass a gradient)");
+    seed = heed::detail::make_tensor<T>(root.shape());
+    seed.array().setConstant(T(1));
+  }
+  HEED_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ", to_string(seed.shape()),
+             " for an output of shape ", to_string(root.shape()));
+
+  NoGradGuard no_grad;
+  Node<T>* root_node = root.impl().grad_fn.get();
+  if (root_node == nullptr) {  // a leaf: its gradient is the seed itself
+    accumulate_into_leaf(root.impl(), seed);
+    return;
+  }
+
+  // Pass 1: count, for every reachable node, the edges that reach it.
+  const std::uint64_t mark = next_visit_mark();
+  std::vector<Node<T>*> stack{root_node};
+  root_node->visit_mark = mark;
+  root_node->pending = 0;
+  while (!stack.empty()) {
+    Node<T>* node = stack.back();
+    stack.pop_back();
+    HEED_CHECK(node->backward, AutogradError, "backward: the graph through ", node->name,
+               " was already freed by an earlier backward(); pass retain_graph = true to the first call "
+               "to go through it twice");
+    for (const Tensor<T>& input : node->inputs) {
+      if (!input.defined()) continue;
+      Node<T>* next = input.impl().grad_fn.get();
+      if (next == nullptr) continue;
+      if (next->visit_mark != mark) {
+        next->visit_mark = mark;
+        next->pending = 0;
+        stack.push_back(next);
+      }
+      ++next->pending;
+    }
+  }
+
+  // Pass 2: run nodes whose consumers have all delivered, starting at the root. The
+  // ready list owns its nodes: freeing a node's inputs may drop the last other owner.
+  root_node->grad_output = seed;
+  std::vector<std::shared_ptr<Node<T>>> ready{root.impl().grad_fn};
+  while (!ready.empty()) {
+    std::shared_ptr<Node<T>> node = std::move(ready.back());
+    ready.pop_back();
+    Tensor<T> grad_output = std::move(node->grad_output);
+    node->grad_output = Tensor<T>();
+    Grads<T> grads;
+    if (grad_output.defined()) {  // undefined when every consumer sent "no gradient"
+      try {
+        grads = node->backward(grad_output);
+      } catch (const AutogradError& e) {
+        throw AutogradError(heed::detail::concat("backward of ", node->name, ": ", e.what()));
+      }
+      HEED_CHECK(grads.size() == node->inputs.size(), AutogradError, node->name, ": backward returned ",
+                 grads.size(), " gradients for ", node->inputs.size(), " inputs");
+    }
+    for (std::size_t i = 0; i < node->inputs.size(); ++i) {
+      const Tensor<T>& input = node->inputs[i];
+      if (!input.defined()) continue;
+      const std::shared_ptr<Node<T>>& next = input.impl().grad_fn;
+      if (i < grads.size() && grads[i].defined()) {
+        check_gradient_shape(grads[i], input.shape(), node->name);
+        if (next == nullptr)
+          accumulate_into_leaf(input.impl(), grads[i]);
+        else
+          accumulate_into_node(*next, grads[i]);
+      }
+      if (next != nullptr && --next->pending == 0) ready.push_back(next);
+    }
+    if (!retain_graph) {
+      node->backward = nullptr;
+      node->inputs.clear();
+    }
+  }
+}
+
+}  // namespace detail
+}  // namespace autograd
+
+template <typename T>
+void Tensor<T>::backward(const Tensor& gradient, bool retain_graph) const {
+  if constexpr (std::is_floating_point_v<T>) {
+    autograd::detail::run_backward(*this, gradient, retain_graph);
+  } else {
+    (void)gradient;
+    (void)retain_graph;
+    throw AutogradError(heed::detail::concat("backward: a ", dtype(), " tensor has no gradient"));
+  }
+}
+
+}  // namespace heed

@@ -1,0 +1,65 @@
+// heed/core/error.hpp — the exceptions heed throws.
+//
+// Every public function validates its arguments in every build type and throws a
+// subclass of heed::Error whose message names the operation and the offending
+// shapes or values, e.g. "bmm: batch sizes differ: (2, 3, 4) vs (3, 4, 5)".
+//
+//   try { heed::bmm(a, b); } catch (const heed::ShapeError& e) { std::cerr << e.what(); }
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace heed {
+
+/// Base of every exception heed throws.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// Shapes that do not fit the operation (mismatched, not broadcastable, wrong rank).
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A dimension or element index out of range.
+class IndexError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An argument whose value is invalid (negative size, bad probability, ragged list, …).
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Misuse of the autograd engine (backward on a non-scalar, a freed graph, …).
+class AutogradError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+
+/// Streams every argument into one string: concat("sum: dim ", 3, " out of range").
+template <typename... Args>
+std::string concat(Args&&... args) {
+  std::ostringstream out;
+  (out << ... << std::forward<Args>(args));
+  return out.str();
+}
+
+}  // namespace detail
+}  // namespace heed
+
+/// Throws ErrorType(concat(message...)) unless cond holds. The message is only built
+/// on failure, so checks cost a branch on the hot path. Active in release builds too.
+#define HEED_CHECK(cond, ErrorType, ...)                              \
+  do {                                                                \
+    if (!(cond)) throw ErrorType(::heed::detail::concat(__VA_ARGS__)); \
+  } while (false)

@@ -1,0 +1,181 @@
+// heed/core/factory.hpp — making tensors.
+//
+//   auto a = heed::zeros({2, 3});                    // Tensor<float>
+//   auto b = heed::ones<double>({4});
+//   auto c = heed::arange(0.f, 1.f, 0.25f);           // [0, 0.25, 0.5, 0.75]
+//   auto d = heed::tensor<float>({{1, 2}, {3, 4}});  // nested lists, shape (2, 2)
+//   auto e = heed::Tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+//   heed::Generator gen(0);
+//   auto f = heed::randn<float>({3, 3}, gen);
+//
+// Random tensors take an explicit heed::Generator; the same seed gives the same
+// numbers on every compiler and platform.
+#pragma once
+
+#include <cmath>
+#include <initializer_list>
+#include <vector>
+
+#include "heed/core/generator.hpp"
+#include "heed/core/tensor.hpp"
+
+namespace heed {
+
+template <typename T = float>
+Tensor<T> full(const Shape& shape, T value) {
+  Tensor<T> out = Tensor<T>::empty(shape);
+  out.array().setConstant(value);
+  return out;
+}
+
+template <typename T = float>
+Tensor<T> zeros(const Shape& shape) {
+  return full<T>(shape, T(0));
+}
+
+template <typename T = float>
+Tensor<T> ones(const Shape& shape) {
+  return full<T>(shape, T(1));
+}
+
+template <typename T>
+Tensor<T> zeros_like(const Tensor<T>& x) {
+  return zeros<T>(x.shape());
+}
+
+template <typename T>
+Tensor<T> ones_like(const Tensor<T>& x) {
+  return ones<T>(x.shape());
+}
+
+template <typename T>
+Tensor<T> full_like(const Tensor<T>& x, T value) {
+  return full<T>(x.shape(), value);
+}
+
+/// start, start + step, … up to (not including) end, as torch.arange.
+template <typename T = float>
+Tensor<T> arange(T start, T end, T step = T(1)) {
+  HEED_CHECK(step != T(0), ValueError, "arange: step must be nonzero");
+  HEED_CHECK((end - start) * step >= T(0), ValueError, "arange: step ", step, " does not lead from ", start, " to ",
+             end);
+  const auto count = static_cast<index_t>(std::ceil(static_cast<double>(end - start) / static_cast<double>(step)));
+  Tensor<T> out = Tensor<T>::empty(Shape{count});
+  for (index_t i = 0; i < count; ++i) out.data()[i] = static_cast<T>(start + static_cast<T>(i) * step);
+  return out;
+}
+
+/// 0, 1, …, end - 1.
+template <typename T = float>
+Tensor<T> arange(T end) {
+  return arange<T>(T(0), end, T(1));
+}
+
+/// The n × m identity (m defaults to n).
+template <typename T = float>
+Tensor<T> eye(index_t n, index_t m = -1) {
+  if (m < 0) m = n;
+  HEED_CHECK(n >= 0, ValueError, "eye: negative size ", n);
+  Tensor<T> out = zeros<T>(Shape{n, m});
+  for (index_t i = 0; i < std::min(n, m); ++i) out.data()[i * m + i] = T(1);
+  return out;
+}
+
+// ---- nested initializer lists --------------------------------------------------------------
+
+/// A value or a braced list of NestedLists: what tensor() accepts. Every pair of
+/// braces is one dim, so {{1}, {2}} is 2 × 1 and a bare value is a rank-0 tensor.
+template <typename T>
+class NestedList {
+ public:
+  NestedList(T value) : value_(value), is_value_(true) {}  // NOLINT: implicit by design
+  NestedList(std::initializer_list<NestedList> items) : items_(items) {}
+
+  /// The shape, read down the first items; flatten() then checks every item against it.
+  Shape shape() const {
+    Shape shape;
+    for (const NestedList* node = this; !node->is_value_; node = &node->items_.front()) {
+      shape.push_back(static_cast<index_t>(node->items_.size()));
+      if (node->items_.empty()) break;
+    }
+    return shape;
+  }
+
+  /// Appends the values row-major; ragged lists (siblings of different lengths, or a
+  /// value where a list belongs) are a ValueError.
+  void flatten(const Shape& shape, int depth, std::vector<T>& values) const {
+    if (depth == shape.rank()) {
+      HEED_CHECK(is_value_, ValueError, "tensor: ragged nested list: a list at depth ", depth, " where values belong");
+      values.push_back(value_);
+      return;
+    }
+    HEED_CHECK(!is_value_ && static_cast<index_t>(items_.size()) == shape[depth], ValueError,
+               "tensor: ragged nested list: expected ", shape[depth], " items at depth ", depth, ", got ",
+               is_value_ ? std::string("a value") : std::to_string(items_.size()));
+    for (const NestedList& item : items_) item.flatten(shape, depth + 1, values);
+  }
+
+ private:
+  std::vector<NestedList> items_;
+  T value_{};
+  bool is_value_ = false;
+};
+
+/// A tensor from a nested list: tensor<float>({{1, 2}, {3, 4}}) is 2 × 2,
+/// tensor<float>({{1}, {2}}) is 2 × 1, tensor(2.5f) is rank 0.
+template <typename T = float>
+Tensor<T> tensor(const NestedList<T>& values) {
+  const Shape shape = values.shape();
+  std::vector<T> flat;
+  values.flatten(shape, 0, flat);
+  return Tensor<T>(flat, shape);
+}
+
+/// A rank-0 tensor holding one value.
+template <typename T = float>
+Tensor<T> scalar_tensor(T value) {
+  return Tensor<T>(std::vector<T>{value}, Shape{});
+}
+
+// ---- random ---------------------------------------------------------------------------------
+
+/// Uniform in [low, high).
+template <typename T = float>
+Tensor<T> uniform(const Shape& shape, T low, T high, Generator& gen) {
+  HEED_CHECK(low <= high, ValueError, "uniform: low ", low, " above high ", high);
+  Tensor<T> out = Tensor<T>::empty(shape);
+  for (index_t i = 0; i < out.numel(); ++i) out.data()[i] = static_cast<T>(low + (high - low) * gen.uniform());
+  return out;
+}
+
+/// Uniform in [0, 1).
+template <typename T = float>
+Tensor<T> rand(const Shape& shape, Generator& gen) {
+  return uniform<T>(shape, T(0), T(1), gen);
+}
+
+/// Normal with the given mean and standard deviation.
+template <typename T = float>
+Tensor<T> normal(T mean, T std, const Shape& shape, Generator& gen) {
+  HEED_CHECK(std >= T(0), ValueError, "normal: std must be non-negative, got ", std);
+  Tensor<T> out = Tensor<T>::empty(shape);
+  for (index_t i = 0; i < out.numel(); ++i) out.data()[i] = static_cast<T>(mean + std * gen.normal());
+  return out;
+}
+
+/// Standard normal.
+template <typename T = float>
+Tensor<T> randn(const Shape& shape, Generator& gen) {
+  return normal<T>(T(0), T(1), shape, gen);
+}
+
+/// Integers uniform in [low, high).
+inline Tensor<std::int64_t> randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen) {
+  HEED_CHECK(low < high, ValueError, "randint: empty range [", low, ", ", high, ")");
+  Tensor<std::int64_t> out = Tensor<std::int64_t>::empty(shape);
+  const auto span = static_cast<std::uint64_t>(high - low);
+  for (index_t i = 0; i < out.numel(); ++i) out.data()[i] = low + static_cast<std::int64_t>(gen.uniform_int(span));
+  return out;
+}
+
+}  // namespace heed

@@ -1,0 +1,130 @@
+// heed/core/shape.hpp — the shape of a tensor: rank 0 to 6, row-major.
+//
+//   heed::Shape s{2, 3, 4};
+//   s.rank() == 3; s.numel() == 24; s[-1] == 4; heed::to_string(s) == "(2, 3, 4)"
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "heed/core/error.hpp"
+
+namespace heed {
+
+using index_t = std::int64_t;
+
+class Shape {
+ public:
+  static constexpr int kMaxRank = 6;
+
+  Shape() = default;
+  Shape(std::initializer_list<index_t> dims) { assign(dims.begin(), dims.end()); }
+  explicit Shape(const std::vector<index_t>& dims) { assign(dims.begin(), dims.end()); }
+
+  int rank() const { return rank_; }
+  bool empty() const { return rank_ == 0; }
+
+  /// Size of dimension d; negative d counts from the end.
+  index_t operator[](int d) const { return dims_[d < 0 ? d + rank_ : d]; }
+  index_t& operator[](int d) { return dims_[d < 0 ? d + rank_ : d]; }
+
+  index_t numel() const {
+    index_t n = 1;
+    for (int d = 0; d < rank_; ++d) n *= dims_[d];
+    return n;
+  }
+
+  const index_t* begin() const { return dims_.data(); }
+  const index_t* end() const { return dims_.data() + rank_; }
+  std::vector<index_t> to_vector() const { return {begin(), end()}; }
+
+  /// Row-major strides in elements.
+  std::array<index_t, kMaxRank> strides() const {
+    std::array<index_t, kMaxRank> s{};
+    index_t step = 1;
+    for (int d = rank_ - 1; d >= 0; --d) {
+      s[d] = step;
+      step *= dims_[d];
+    }
+    return s;
+  }
+
+  void push_back(index_t size) {
+    HEED_CHECK(rank_ < kMaxRank, ShapeError, "Shape: rank above ", kMaxRank, " is not supported");
+    dims_[rank_++] = size;
+  }
+  void insert(int pos, index_t size) {
+    push_back(size);
+    for (int d = rank_ - 1; d > pos; --d) dims_[d] = dims_[d - 1];
+    dims_[pos] = size;
+  }
+  void erase(int pos) {
+    for (int d = pos; d + 1 < rank_; ++d) dims_[d] = dims_[d + 1];
+    --rank_;
+  }
+
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (int d = 0; d < a.rank_; ++d)
+      if (a.dims_[d] != b.dims_[d]) return false;
+    return true;
+  }
+  friend bool operator!=(const Shape& a, const Shape& b) { return !(a == b); }
+
+ private:
+  template <typename It>
+  void assign(It first, It last) {
+    for (; first != last; ++first) {
+      HEED_CHECK(*first >= 0, ValueError, "Shape: negative size ", *first);
+      push_back(*first);
+    }
+  }
+
+  std::array<index_t, kMaxRank> dims_{};
+  int rank_ = 0;
+};
+
+/// "(2, 3, 4)"; "()" for a scalar. The form used in every error message.
+inline std::string to_string(const Shape& s) {
+  std::string out = "(";
+  for (int d = 0; d < s.rank(); ++d) out += (d ? ", " : "") + std::to_string(s[d]);
+  return out + ")";
+}
+
+/// Prints as PyTorch prints x.shape, without the module name: "Size([2, 3, 4])".
+inline std::ostream& operator<<(std::ostream& os, const Shape& s) {
+  os << "Size([";
+  for (int d = 0; d < s.rank(); ++d) os << (d ? ", " : "") << s[d];
+  return os << "])";
+}
+
+namespace detail {
+
+/// Turns a possibly negative dim into 0..rank-1, or throws IndexError naming op.
+inline int normalize_dim(int dim, int rank, const char* op) {
+  int r = rank == 0 ? 1 : rank;  // like PyTorch, a scalar accepts dim 0 and -1
+  HEED_CHECK(dim >= -r && dim < r, IndexError, op, ": dim ", dim, " out of range for a tensor of rank ", rank,
+             " (expected ", -r, " to ", r - 1, ")");
+  return dim < 0 ? dim + r : dim;
+}
+
+/// Broadcasts two shapes NumPy-style (align at the right; sizes equal or one of them 1).
+inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const int rank = a.rank() > b.rank() ? a.rank() : b.rank();
+  Shape out;
+  for (int d = 0; d < rank; ++d) {
+    const int da = d - (rank - a.rank()), db = d - (rank - b.rank());
+    const index_t sa = da >= 0 ? a[da] : 1, sb = db >= 0 ? b[db] : 1;
+    HEED_CHECK(sa == sb || sa == 1 || sb == 1, ShapeError, op, ": shapes ", to_string(a), " and ", to_string(b),
+               " are not broadcastable (dim ", d, ": ", sa, " vs ", sb, ")");
+    out.push_back(sa == 1 ? sb : sa);
+  }
+  return out;
+}
+
+}  // namespace detail
+}  // namespace heed

@@ -1,0 +1,341 @@
+// heed/core/tensor.hpp — Tensor<T>: an n-d array (rank 0–6) with reverse-mode autograd.
+//
+// A Tensor is a handle, as in PyTorch: copying it shares the data and the place in the
+// autograd graph; clone() copies the data. Storage is contiguous and row-major;
+// reshape() returns a view of the same storage, every other shape op a new tensor.
+// Arithmetic runs through Eigen::Map over the storage (see array()).
+//
+//   heed::Tensor<float> w = heed::randn<float>({3, 1}, gen).requires_grad_();
+//   auto loss = (heed::matmul(x, w) - y).pow(2).mean();
+//   loss.backward();                 // w.grad() now holds d loss / d w
+//
+// T is float or double for anything differentiable; Tensor<std::int64_t> holds indices
+// (argmax, index_select) and Tensor<bool> masks (comparisons).
+//
+// Methods that wrap an op (x.sum(1), x.reshape({2, -1}), …) are declared here and
+// defined in the op's header under heed/ops/, as Eigen does for its modules;
+// heed/heed.hpp brings them all in.
+#pragma once
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "heed/core/error.hpp"
+#include "heed/core/shape.hpp"
+#include "heed/core/storage.hpp"
+
+namespace heed {
+
+template <typename T>
+class Tensor;
+
+namespace autograd {
+template <typename T>
+struct Node;
+}  // namespace autograd
+
+namespace detail {
+
+template <typename T>
+struct TensorImpl;
+
+template <typename T>
+constexpr const char* dtype_name() {
+  if constexpr (std::is_same_v<T, float>) return "float32";
+  else if constexpr (std::is_same_v<T, double>) return "float64";
+  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
+  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
+  else if constexpr (std::is_same_v<T, bool>) return "bool";
+  else return "unknown";
+}
+
+}  // namespace detail
+
+template <typename T>
+class Tensor {
+  static_assert(std::is_arithmetic_v<T>, "heed::Tensor<T> needs an arithmetic T");
+
+ public:
+  using value_type = T;
+  using ArrayMap = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64>;
+  using ConstArrayMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>, Eigen::Aligned64>;
+  using MatrixMap = Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+  using ConstMatrixMap = Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+  /// An undefined tensor (no data): stands for "absent", e.g. no valid_lens.
+  Tensor() = default;
+
+  /// A tensor holding `values` (row-major) with the given shape.
+  Tensor(const std::vector<T>& values, const Shape& shape);
+
+  /// A tensor of the given shape whose elements are not initialised (torch.empty).
+  static Tensor empty(const Shape& shape);
+
+  // ---- shape and data -------------------------------------------------------------
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  int dim() const { return shape().rank(); }
+  /// Size of dim d (negative counts from the end).
+  index_t size(int d) const;
+  index_t numel() const { return shape().numel(); }
+  static constexpr const char* dtype() { return detail::dtype_name<T>(); }
+
+  T* data() { return impl().storage->data(); }
+  const T* data() const { return impl().storage->data(); }
+
+  /// All elements as a 1-D Eigen array (a view; writes go to the tensor's storage).
+  ArrayMap array() { return ArrayMap(data(), numel()); }
+  ConstArrayMap array() const { return ConstArrayMap(data(), numel()); }
+  /// The elements as a rows × cols row-major Eigen matrix view; rows·cols must be numel().
+  MatrixMap matrix(index_t rows, index_t cols);
+  ConstMatrixMap matrix(index_t rows, index_t cols) const;
+
+  /// Element access by full index: x.at({i, j}). Negative indices count from the end.
+  T& at(std::initializer_list<index_t> index) { return data()[offset_of(index)]; }
+  const T& at(std::initializer_list<index_t> index) const { return data()[offset_of(index)]; }
+  /// The only element of a one-element tensor.
+  T item() const;
+  /// A copy of all elements, row-major.
+  std::vector<T> to_vector() const { return std::vector<T>(data(), data() + numel()); }
+
+  /// True when both handles refer to the same tensor (not merely equal values).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+  /// True when both tensors view the same storage (a tensor and its reshape).
+  bool shares_storage(const Tensor& other) const;
+
+  // ---- autograd -------------------------------------------------------------------
+  /// True for a leaf marked with requires_grad_() and for every result computed from one.
+  bool requires_grad() const;
+  /// Marks a leaf as needing a gradient. Only floating-point leaves can.
+  Tensor& requires_grad_(bool requires_grad = true);
+  /// True for a tensor not produced by a recorded op.
+  bool is_leaf() const;
+  /// The gradient accumulated by backward() (undefined before the first backward).
+  Tensor grad() const;
+  /// Forgets the accumulated gradient (PyTorch's zero_grad(set_to_none=True)).
+  void zero_grad();
+  /// Name of the op that produced this tensor ("MulBackward"), empty for a leaf.
+  std::string grad_fn_name() const;
+  /// Back-propagates from this tensor: without an argument it must hold one element;
+  /// otherwise `gradient` (same shape) is d loss / d this. Frees the graph unless
+  /// retain_graph. Defined in heed/autograd/engine.hpp.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  /// Same data, cut from the graph.
+  Tensor detach() const;
+  /// A copy of the data; differentiable (the copy's gradient flows back to this).
+  Tensor clone() const;
+
+  // ---- in-place updates (optimisers, initialisers) ---------------------------------
+  // They bypass autograd; refused on a tensor that requires grad while grad mode is on
+  // (wrap them in NoGradGuard). Defined in heed/ops/elementwise.hpp.
+  Tensor& fill_(T value);
+  Tensor& zero_() { return fill_(T(0)); }
+  Tensor& copy_(const Tensor& src);
+  Tensor& add_(const Tensor& other, T alpha = T(1));
+  Tensor& sub_(const Tensor& other, T alpha = T(1)) { return add_(other, -alpha); }
+  Tensor& mul_(T factor);
+
+  // ---- conversions -------------------------------------------------------------------
+  /// Converts the element type (not recorded by autograd).
+  template <typename U>
+  Tensor<U> to() const;
+
+  // ---- ops as methods (each defined in its header under heed/ops/) ------------------
+  Tensor reshape(const Shape& shape) const;  // one dim may be -1
+  Tensor reshape(std::initializer_list<index_t> shape) const;
+  Tensor view(std::initializer_list<index_t> shape) const { return reshape(shape); }
+  Tensor flatten(int start_dim = 0, int end_dim = -1) const;
+  Tensor permute(const std::vector<int>& dims) const;
+  Tensor transpose(int dim0, int dim1) const;
+  Tensor unsqueeze(int dim) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int dim) const;
+  Tensor narrow(int dim, index_t start, index_t length) const;
+  Tensor slice(int dim, index_t start, index_t end, index_t step = 1) const;
+  Tensor select(int dim, index_t index) const;
+  Tensor index_select(int dim, const Tensor<std::int64_t>& index) const;
+  Tensor repeat(const std::vector<index_t>& repeats) const;
+  Tensor repeat_interleave(index_t repeats, int dim) const;
+  Tensor expand(const Shape& shape) const;
+
+  Tensor sum() const;
+  Tensor sum(int dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(int dim, bool keepdim = false) const;
+  Tensor max() const;
+  Tensor max(int dim, bool keepdim = false) const;
+  Tensor<std::int64_t> argmax(int dim, bool keepdim = false) const;
+
+  Tensor neg() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor abs() const;
+  Tensor sin() const;
+  Tensor cos() const;
+  Tensor pow(T exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor softmax(int dim) const;
+  Tensor log_softmax(int dim) const;
+  Tensor matmul(const Tensor& other) const;
+
+  // ---- internals shared by ops and autograd ----------------------------------------
+  /// Wraps an impl; used by ops. Not part of the user API.
+  explicit Tensor(std::shared_ptr<detail::TensorImpl<T>> impl) : impl_(std::move(impl)) {}
+  detail::TensorImpl<T>& impl() const {
+    HEED_CHECK(impl_ != nullptr, ValueError, "Tensor: use of an undefined tensor");
+    return *impl_;
+  }
+
+ private:
+  index_t offset_of(std::initializer_list<index_t> index) const;
+
+  std::shared_ptr<detail::TensorImpl<T>> impl_;
+};
+
+using Tensorf = Tensor<float>;
+using Tensord = Tensor<double>;
+using IndexTensor = Tensor<std::int64_t>;
+using BoolTensor = Tensor<bool>;
+
+namespace detail {
+
+template <typename T>
+struct TensorImpl {
+  std::shared_ptr<Storage<T>> storage;
+  Shape shape;
+  bool requires_grad = false;                  // set on leaves only
+  std::shared_ptr<autograd::Node<T>> grad_fn;  // the op that produced this tensor
+  Tensor<T> grad;                              // accumulated by backward(), leaves only
+
+  TensorImpl(std::shared_ptr<Storage<T>> s, const Shape& sh) : storage(std::move(s)), shape(sh) {}
+};
+
+/// A fresh tensor with uninitialised storage.
+template <typename T>
+Tensor<T> make_tensor(const Shape& shape) {
+  return Tensor<T>(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape.numel()), shape));
+}
+
+/// A tensor sharing `src`'s storage under another shape of the same numel (no graph).
+template <typename T>
+Tensor<T> alias(const Tensor<T>& src, const Shape& shape) {
+  return Tensor<T>(std::make_shared<TensorImpl<T>>(src.impl().storage, shape));
+}
+
+}  // namespace detail
+
+// ---- definitions ------------------------------------------------------------------
+
+template <typename T>
+Tensor<T>::Tensor(const std::vector<T>& values, const Shape& shape) {
+  HEED_CHECK(static_cast<index_t>(values.size()) == shape.numel(), ShapeError, "Tensor: ", values.size(),
+             " values do not fill shape ", to_string(shape), " (", shape.numel(), " elements)");
+  *this = detail::make_tensor<T>(shape);
+  std::copy(values.begin(), values.end(), data());
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::empty(const Shape& shape) {
+  return detail::make_tensor<T>(shape);
+}
+
+template <typename T>
+index_t Tensor<T>::size(int d) const {
+  HEED_CHECK(d >= -dim() && d < dim(), IndexError, "size: dim ", d, " out of range for shape ", to_string(shape()));
+  return shape()[d];
+}
+
+template <typename T>
+typename Tensor<T>::MatrixMap Tensor<T>::matrix(index_t rows, index_t cols) {
+  HEED_CHECK(rows * cols == numel(), ShapeError, "matrix: ", rows, " x ", cols, " does not cover shape ",
+             to_string(shape()));
+  return MatrixMap(data(), rows, cols);
+}
+
+template <typename T>
+typename Tensor<T>::ConstMatrixMap Tensor<T>::matrix(index_t rows, index_t cols) const {
+  HEED_CHECK(rows * cols == numel(), ShapeError, "matrix: ", rows, " x ", cols, " does not cover shape ",
+             to_string(shape()));
+  return ConstMatrixMap(data(), rows, cols);
+}
+
+template <typename T>
+index_t Tensor<T>::offset_of(std::initializer_list<index_t> index) const {
+  const Shape& s = shape();
+  HEED_CHECK(static_cast<int>(index.size()) == s.rank(), IndexError, "at: ", index.size(),
+             " indices for a tensor of shape ", to_string(s));
+  index_t offset = 0;
+  int d = 0;
+  for (index_t i : index) {
+    HEED_CHECK(i >= -s[d] && i < s[d], IndexError, "at: index ", i, " out of range for dim ", d, " of size ", s[d],
+               " (shape ", to_string(s), ")");
+    offset = offset * s[d] + (i < 0 ? i + s[d] : i);
+    ++d;
+  }
+  return offset;
+}
+
+template <typename T>
+T Tensor<T>::item() const {
+  HEED_CHECK(numel() == 1, ValueError, "item: needs a tensor with one element, got shape ", to_string(shape()));
+  return data()[0];
+}
+
+template <typename T>
+bool Tensor<T>::shares_storage(const Tensor& other) const {
+  return defined() && other.defined() && impl_->storage == other.impl_->storage;
+}
+
+template <typename T>
+bool Tensor<T>::requires_grad() const {
+  return impl_ != nullptr && (impl_->requires_grad || impl_->grad_fn != nullptr);
+}
+
+template <typename T>
+Tensor<T>& Tensor<T>::requires_grad_(bool requires_grad) {
+  HEED_CHECK(std::is_floating_point_v<T> || !requires_grad, AutogradError,
+             "requires_grad_: only floating-point tensors can require gradients, not ", dtype());
+  HEED_CHECK(impl().grad_fn == nullptr, AutogradError, "requires_grad_: only leaves can be marked; this tensor comes from ",
+             grad_fn_name(), " (detach() it first)");
+  impl_->requires_grad = requires_grad;
+  return *this;
+}
+
+template <typename T>
+bool Tensor<T>::is_leaf() const {
+  return impl().grad_fn == nullptr;
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::grad() const {
+  return impl().grad;
+}
+
+template <typename T>
+void Tensor<T>::zero_grad() {
+  impl().grad = Tensor<T>();
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::detach() const {
+  return detail::alias(*this, shape());
+}
+
+template <typename T>
+template <typename U>
+Tensor<U> Tensor<T>::to() const {
+  Tensor<U> out = Tensor<U>::empty(shape());
+  out.array() = array().template cast<U>();
+  return out;
+}
+
+}  // namespace heed

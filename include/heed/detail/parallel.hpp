@@ -1,0 +1,38 @@
+// heed/detail/parallel.hpp — splitting independent work across threads.
+//
+// With OpenMP enabled in the user's build (-fopenmp), large loops split into one
+// contiguous chunk per thread; without it, or for small work, they run on the calling
+// thread. Each element is computed by exactly one thread in the same order as the
+// serial loop, so results do not depend on the thread count.
+#pragma once
+
+#include <algorithm>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "heed/core/shape.hpp"
+
+namespace heed::detail {
+
+/// Elements per chunk below which threading costs more than it saves.
+constexpr index_t kParallelGrain = 32768;
+
+/// Calls body(begin, end) over [0, n), in parallel when each thread gets ≥ grain units.
+template <typename Body>
+void parallel_for(index_t n, index_t grain, Body&& body) {
+#ifdef _OPENMP
+  const index_t threads = std::min<index_t>(omp_get_max_threads(), n / std::max<index_t>(grain, 1));
+  if (threads > 1 && !omp_in_parallel()) {
+#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
+    for (index_t chunk = 0; chunk < threads; ++chunk) body(n * chunk / threads, n * (chunk + 1) / threads);
+    return;
+  }
+#else
+  (void)grain;
+#endif
+  if (n > 0) body(index_t(0), n);
+}
+
+}  // namespace heed::detail

@@ -1,0 +1,408 @@
+// heed/ops/elementwise.hpp — element-by-element math with NumPy broadcasting.
+//
+//   auto y = heed::tanh(x * w + b);        // b of shape (C) broadcasts over (B, C)
+//   auto mask = x > 0.5f;                  // Tensor<bool>
+//   auto z = heed::where(mask, x, heed::zeros_like(x));
+//
+// Binary ops broadcast like PyTorch (shapes aligned at the right, each size equal or
+// 1); their backward sums the gradient back to each input's shape. Comparisons give
+// Tensor<bool> and are not differentiable. Large same-shape work is split across
+// OpenMP threads when the user's build enables OpenMP.
+#pragma once
+
+#include <cmath>
+
+#include "heed/autograd/node.hpp"
+#include "heed/detail/parallel.hpp"
+#include "heed/ops/broadcast.hpp"
+
+namespace heed {
+namespace detail {
+
+/// out[i] = f(xs[i]...) for same-shape tensors, as one Eigen expression per chunk.
+template <typename R, typename F, typename T, typename... Ts>
+Tensor<R> zip_map(F&& f, const Tensor<T>& first, const Tensor<Ts>&... rest) {
+  Tensor<R> out = make_tensor<R>(first.shape());
+  R* o = out.data();
+  parallel_for(first.numel(), kParallelGrain, [&](index_t begin, index_t end) {
+    const index_t n = end - begin;
+    VecMap<R>(o + begin, n) = f(ConstVecMap<T>(first.data() + begin, n), ConstVecMap<Ts>(rest.data() + begin, n)...);
+  });
+  return out;
+}
+
+/// out = f(a, b) with a and b broadcast to a common shape. f gets Eigen array
+/// expressions of one run each (a constant where that operand is broadcast).
+template <typename R, typename T, typename F>
+Tensor<R> broadcast_map(const Tensor<T>& a, const Tensor<T>& b, const char* op, F&& f) {
+  if (a.shape() == b.shape()) return zip_map<R>(f, a, b);
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor<R> out = make_tensor<R>(shape);
+  const auto out_strides = shape.strides();
+  const auto a_strides = broadcast_strides(a.shape(), shape), b_strides = broadcast_strides(b.shape(), shape);
+  StridedLoop<3> loop;
+  for (int d = 0; d < shape.rank(); ++d) loop.add_dim(shape[d], {out_strides[d], a_strides[d], b_strides[d]});
+  loop.coalesce();
+  using Constant = Eigen::Array<T, Eigen::Dynamic, 1>;
+  R* o = out.data();
+  const T* pa = a.data();
+  const T* pb = b.data();
+  // After coalescing, the innermost stride of out is 1 and of a and b is 1 or 0.
+  loop.for_each_run([&](const std::array<index_t, 3>& off, index_t n, const std::array<index_t, 3>& st) {
+    VecMap<R> dst(o + off[0], n);
+    if (st[1] != 0 && st[2] != 0)
+      dst = f(ConstVecMap<T>(pa + off[1], n), ConstVecMap<T>(pb + off[2], n));
+    else if (st[1] != 0)
+      dst = f(ConstVecMap<T>(pa + off[1], n), Constant::Constant(n, pb[off[2]]));
+    else if (st[2] != 0)
+      dst = f(Constant::Constant(n, pa[off[1]]), ConstVecMap<T>(pb + off[2], n));
+    else
+      dst = f(Constant::Constant(n, pa[off[1]]), Constant::Constant(n, pb[off[2]]));
+  });
+  return out;
+}
+
+template <typename T>
+void check_floating(const char* op) {
+  static_assert(std::is_floating_point_v<T>, "this heed op needs a floating-point tensor");
+  (void)op;
+}
+
+}  // namespace detail
+
+// ---- binary arithmetic ------------------------------------------------------------------
+
+template <typename T>
+Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
+  Tensor<T> out = detail::broadcast_map<T>(a, b, "add", [](const auto& x, const auto& y) { return x + y; });
+  if (autograd::needs_grad(a, b))
+    autograd::record(out, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::sum_to(g, sa), detail::sum_to(g, sb)};
+    });
+  return out;
+}
+
+template <typename T>
+Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
+  Tensor<T> out = detail::broadcast_map<T>(a, b, "sub", [](const auto& x, const auto& y) { return x - y; });
+  if (autograd::needs_grad(a, b))
+    autograd::record(out, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::sum_to(g, sa), neg(detail::sum_to(g, sb))};
+    });
+  return out;
+}
+
+template <typename T>
+Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
+  Tensor<T> out = detail::broadcast_map<T>(a, b, "mul", [](const auto& x, const auto& y) { return x * y; });
+  if (autograd::needs_grad(a, b)) {
+    // out = a · b:  da = g · b,  db = g · a
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::SavedTensor<T> saved_a, saved_b;
+    if (need_b) saved_a = autograd::save(a);
+    if (need_a) saved_b = autograd::save(b);
+    autograd::record(out, "MulBackward", {a, b},
+                     [need_a, need_b, saved_a, saved_b, sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
+                       autograd::Grads<T> grads(2);
+                       if (need_a) grads[0] = detail::sum_to(mul(g, saved_b.get()), sa);
+                       if (need_b) grads[1] = detail::sum_to(mul(g, saved_a.get()), sb);
+                       return grads;
+                     });
+  }
+  return out;
+}
+
+template <typename T>
+Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
+  Tensor<T> out = detail::broadcast_map<T>(a, b, "div", [](const auto& x, const auto& y) { return x / y; });
+  if (autograd::needs_grad(a, b)) {
+    // out = a / b:  da = g / b,  db = -g · a / b² = -g · out / b
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::record(out, "DivBackward", {a, b},
+                     [need_a, need_b, saved_b = autograd::save(b), saved_out = autograd::save(out), sa = a.shape(),
+                      sb = b.shape()](const Tensor<T>& g) {
+                       autograd::Grads<T> grads(2);
+                       const Tensor<T> g_over_b = div(g, saved_b.get());
+                       if (need_a) grads[0] = detail::sum_to(g_over_b, sa);
+                       if (need_b) grads[1] = neg(detail::sum_to(mul(g_over_b, saved_out.get()), sb));
+                       return grads;
+                     });
+  }
+  return out;
+}
+
+/// Elementwise a^b with broadcasting.
+template <typename T>
+Tensor<T> pow(const Tensor<T>& a, const Tensor<T>& b) {
+  Tensor<T> out = detail::broadcast_map<T>(a, b, "pow", [](const auto& x, const auto& y) { return x.pow(y); });
+  if (autograd::needs_grad(a, b)) {
+    // out = a^b:  da = g · b · a^(b-1),  db = g · out · ln a
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::record(out, "PowBackward", {a, b},
+                     [need_a, need_b, saved_a = autograd::save(a), saved_b = autograd::save(b),
+                      saved_out = autograd::save(out)](const Tensor<T>& g) {
+                       const Tensor<T>&x = saved_a.get(), &y = saved_b.get();
+                       autograd::Grads<T> grads(2);
+                       if (need_a) grads[0] = detail::sum_to(mul(g, mul(y, pow(x, add(y, T(-1))))), x.shape());
+                       if (need_b) grads[1] = detail::sum_to(mul(g, mul(saved_out.get(), log(x))), y.shape());
+                       return grads;
+                     });
+  }
+  return out;
+}
+
+// ---- tensor–scalar arithmetic ------------------------------------------------------------
+
+template <typename T>
+Tensor<T> add(const Tensor<T>& x, T s) {
+  Tensor<T> out = detail::zip_map<T>([s](const auto& a) { return a + s; }, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "AddBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{g}; });
+  return out;
+}
+
+template <typename T>
+Tensor<T> mul(const Tensor<T>& x, T s) {
+  Tensor<T> out = detail::zip_map<T>([s](const auto& a) { return a * s; }, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "MulBackward", {x}, [s](const Tensor<T>& g) { return autograd::Grads<T>{mul(g, s)}; });
+  return out;
+}
+
+/// x^p for a scalar exponent.
+template <typename T>
+Tensor<T> pow(const Tensor<T>& x, T p) {
+  Tensor<T> out = detail::zip_map<T>([p](const auto& a) { return a.pow(p); }, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "PowBackward", {x}, [p, saved = autograd::save(x)](const Tensor<T>& g) {
+      // d x^p = p · x^(p-1) dx
+      return autograd::Grads<T>{
+          detail::zip_map<T>([p](const auto& gg, const auto& xx) { return gg * p * xx.pow(p - T(1)); }, g, saved.get())};
+    });
+  return out;
+}
+
+// ---- unary ----------------------------------------------------------------------------------
+
+namespace detail {
+
+/// Defines a differentiable unary op: forward is an Eigen expression of x, backward
+/// maps (g, x, y) to dx, where y is the forward result.
+template <typename T, typename Forward, typename Backward>
+Tensor<T> unary_op(const Tensor<T>& x, const char* name, Forward forward, Backward backward) {
+  check_floating<T>(name);
+  Tensor<T> out = zip_map<T>(forward, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, name, {x},
+                     [backward, saved_x = autograd::save(x), saved_y = autograd::save(out)](const Tensor<T>& g) {
+                       return autograd::Grads<T>{zip_map<T>(backward, g, saved_x.get(), saved_y.get())};
+                     });
+  return out;
+}
+
+}  // namespace detail
+
+template <typename T>
+Tensor<T> neg(const Tensor<T>& x) {
+  Tensor<T> out = detail::zip_map<T>([](const auto& a) { return -a; }, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "NegBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{neg(g)}; });
+  return out;
+}
+
+template <typename T>
+Tensor<T> exp(const Tensor<T>& x) {
+  return detail::unary_op(x, "ExpBackward", [](const auto& a) { return a.exp(); },
+                          [](const auto& g, const auto&, const auto& y) { return g * y; });
+}
+
+template <typename T>
+Tensor<T> log(const Tensor<T>& x) {
+  return detail::unary_op(x, "LogBackward", [](const auto& a) { return a.log(); },
+                          [](const auto& g, const auto& x_, const auto&) { return g / x_; });
+}
+
+template <typename T>
+Tensor<T> sqrt(const Tensor<T>& x) {
+  return detail::unary_op(x, "SqrtBackward", [](const auto& a) { return a.sqrt(); },
+                          [](const auto& g, const auto&, const auto& y) { return g / (T(2) * y); });
+}
+
+template <typename T>
+Tensor<T> tanh(const Tensor<T>& x) {
+  return detail::unary_op(x, "TanhBackward", [](const auto& a) { return a.tanh(); },
+                          [](const auto& g, const auto&, const auto& y) { return g * (T(1) - y.square()); });
+}
+
+template <typename T>
+Tensor<T> sigmoid(const Tensor<T>& x) {
+  // 1 / (1 + e^-x), written so that neither branch overflows.
+  return detail::unary_op(x, "SigmoidBackward", [](const auto& a) { return (T(0.5) * a).tanh() * T(0.5) + T(0.5); },
+                          [](const auto& g, const auto&, const auto& y) { return g * y * (T(1) - y); });
+}
+
+template <typename T>
+Tensor<T> relu(const Tensor<T>& x) {
+  return detail::unary_op(x, "ReluBackward", [](const auto& a) { return a.max(T(0)); },
+                          [](const auto& g, const auto& x_, const auto&) { return (x_ > T(0)).select(g, T(0)); });
+}
+
+template <typename T>
+Tensor<T> abs(const Tensor<T>& x) {
+  return detail::unary_op(x, "AbsBackward", [](const auto& a) { return a.abs(); },
+                          [](const auto& g, const auto& x_, const auto&) { return g * x_.sign(); });
+}
+
+template <typename T>
+Tensor<T> sin(const Tensor<T>& x) {
+  return detail::unary_op(x, "SinBackward", [](const auto& a) { return a.sin(); },
+                          [](const auto& g, const auto& x_, const auto&) { return g * x_.cos(); });
+}
+
+template <typename T>
+Tensor<T> cos(const Tensor<T>& x) {
+  return detail::unary_op(x, "CosBackward", [](const auto& a) { return a.cos(); },
+                          [](const auto& g, const auto& x_, const auto&) { return -g * x_.sin(); });
+}
+
+/// A differentiable copy.
+template <typename T>
+Tensor<T> clone(const Tensor<T>& x) {
+  Tensor<T> out = detail::zip_map<T>([](const auto& a) { return a; }, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "CloneBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{g}; });
+  return out;
+}
+
+// ---- comparisons (masks) ---------------------------------------------------------------------
+
+#define HEED_DEFINE_COMPARISON(name, op)                                                                   \
+  template <typename T>                                                                                     \
+  Tensor<bool> name(const Tensor<T>& a, const Tensor<T>& b) {                                               \
+    return detail::broadcast_map<bool>(a, b, #name, [](const auto& x, const auto& y) { return x op y; });   \
+  }                                                                                                         \
+  template <typename T>                                                                                     \
+  Tensor<bool> name(const Tensor<T>& a, T s) {                                                              \
+    return detail::zip_map<bool>([s](const auto& x) { return x op s; }, a);                                 \
+  }
+HEED_DEFINE_COMPARISON(eq, ==)
+HEED_DEFINE_COMPARISON(ne, !=)
+HEED_DEFINE_COMPARISON(lt, <)
+HEED_DEFINE_COMPARISON(le, <=)
+HEED_DEFINE_COMPARISON(gt, >)
+HEED_DEFINE_COMPARISON(ge, >=)
+#undef HEED_DEFINE_COMPARISON
+
+/// cond ? a : b elementwise, all three broadcast together. Differentiable in a and b.
+template <typename T>
+Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b) {
+  const Shape shape = detail::broadcast_shapes(detail::broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
+                                               "where");
+  const Tensor<bool> c = detail::broadcast_to(cond, shape);
+  Tensor<T> out = detail::zip_map<T>([](const auto& m, const auto& x, const auto& y) { return m.select(x, y); }, c,
+                                     detail::broadcast_to(a, shape), detail::broadcast_to(b, shape));
+  if (autograd::needs_grad(a, b))
+    autograd::record(out, "WhereBackward", {a, b}, [c, sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
+      const Tensor<T> zero = Tensor<T>(std::vector<T>{T(0)}, Shape{});
+      return autograd::Grads<T>{detail::sum_to(where(c, g, zero), sa), detail::sum_to(where(c, zero, g), sb)};
+    });
+  return out;
+}
+
+/// x with `value` wherever mask (broadcast to x's shape) is true.
+template <typename T>
+Tensor<T> masked_fill(const Tensor<T>& x, const Tensor<bool>& mask, T value) {
+  HEED_CHECK(detail::broadcasts_to(mask.shape(), x.shape()), ShapeError, "masked_fill: mask of shape ",
+             to_string(mask.shape()), " does not broadcast to ", to_string(x.shape()));
+  return where(mask, Tensor<T>(std::vector<T>{value}, Shape{}), x);
+}
+
+// ---- operators --------------------------------------------------------------------------------
+
+template <typename T> Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) { return add(a, b); }
+template <typename T> Tensor<T> operator-(const Tensor<T>& a, const Tensor<T>& b) { return sub(a, b); }
+template <typename T> Tensor<T> operator*(const Tensor<T>& a, const Tensor<T>& b) { return mul(a, b); }
+template <typename T> Tensor<T> operator/(const Tensor<T>& a, const Tensor<T>& b) { return div(a, b); }
+template <typename T> Tensor<T> operator-(const Tensor<T>& x) { return neg(x); }
+
+// Scalars take the tensor's element type, so `x * 2.0` works on a Tensor<float> too.
+template <typename T> Tensor<T> operator+(const Tensor<T>& x, double s) { return add(x, static_cast<T>(s)); }
+template <typename T> Tensor<T> operator+(double s, const Tensor<T>& x) { return add(x, static_cast<T>(s)); }
+template <typename T> Tensor<T> operator-(const Tensor<T>& x, double s) { return add(x, static_cast<T>(-s)); }
+template <typename T> Tensor<T> operator-(double s, const Tensor<T>& x) { return add(neg(x), static_cast<T>(s)); }
+template <typename T> Tensor<T> operator*(const Tensor<T>& x, double s) { return mul(x, static_cast<T>(s)); }
+template <typename T> Tensor<T> operator*(double s, const Tensor<T>& x) { return mul(x, static_cast<T>(s)); }
+template <typename T> Tensor<T> operator/(const Tensor<T>& x, double s) { return mul(x, static_cast<T>(1.0 / s)); }
+template <typename T> Tensor<T> operator/(double s, const Tensor<T>& x) { return mul(pow(x, T(-1)), static_cast<T>(s)); }
+
+template <typename T> Tensor<bool> operator==(const Tensor<T>& a, const Tensor<T>& b) { return eq(a, b); }
+template <typename T> Tensor<bool> operator!=(const Tensor<T>& a, const Tensor<T>& b) { return ne(a, b); }
+template <typename T> Tensor<bool> operator<(const Tensor<T>& a, const Tensor<T>& b) { return lt(a, b); }
+template <typename T> Tensor<bool> operator<=(const Tensor<T>& a, const Tensor<T>& b) { return le(a, b); }
+template <typename T> Tensor<bool> operator>(const Tensor<T>& a, const Tensor<T>& b) { return gt(a, b); }
+template <typename T> Tensor<bool> operator>=(const Tensor<T>& a, const Tensor<T>& b) { return ge(a, b); }
+template <typename T> Tensor<bool> operator==(const Tensor<T>& a, double s) { return eq(a, static_cast<T>(s)); }
+template <typename T> Tensor<bool> operator!=(const Tensor<T>& a, double s) { return ne(a, static_cast<T>(s)); }
+template <typename T> Tensor<bool> operator<(const Tensor<T>& a, double s) { return lt(a, static_cast<T>(s)); }
+template <typename T> Tensor<bool> operator<=(const Tensor<T>& a, double s) { return le(a, static_cast<T>(s)); }
+template <typename T> Tensor<bool> operator>(const Tensor<T>& a, double s) { return gt(a, static_cast<T>(s)); }
+template <typename T> Tensor<bool> operator>=(const Tensor<T>& a, double s) { return ge(a, static_cast<T>(s)); }
+
+// ---- Tensor methods defined here -----------------------------------------------------------
+
+template <typename T> Tensor<T> Tensor<T>::neg() const { return heed::neg(*this); }
+template <typename T> Tensor<T> Tensor<T>::exp() const { return heed::exp(*this); }
+template <typename T> Tensor<T> Tensor<T>::log() const { return heed::log(*this); }
+template <typename T> Tensor<T> Tensor<T>::sqrt() const { return heed::sqrt(*this); }
+template <typename T> Tensor<T> Tensor<T>::tanh() const { return heed::tanh(*this); }
+template <typename T> Tensor<T> Tensor<T>::sigmoid() const { return heed::sigmoid(*this); }
+template <typename T> Tensor<T> Tensor<T>::relu() const { return heed::relu(*this); }
+template <typename T> Tensor<T> Tensor<T>::abs() const { return heed::abs(*this); }
+template <typename T> Tensor<T> Tensor<T>::sin() const { return heed::sin(*this); }
+template <typename T> Tensor<T> Tensor<T>::cos() const { return heed::cos(*this); }
+template <typename T> Tensor<T> Tensor<T>::pow(T exponent) const { return heed::pow(*this, exponent); }
+template <typename T> Tensor<T> Tensor<T>::pow(const Tensor& exponent) const { return heed::pow(*this, exponent); }
+template <typename T> Tensor<T> Tensor<T>::clone() const { return heed::clone(*this); }
+
+namespace detail {
+template <typename T>
+void check_in_place(const Tensor<T>& x, const char* op) {
+  HEED_CHECK(!(autograd::GradMode::is_enabled() && x.requires_grad()), AutogradError, op,
+             ": in-place update of a tensor that requires grad; do it under heed::NoGradGuard");
+  x.impl().storage->bump_version();
+}
+}  // namespace detail
+
+template <typename T>
+Tensor<T>& Tensor<T>::fill_(T value) {
+  detail::check_in_place(*this, "fill_");
+  array().setConstant(value);
+  return *this;
+}
+
+template <typename T>
+Tensor<T>& Tensor<T>::copy_(const Tensor& src) {
+  detail::check_in_place(*this, "copy_");
+  HEED_CHECK(detail::broadcasts_to(src.shape(), shape()), ShapeError, "copy_: source of shape ", to_string(src.shape()),
+             " does not broadcast to ", to_string(shape()));
+  array() = detail::broadcast_to(src, shape()).array();
+  return *this;
+}
+
+template <typename T>
+Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
+  detail::check_in_place(*this, "add_");
+  HEED_CHECK(detail::broadcasts_to(other.shape(), shape()), ShapeError, "add_: operand of shape ",
+             to_string(other.shape()), " does not broadcast to ", to_string(shape()));
+  array() += alpha * detail::broadcast_to(other, shape()).array();
+  return *this;
+}
+
+template <typename T>
+Tensor<T>& Tensor<T>::mul_(T factor) {
+  detail::check_in_place(*this, "mul_");
+  array() *= factor;
+  return *this;
+}
+
+}  // namespace heed

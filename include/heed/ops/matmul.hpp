@@ -1,0 +1,178 @@
+// heed/ops/matmul.hpp — matrix products through Eigen's GEMM.
+//
+//   matmul(a, b), PyTorch's rules:
+//     (k) @ (k)               -> ()              dot product
+//     (n, k) @ (k, m)         -> (n, m)
+//     (B.., n, k) @ (k, m)    -> (B.., n, m)     one GEMM over all B.. · n rows
+//     (B.., n, k) @ (B.., k, m) -> (B.., n, m)   batch dims broadcast
+//     a 1-D operand gains a dim of 1 for the product and loses it after
+//   bmm(a, b): (B, n, k) @ (B, k, m) -> (B, n, m), no broadcasting.
+//
+// Batches are split across OpenMP threads when the user's build enables OpenMP and
+// each thread gets enough work; every output matrix is computed by one thread.
+#pragma once
+
+#include <vector>
+
+#include "heed/ops/shape.hpp"
+
+namespace heed {
+namespace detail {
+
+template <typename T>
+using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// c (m × n) = op(a) · op(b), row-major; op(a) is m × k, op(b) is k × n.
+template <typename T>
+void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+  using ConstMap = Eigen::Map<const RowMajorMatrix<T>>;
+  Eigen::Map<RowMajorMatrix<T>> out(c, m, n);
+  if (k == 0) {
+    out.setZero();
+    return;
+  }
+  if (!trans_a && !trans_b)
+    out.noalias() = ConstMap(a, m, k) * ConstMap(b, k, n);
+  else if (trans_a && !trans_b)
+    out.noalias() = ConstMap(a, k, m).transpose() * ConstMap(b, k, n);
+  else if (!trans_a && trans_b)
+    out.noalias() = ConstMap(a, m, k) * ConstMap(b, n, k).transpose();
+  else
+    out.noalias() = ConstMap(a, k, m).transpose() * ConstMap(b, n, k).transpose();
+}
+
+inline Shape batch_shape(const Shape& s) {
+  Shape batch;
+  for (int d = 0; d + 2 < s.rank(); ++d) batch.push_back(s[d]);
+  return batch;
+}
+
+/// op(a) @ op(b) for a, b of rank ≥ 2 whose batch dims broadcast; op transposes the
+/// last two dims when asked. The result has the broadcast batch shape. No graph.
+template <typename T>
+Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, bool trans_b, const char* op) {
+  const index_t m = trans_a ? a.shape()[-1] : a.shape()[-2];
+  const index_t k = trans_a ? a.shape()[-2] : a.shape()[-1];
+  const index_t kb = trans_b ? b.shape()[-1] : b.shape()[-2];
+  const index_t n = trans_b ? b.shape()[-2] : b.shape()[-1];
+  HEED_CHECK(k == kb, ShapeError, op, ": inner dims differ: ", to_string(a.shape()), " vs ", to_string(b.shape()));
+  const Shape a_batch = batch_shape(a.shape()), b_batch = batch_shape(b.shape());
+  Shape shape = broadcast_shapes(a_batch, b_batch, op);
+  const Shape out_batch = shape;
+  shape.push_back(m);
+  shape.push_back(n);
+  Tensor<T> out = make_tensor<T>(shape);
+
+  // Offsets of every batch's matrices, walking the broadcast batch index space.
+  const index_t batches = out_batch.numel();
+  std::vector<index_t> a_offsets, b_offsets;
+  a_offsets.reserve(static_cast<std::size_t>(batches));
+  b_offsets.reserve(static_cast<std::size_t>(batches));
+  const auto a_strides = broadcast_strides(a_batch, out_batch), b_strides = broadcast_strides(b_batch, out_batch);
+  StridedLoop<2> loop;
+  for (int d = 0; d < out_batch.rank(); ++d) loop.add_dim(out_batch[d], {a_strides[d] * m * k, b_strides[d] * k * n});
+  loop.add_dim(1, {0, 0});  // a unit inner run, so that each batch is one run
+  loop.for_each_run([&](const std::array<index_t, 2>& off, index_t, const std::array<index_t, 2>&) {
+    a_offsets.push_back(off[0]);
+    b_offsets.push_back(off[1]);
+  });
+
+  const index_t flops_per_batch = std::max<index_t>(m * n * k, 1);
+  const T* pa = a.data();
+  const T* pb = b.data();
+  T* pc = out.data();
+  parallel_for(batches, (index_t(1) << 18) / flops_per_batch + 1, [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i)
+      gemm(pa + a_offsets[static_cast<std::size_t>(i)], trans_a, pb + b_offsets[static_cast<std::size_t>(i)], trans_b,
+           pc + i * m * n, m, n, k);
+  });
+  return out;
+}
+
+/// Product of all dims but the last: the rows of x seen as a matrix.
+inline index_t leading_rows(const Shape& s) {
+  index_t rows = 1;
+  for (int d = 0; d + 1 < s.rank(); ++d) rows *= s[d];
+  return rows;
+}
+
+/// (B.., n, k) @ (k, m) with a's leading dims folded into the rows of one GEMM.
+template <typename T>
+Tensor<T> folded_matmul(const Tensor<T>& a, const Tensor<T>& b) {
+  Shape shape = a.shape();
+  shape[-1] = b.shape()[-1];
+  Tensor<T> out = make_tensor<T>(shape);
+  gemm(a.data(), false, b.data(), false, out.data(), leading_rows(a.shape()), b.shape()[-1], a.shape()[-1]);
+  return out;
+}
+
+}  // namespace detail
+
+template <typename T>
+Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_floating<T>("matmul");
+  HEED_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got ",
+             to_string(a.shape()), " and ", to_string(b.shape()));
+  if (a.dim() == 1 && b.dim() == 1) {
+    HEED_CHECK(a.numel() == b.numel(), ShapeError, "matmul: inner dims differ: ", to_string(a.shape()), " vs ",
+               to_string(b.shape()));
+    return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
+  }
+  if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
+  if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
+
+  const bool fold = b.dim() == 2;  // (B.., n, k) @ (k, m): one GEMM over all rows
+  HEED_CHECK(!fold || a.shape()[-1] == b.shape()[0], ShapeError, "matmul: inner dims differ: ", to_string(a.shape()),
+             " vs ", to_string(b.shape()));
+  Tensor<T> out = fold ? detail::folded_matmul(a, b) : detail::batched_matmul(a, false, b, false, "matmul");
+  if (autograd::needs_grad(a, b)) {
+    // out = a @ b:  da = g @ bᵀ,  db = aᵀ @ g  (summed over broadcast batch dims)
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::SavedTensor<T> saved_a, saved_b;
+    if (need_b) saved_a = autograd::save(a);
+    if (need_a) saved_b = autograd::save(b);
+    autograd::record(out, "MmBackward", {a, b},
+                     [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
+                       autograd::Grads<T> grads(2);
+                       if (fold) {  // the batch sum of db happens inside one GEMM over all rows
+                         const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
+                         if (need_a) {
+                           grads[0] = detail::make_tensor<T>(a_shape);
+                           detail::gemm(g.data(), false, saved_b.get().data(), true, grads[0].data(), rows, k, n);
+                         }
+                         if (need_b) {
+                           grads[1] = detail::make_tensor<T>(b_shape);
+                           detail::gemm(saved_a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
+                         }
+                       } else {
+                         if (need_a)
+                           grads[0] = detail::sum_to(detail::batched_matmul(g, false, saved_b.get(), true, "matmul"),
+                                                     a_shape);
+                         if (need_b)
+                           grads[1] = detail::sum_to(detail::batched_matmul(saved_a.get(), true, g, false, "matmul"),
+                                                     b_shape);
+                       }
+                       return grads;
+                     });
+  }
+  return out;
+}
+
+/// Batched product of 3-D tensors with equal batch sizes: (B, n, k) @ (B, k, m).
+template <typename T>
+Tensor<T> bmm(const Tensor<T>& a, const Tensor<T>& b) {
+  HEED_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got ", to_string(a.shape()), " and ",
+             to_string(b.shape()));
+  HEED_CHECK(a.shape()[0] == b.shape()[0], ShapeError, "bmm: batch sizes differ: ", to_string(a.shape()), " vs ",
+             to_string(b.shape()));
+  HEED_CHECK(a.shape()[2] == b.shape()[1], ShapeError, "bmm: inner dims differ: ", to_string(a.shape()), " vs ",
+             to_string(b.shape()));
+  return matmul(a, b);
+}
+
+template <typename T>
+Tensor<T> Tensor<T>::matmul(const Tensor& other) const {
+  return heed::matmul(*this, other);
+}
+
+}  // namespace heed

@@ -1,0 +1,150 @@
+// heed/ops/reduce.hpp — sum, mean, max and argmax, over everything or one dim.
+//
+//   x: (2, 3)
+//   x.sum()            -> ()        x.sum(1)          -> (2)
+//   x.mean(0, true)    -> (1, 3)    x.argmax(1)       -> (2), Tensor<int64_t>
+//
+// The gradient of max flows to the position argmax reports (the first maximum).
+#pragma once
+
+#include <limits>
+
+#include "heed/ops/elementwise.hpp"
+
+namespace heed {
+namespace detail {
+
+inline Shape kept_shape(const Shape& shape, int dim) {
+  Shape kept = shape;
+  kept[dim] = 1;
+  return kept;
+}
+
+inline Shape dropped_shape(const Shape& shape, int dim) {
+  Shape out = shape;
+  out.erase(dim);
+  return out;
+}
+
+/// Max over dim (keepdim shape) and the index of the first maximum.
+template <typename T>
+std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim, const char* op) {
+  const DimSplit s(x.shape(), dim);
+  HEED_CHECK(s.size > 0, ValueError, op, ": cannot reduce over dim ", dim, " of size 0 (shape ", to_string(x.shape()),
+             ")");
+  const Shape kept = x.dim() ? kept_shape(x.shape(), dim) : Shape{};
+  Tensor<T> values = make_tensor<T>(kept);
+  Tensor<std::int64_t> indices = make_tensor<std::int64_t>(kept);
+  const T* in = x.data();
+  for (index_t o = 0; o < s.outer; ++o) {
+    for (index_t i = 0; i < s.inner; ++i) {
+      const T* p = in + o * s.size * s.inner + i;
+      index_t best = 0;
+      for (index_t k = 1; k < s.size; ++k)
+        if (p[k * s.inner] > p[best * s.inner]) best = k;
+      values.data()[o * s.inner + i] = p[best * s.inner];
+      indices.data()[o * s.inner + i] = best;
+    }
+  }
+  return {values, indices};
+}
+
+}  // namespace detail
+
+/// Sum of all elements, as a rank-0 tensor.
+template <typename T>
+Tensor<T> sum(const Tensor<T>& x) {
+  Tensor<T> out = detail::make_tensor<T>(Shape{});
+  out.data()[0] = x.array().sum();
+  if (autograd::needs_grad(x))
+    autograd::record(out, "SumBackward", {x}, [shape = x.shape()](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::broadcast_to(g, shape)};
+    });
+  return out;
+}
+
+/// Sum over dim; keepdim leaves it as size 1.
+template <typename T>
+Tensor<T> sum(const Tensor<T>& x, int dim, bool keepdim = false) {
+  dim = detail::normalize_dim(dim, x.dim(), "sum");
+  if (x.dim() == 0) return sum(x);
+  const Shape kept = detail::kept_shape(x.shape(), dim);
+  Tensor<T> out = x.shape() == kept ? detail::zip_map<T>([](const auto& a) { return a; }, x) : detail::sum_to(x, kept);
+  if (!keepdim) out = detail::alias(out, detail::dropped_shape(x.shape(), dim));
+  if (autograd::needs_grad(x))
+    autograd::record(out, "SumBackward", {x}, [shape = x.shape(), kept](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::broadcast_to(detail::alias(g, kept), shape)};
+    });
+  return out;
+}
+
+template <typename T>
+Tensor<T> mean(const Tensor<T>& x) {
+  HEED_CHECK(x.numel() > 0, ValueError, "mean: empty tensor of shape ", to_string(x.shape()));
+  return mul(sum(x), T(1) / static_cast<T>(x.numel()));
+}
+
+template <typename T>
+Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
+  dim = detail::normalize_dim(dim, x.dim(), "mean");
+  const index_t n = x.dim() ? x.shape()[dim] : 1;
+  HEED_CHECK(n > 0, ValueError, "mean: dim ", dim, " of shape ", to_string(x.shape()), " is empty");
+  return mul(sum(x, dim, keepdim), T(1) / static_cast<T>(n));
+}
+
+/// Largest element, as a rank-0 tensor.
+template <typename T>
+Tensor<T> max(const Tensor<T>& x) {
+  HEED_CHECK(x.numel() > 0, ValueError, "max: empty tensor of shape ", to_string(x.shape()));
+  auto [values, indices] = detail::max_along(detail::alias(x, Shape{x.numel()}), 0, "max");
+  Tensor<T> out = detail::alias(values, Shape{});
+  if (autograd::needs_grad(x))
+    autograd::record(out, "MaxBackward", {x}, [shape = x.shape(), at = indices.item()](const Tensor<T>& g) {
+      Tensor<T> dx = detail::make_tensor<T>(shape);
+      dx.array().setZero();
+      dx.data()[at] = g.item();
+      return autograd::Grads<T>{dx};
+    });
+  return out;
+}
+
+/// Largest element along dim.
+template <typename T>
+Tensor<T> max(const Tensor<T>& x, int dim, bool keepdim = false) {
+  dim = detail::normalize_dim(dim, x.dim(), "max");
+  auto [values, indices] = detail::max_along(x, dim, "max");
+  Tensor<T> out = keepdim || x.dim() == 0 ? values : detail::alias(values, detail::dropped_shape(x.shape(), dim));
+  if (autograd::needs_grad(x))
+    autograd::record(out, "MaxBackward", {x}, [shape = x.shape(), dim, indices](const Tensor<T>& g) {
+      // d max = dx at the argmax, 0 elsewhere
+      Tensor<T> dx = detail::make_tensor<T>(shape);
+      dx.array().setZero();
+      const detail::DimSplit s(shape, dim);
+      for (index_t o = 0; o < s.outer; ++o)
+        for (index_t i = 0; i < s.inner; ++i)
+          dx.data()[(o * s.size + indices.data()[o * s.inner + i]) * s.inner + i] = g.data()[o * s.inner + i];
+      return autograd::Grads<T>{dx};
+    });
+  return out;
+}
+
+/// Index of the first largest element along dim.
+template <typename T>
+Tensor<std::int64_t> argmax(const Tensor<T>& x, int dim, bool keepdim = false) {
+  dim = detail::normalize_dim(dim, x.dim(), "argmax");
+  Tensor<std::int64_t> indices = detail::max_along(x, dim, "argmax").second;
+  return keepdim || x.dim() == 0 ? indices : detail::alias(indices, detail::dropped_shape(x.shape(), dim));
+}
+
+template <typename T> Tensor<T> Tensor<T>::sum() const { return heed::sum(*this); }
+template <typename T> Tensor<T> Tensor<T>::sum(int dim, bool keepdim) const { return heed::sum(*this, dim, keepdim); }
+template <typename T> Tensor<T> Tensor<T>::mean() const { return heed::mean(*this); }
+template <typename T> Tensor<T> Tensor<T>::mean(int dim, bool keepdim) const { return heed::mean(*this, dim, keepdim); }
+template <typename T> Tensor<T> Tensor<T>::max() const { return heed::max(*this); }
+template <typename T> Tensor<T> Tensor<T>::max(int dim, bool keepdim) const { return heed::max(*this, dim, keepdim); }
+template <typename T>
+Tensor<std::int64_t> Tensor<T>::argmax(int dim, bool keepdim) const {
+  return heed::argmax(*this, dim, keepdim);
+}
+
+}  // namespace heed

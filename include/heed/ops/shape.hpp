@@ -1,0 +1,396 @@
+// heed/ops/shape.hpp — ops that move elements without arithmetic.
+//
+//   x: (2, 3, 4)
+//   x.reshape({6, -1})       -> (6, 4), a view of x's storage
+//   x.permute({2, 0, 1})     -> (4, 2, 3), a contiguous copy
+//   x.narrow(1, 1, 2)        -> (2, 2, 4)       x.select(0, 1)    -> (3, 4)
+//   heed::cat({x, x}, 0)     -> (4, 3, 4)       heed::stack({x, x}, 1) -> (2, 2, 3, 4)
+//   x.repeat({1, 2, 1})      -> (2, 6, 4)       x.repeat_interleave(2, 0) -> (4, 3, 4)
+//
+// Everything but reshape (and its spellings view, flatten, squeeze, unsqueeze)
+// returns a new contiguous tensor, as DESIGN.md decides; all are differentiable.
+#pragma once
+
+#include <numeric>
+#include <vector>
+
+#include "heed/ops/elementwise.hpp"
+
+namespace heed {
+namespace detail {
+
+/// Resolves a requested shape with at most one -1 against numel.
+inline Shape infer_shape(const std::vector<index_t>& requested, index_t numel, const Shape& from, const char* op) {
+  HEED_CHECK(static_cast<int>(requested.size()) <= Shape::kMaxRank, ShapeError, op, ": rank ", requested.size(),
+             " above the maximum ", Shape::kMaxRank);
+  int infer_at = -1;
+  index_t known = 1;
+  Shape shape;
+  for (std::size_t d = 0; d < requested.size(); ++d) {
+    const index_t size = requested[d];
+    if (size == -1) {
+      HEED_CHECK(infer_at < 0, ShapeError, op, ": only one dim can be -1");
+      infer_at = static_cast<int>(d);
+      shape.push_back(1);
+      continue;
+    }
+    HEED_CHECK(size >= 0, ShapeError, op, ": invalid size ", size, " at dim ", d);
+    known *= size;
+    shape.push_back(size);
+  }
+  if (infer_at >= 0) {
+    HEED_CHECK(known > 0 && numel % known == 0, ShapeError, op, ": cannot view shape ", to_string(from), " (", numel,
+               " elements) with a -1 among the other sizes");
+    shape[infer_at] = numel / known;
+  }
+  HEED_CHECK(shape.numel() == numel, ShapeError, op, ": shape ", to_string(shape), " is invalid for input of shape ",
+             to_string(from), " (", numel, " elements)");
+  return shape;
+}
+
+/// A view of x under `shape` (same numel) whose gradient is reshaped back.
+template <typename T>
+Tensor<T> view_as_shape(const Tensor<T>& x, const Shape& shape) {
+  Tensor<T> out = alias(x, shape);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "ViewBackward", {x}, [from = x.shape()](const auto& g) {
+      return autograd::Grads<T>{alias(g, from)};
+    });
+  return out;
+}
+
+/// Copies x into a fresh tensor of `out_shape` through per-dim source strides given in
+/// the output's index space (rank ≤ 16), starting at element `src_offset`.
+template <typename T>
+Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* sizes, const index_t* src_strides,
+                         int rank, const Shape& out_shape) {
+  Tensor<T> out = make_tensor<T>(out_shape);
+  std::array<index_t, kMaxLoopDims> dst_strides{};
+  for (index_t d = rank - 1, step = 1; d >= 0; --d) {
+    dst_strides[d] = step;
+    step *= sizes[d];
+  }
+  strided_copy(out.data(), dst_strides.data(), x.data() + src_offset, src_strides, sizes, rank);
+  return out;
+}
+
+/// The adjoint of gather_strided: a tensor of `in_shape` holding the sum of every g
+/// element at the positions gather_strided read from.
+template <typename T>
+Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst_offset, const index_t* sizes,
+                          const index_t* dst_strides, int rank) {
+  Tensor<T> dx = make_tensor<T>(in_shape);
+  dx.array().setZero();
+  std::array<index_t, kMaxLoopDims> src_strides{};
+  for (index_t d = rank - 1, step = 1; d >= 0; --d) {
+    src_strides[d] = step;
+    step *= sizes[d];
+  }
+  strided_accumulate(dx.data() + dst_offset, dst_strides, g.data(), src_strides.data(), sizes, rank);
+  return dx;
+}
+
+/// A differentiable strided gather: the op behind permute, slice, repeat, expand and
+/// repeat_interleave, whose backward is the matching scatter.
+template <typename T>
+Tensor<T> strided_op(const Tensor<T>& x, const char* name, index_t offset, const std::vector<index_t>& sizes,
+                     const std::vector<index_t>& strides, const Shape& out_shape) {
+  const int rank = static_cast<int>(sizes.size());
+  Tensor<T> out = gather_strided(x, offset, sizes.data(), strides.data(), rank, out_shape);
+  if (autograd::needs_grad(x))
+    autograd::record(out, name, {x}, [in_shape = x.shape(), offset, sizes, strides](const auto& g) {
+      return autograd::Grads<T>{
+          scatter_strided(g, in_shape, offset, sizes.data(), strides.data(), static_cast<int>(sizes.size()))};
+    });
+  return out;
+}
+
+}  // namespace detail
+
+// ---- views ----------------------------------------------------------------------------------
+
+template <typename T>
+Tensor<T> reshape(const Tensor<T>& x, const std::vector<index_t>& shape) {
+  return detail::view_as_shape(x, detail::infer_shape(shape, x.numel(), x.shape(), "reshape"));
+}
+
+template <typename T>
+Tensor<T> flatten(const Tensor<T>& x, int start_dim = 0, int end_dim = -1) {
+  if (x.dim() == 0) return detail::view_as_shape(x, Shape{1});
+  start_dim = detail::normalize_dim(start_dim, x.dim(), "flatten");
+  end_dim = detail::normalize_dim(end_dim, x.dim(), "flatten");
+  HEED_CHECK(start_dim <= end_dim, ValueError, "flatten: start_dim ", start_dim, " after end_dim ", end_dim);
+  Shape shape;
+  for (int d = 0; d < x.dim(); ++d) {
+    if (d > start_dim && d <= end_dim)
+      shape[-1] *= x.shape()[d];
+    else
+      shape.push_back(x.shape()[d]);
+  }
+  return detail::view_as_shape(x, shape);
+}
+
+template <typename T>
+Tensor<T> unsqueeze(const Tensor<T>& x, int dim) {
+  HEED_CHECK(dim >= -x.dim() - 1 && dim <= x.dim(), IndexError, "unsqueeze: dim ", dim,
+             " out of range for a tensor of rank ", x.dim(), " (expected ", -x.dim() - 1, " to ", x.dim(), ")");
+  Shape shape = x.shape();
+  shape.insert(dim < 0 ? dim + x.dim() + 1 : dim, 1);
+  return detail::view_as_shape(x, shape);
+}
+
+/// Removes every size-1 dim.
+template <typename T>
+Tensor<T> squeeze(const Tensor<T>& x) {
+  Shape shape;
+  for (index_t size : x.shape())
+    if (size != 1) shape.push_back(size);
+  return detail::view_as_shape(x, shape);
+}
+
+/// Removes dim if its size is 1 (otherwise returns x unchanged, as PyTorch does).
+template <typename T>
+Tensor<T> squeeze(const Tensor<T>& x, int dim) {
+  dim = detail::normalize_dim(dim, x.dim(), "squeeze");
+  if (x.dim() == 0 || x.shape()[dim] != 1) return x;
+  Shape shape = x.shape();
+  shape.erase(dim);
+  return detail::view_as_shape(x, shape);
+}
+
+// ---- copies -------------------------------------------------------------------------------
+
+template <typename T>
+Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& dims) {
+  HEED_CHECK(static_cast<int>(dims.size()) == x.dim(), ShapeError, "permute: ", dims.size(),
+             " dims given for a tensor of shape ", to_string(x.shape()));
+  std::vector<bool> seen(dims.size(), false);
+  const auto strides = x.shape().strides();
+  std::vector<index_t> sizes, src_strides;
+  Shape shape;
+  for (int d : dims) {
+    const int nd = detail::normalize_dim(d, x.dim(), "permute");
+    HEED_CHECK(!seen[nd], ValueError, "permute: dim ", d, " repeated");
+    seen[nd] = true;
+    shape.push_back(x.shape()[nd]);
+    sizes.push_back(x.shape()[nd]);
+    src_strides.push_back(strides[nd]);
+  }
+  return detail::strided_op(x, "PermuteBackward", 0, sizes, src_strides, shape);
+}
+
+template <typename T>
+Tensor<T> transpose(const Tensor<T>& x, int dim0, int dim1) {
+  dim0 = detail::normalize_dim(dim0, x.dim(), "transpose");
+  dim1 = detail::normalize_dim(dim1, x.dim(), "transpose");
+  std::vector<int> dims(static_cast<std::size_t>(x.dim()));
+  std::iota(dims.begin(), dims.end(), 0);
+  if (x.dim() > 0) std::swap(dims[dim0], dims[dim1]);
+  return permute(x, dims);
+}
+
+/// Elements start, start+step, … below end along dim. Bounds are clamped and negative
+/// ones count from the end, as in Python slicing; step must be positive.
+template <typename T>
+Tensor<T> slice(const Tensor<T>& x, int dim, index_t start, index_t end, index_t step = 1) {
+  dim = detail::normalize_dim(dim, x.dim(), "slice");
+  HEED_CHECK(x.dim() > 0, IndexError, "slice: cannot slice a rank-0 tensor");
+  HEED_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
+  const index_t size = x.shape()[dim];
+  auto clamp = [size](index_t i) { return std::min(std::max(i < 0 ? i + size : i, index_t(0)), size); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  Shape shape = x.shape();
+  shape[dim] = (end - start + step - 1) / step;
+  const auto strides = x.shape().strides();
+  std::vector<index_t> sizes(shape.begin(), shape.end()), src_strides(strides.begin(), strides.begin() + x.dim());
+  src_strides[dim] *= step;
+  return detail::strided_op(x, "SliceBackward", start * strides[dim], sizes, src_strides, shape);
+}
+
+/// length elements from start along dim; the range must lie inside the tensor.
+template <typename T>
+Tensor<T> narrow(const Tensor<T>& x, int dim, index_t start, index_t length) {
+  dim = detail::normalize_dim(dim, x.dim(), "narrow");
+  HEED_CHECK(x.dim() > 0, IndexError, "narrow: cannot narrow a rank-0 tensor");
+  const index_t size = x.shape()[dim];
+  HEED_CHECK(start >= -size && start <= size, IndexError, "narrow: start ", start, " out of range for dim ", dim,
+             " of size ", size);
+  if (start < 0) start += size;
+  HEED_CHECK(length >= 0 && start + length <= size, IndexError, "narrow: start ", start, " + length ", length,
+             " exceeds dim ", dim, " of size ", size, " (shape ", to_string(x.shape()), ")");
+  return slice(x, dim, start, start + length);
+}
+
+/// The slice at `index` along dim, with that dim removed.
+template <typename T>
+Tensor<T> select(const Tensor<T>& x, int dim, index_t index) {
+  dim = detail::normalize_dim(dim, x.dim(), "select");
+  HEED_CHECK(x.dim() > 0, IndexError, "select: cannot select from a rank-0 tensor");
+  const index_t size = x.shape()[dim];
+  HEED_CHECK(index >= -size && index < size, IndexError, "select: index ", index, " out of range for dim ", dim,
+             " of size ", size);
+  return squeeze(narrow(x, dim, index < 0 ? index + size : index, 1), dim);
+}
+
+/// Tiles x: repeats[d] copies along each dim (extra leading repeats add dims).
+template <typename T>
+Tensor<T> repeat(const Tensor<T>& x, const std::vector<index_t>& repeats) {
+  const int rank = static_cast<int>(repeats.size());
+  HEED_CHECK(rank >= x.dim(), ShapeError, "repeat: ", repeats.size(), " repeats for a tensor of shape ",
+             to_string(x.shape()), " (need at least one per dim)");
+  HEED_CHECK(rank <= Shape::kMaxRank, ShapeError, "repeat: rank ", rank, " above the maximum ", Shape::kMaxRank);
+  // The output, seen as (r0, s0, r1, s1, …): a stride-0 dim in front of each source dim.
+  const auto strides = x.shape().strides();
+  std::vector<index_t> sizes, src_strides;
+  Shape shape;
+  for (int d = 0; d < rank; ++d) {
+    const int sd = d - (rank - x.dim());
+    const index_t size = sd >= 0 ? x.shape()[sd] : 1;
+    HEED_CHECK(repeats[d] >= 0, ValueError, "repeat: negative repeat count ", repeats[d]);
+    shape.push_back(repeats[d] * size);
+    sizes.insert(sizes.end(), {repeats[d], size});
+    src_strides.insert(src_strides.end(), {0, sd >= 0 ? strides[sd] : 0});
+  }
+  return detail::strided_op(x, "RepeatBackward", 0, sizes, src_strides, shape);
+}
+
+/// Repeats each element `repeats` times along dim: [a, b] -> [a, a, b, b].
+template <typename T>
+Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats, int dim) {
+  dim = detail::normalize_dim(dim, x.dim(), "repeat_interleave");
+  HEED_CHECK(repeats >= 0, ValueError, "repeat_interleave: negative repeat count ", repeats);
+  if (x.dim() == 0) return repeat_interleave(flatten(x), repeats, 0);
+  const auto strides = x.shape().strides();
+  std::vector<index_t> sizes(x.shape().begin(), x.shape().end()), src_strides(strides.begin(), strides.begin() + x.dim());
+  sizes.insert(sizes.begin() + dim + 1, repeats);
+  src_strides.insert(src_strides.begin() + dim + 1, 0);
+  Shape shape = x.shape();
+  shape[dim] *= repeats;
+  return detail::strided_op(x, "RepeatInterleaveBackward", 0, sizes, src_strides, shape);
+}
+
+/// Broadcasts x to `shape` (a copy; sizes of 1 stretch, leading dims are added).
+template <typename T>
+Tensor<T> expand(const Tensor<T>& x, const Shape& shape) {
+  HEED_CHECK(detail::broadcasts_to(x.shape(), shape), ShapeError, "expand: shape ", to_string(x.shape()),
+             " cannot be expanded to ", to_string(shape));
+  const auto strides = detail::broadcast_strides(x.shape(), shape);
+  return detail::strided_op(x, "ExpandBackward", 0, std::vector<index_t>(shape.begin(), shape.end()),
+                            std::vector<index_t>(strides.begin(), strides.begin() + shape.rank()), shape);
+}
+
+/// Rows of x along dim picked by a 1-D index tensor (repeats allowed).
+template <typename T>
+Tensor<T> index_select(const Tensor<T>& x, int dim, const Tensor<std::int64_t>& index) {
+  dim = detail::normalize_dim(dim, x.dim(), "index_select");
+  HEED_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D, got shape ", to_string(index.shape()));
+  const index_t size = x.dim() ? x.shape()[dim] : 1;
+  for (index_t i = 0; i < index.numel(); ++i)
+    HEED_CHECK(index.data()[i] >= 0 && index.data()[i] < size, IndexError, "index_select: index ", index.data()[i],
+               " out of range for dim ", dim, " of size ", size);
+  const detail::DimSplit s(x.shape(), dim);
+  Shape shape = x.shape();
+  if (x.dim()) shape[dim] = index.numel();
+  Tensor<T> out = detail::make_tensor<T>(shape);
+  const index_t n = index.numel();
+  for (index_t o = 0; o < s.outer; ++o)
+    for (index_t k = 0; k < n; ++k)
+      std::copy_n(x.data() + (o * s.size + index.data()[k]) * s.inner, s.inner, out.data() + (o * n + k) * s.inner);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "IndexSelectBackward", {x}, [s, shape = x.shape(), index](const auto& g) {
+      Tensor<T> dx = detail::make_tensor<T>(shape);
+      dx.array().setZero();
+      const index_t count = index.numel();
+      for (index_t o = 0; o < s.outer; ++o)
+        for (index_t k = 0; k < count; ++k)
+          detail::VecMap<T>(dx.data() + (o * s.size + index.data()[k]) * s.inner, s.inner) +=
+              detail::ConstVecMap<T>(g.data() + (o * count + k) * s.inner, s.inner);
+      return autograd::Grads<T>{dx};
+    });
+  return out;
+}
+
+/// Joins tensors of equal shape except along dim.
+template <typename T>
+Tensor<T> cat(const std::vector<Tensor<T>>& tensors, int dim = 0) {
+  HEED_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
+  const Shape& first = tensors[0].shape();
+  HEED_CHECK(first.rank() > 0, ShapeError, "cat: rank-0 tensors cannot be concatenated (stack them instead)");
+  dim = detail::normalize_dim(dim, first.rank(), "cat");
+  Shape shape = first;
+  shape[dim] = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const Shape& s = tensors[i].shape();
+    bool fits = s.rank() == first.rank();
+    for (int d = 0; fits && d < s.rank(); ++d) fits = d == dim || s[d] == first[d];
+    HEED_CHECK(fits, ShapeError, "cat: tensor ", i, " has shape ", to_string(s), ", expected ", to_string(first),
+               " except at dim ", dim);
+    shape[dim] += s[dim];
+  }
+  Tensor<T> out = detail::make_tensor<T>(shape);
+  const detail::DimSplit outer(shape, dim);
+  index_t offset = 0;  // along dim, in units of inner rows
+  for (const Tensor<T>& t : tensors) {
+    const index_t rows = t.shape()[dim] * outer.inner;
+    for (index_t o = 0; o < outer.outer; ++o)
+      std::copy_n(t.data() + o * rows, rows, out.data() + o * outer.size * outer.inner + offset);
+    offset += rows;
+  }
+  bool any_grad = false;
+  for (const Tensor<T>& t : tensors) any_grad = any_grad || autograd::needs_grad(t);
+  if (any_grad) {
+    std::vector<index_t> sizes;
+    for (const Tensor<T>& t : tensors) sizes.push_back(t.shape()[dim]);
+    autograd::record(out, "CatBackward", tensors, [dim, sizes](const auto& g) {
+      autograd::Grads<T> grads;
+      index_t start = 0;
+      for (index_t size : sizes) {
+        grads.push_back(narrow(g, dim, start, size));
+        start += size;
+      }
+      return grads;
+    });
+  }
+  return out;
+}
+
+/// Joins tensors of equal shape along a new dim.
+template <typename T>
+Tensor<T> stack(const std::vector<Tensor<T>>& tensors, int dim = 0) {
+  HEED_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of tensors");
+  for (std::size_t i = 1; i < tensors.size(); ++i)
+    HEED_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError, "stack: tensor ", i, " has shape ",
+               to_string(tensors[i].shape()), ", expected ", to_string(tensors[0].shape()));
+  const int rank = tensors[0].dim() + 1;
+  HEED_CHECK(dim >= -rank && dim < rank, IndexError, "stack: dim ", dim, " out of range for the result's rank ", rank);
+  std::vector<Tensor<T>> expanded;
+  for (const Tensor<T>& t : tensors) expanded.push_back(unsqueeze(t, dim));
+  return cat(expanded, dim < 0 ? dim + rank : dim);
+}
+
+// ---- Tensor methods defined here ---------------------------------------------------------------
+
+template <typename T>
+Tensor<T> Tensor<T>::reshape(const Shape& shape) const {
+  return heed::reshape(*this, shape.to_vector());
+}
+template <typename T>
+Tensor<T> Tensor<T>::reshape(std::initializer_list<index_t> shape) const {
+  return heed::reshape(*this, std::vector<index_t>(shape));
+}
+template <typename T> Tensor<T> Tensor<T>::flatten(int start_dim, int end_dim) const { return heed::flatten(*this, start_dim, end_dim); }
+template <typename T> Tensor<T> Tensor<T>::permute(const std::vector<int>& dims) const { return heed::permute(*this, dims); }
+template <typename T> Tensor<T> Tensor<T>::transpose(int dim0, int dim1) const { return heed::transpose(*this, dim0, dim1); }
+template <typename T> Tensor<T> Tensor<T>::unsqueeze(int dim) const { return heed::unsqueeze(*this, dim); }
+template <typename T> Tensor<T> Tensor<T>::squeeze() const { return heed::squeeze(*this); }
+template <typename T> Tensor<T> Tensor<T>::squeeze(int dim) const { return heed::squeeze(*this, dim); }
+template <typename T> Tensor<T> Tensor<T>::narrow(int dim, index_t start, index_t length) const { return heed::narrow(*this, dim, start, length); }
+template <typename T> Tensor<T> Tensor<T>::slice(int dim, index_t start, index_t end, index_t step) const { return heed::slice(*this, dim, start, end, step); }
+template <typename T> Tensor<T> Tensor<T>::select(int dim, index_t index) const { return heed::select(*this, dim, index); }
+template <typename T> Tensor<T> Tensor<T>::index_select(int dim, const Tensor<std::int64_t>& index) const { return heed::index_select(*this, dim, index); }
+template <typename T> Tensor<T> Tensor<T>::repeat(const std::vector<index_t>& repeats) const { return heed::repeat(*this, repeats); }
+template <typename T> Tensor<T> Tensor<T>::repeat_interleave(index_t repeats, int dim) const { return heed::repeat_interleave(*this, repeats, dim); }
+template <typename T> Tensor<T> Tensor<T>::expand(const Shape& shape) const { return heed::expand(*this, shape); }
+
+}  // namespace heed

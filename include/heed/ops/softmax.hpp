@@ -1,0 +1,99 @@
+// heed/ops/softmax.hpp — softmax and log-softmax over any dim, fused.
+//
+//   x: (B, T, C)    softmax(x, -1): each (b, t) row sums to 1
+//
+// Each is one primitive with a closed-form backward, rather than a composition of
+// exp, sum and div, so that a row is read once per pass and stays in cache:
+//   y = softmax(x):      dx = y · (g − Σ g·y)
+//   y = log_softmax(x):  dx = g − exp(y) · Σ g
+// Rows split across OpenMP threads when the user's build enables OpenMP.
+#pragma once
+
+#include "heed/ops/reduce.hpp"
+
+namespace heed {
+namespace detail {
+
+template <typename T>
+using Slab = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+template <typename T>
+using ConstSlab = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+/// Calls row(out, in...) on each contiguous row when dim is the last one, else
+/// slab(out, in...) on each (size × inner) slab, reducing down its columns.
+template <typename T, typename Row, typename SlabFn, typename... In>
+Tensor<T> over_dim(const Shape& shape, int dim, Row&& row, SlabFn&& slab, const In&... in) {
+  const DimSplit s(shape, dim);
+  Tensor<T> out = make_tensor<T>(shape);
+  T* o = out.data();
+  const index_t block = s.size * s.inner;
+  parallel_for(s.outer, kParallelGrain / std::max<index_t>(block, 1) + 1, [&](index_t begin, index_t end) {
+    for (index_t i = begin; i < end; ++i) {
+      if (s.inner == 1)
+        row(VecMap<T>(o + i * block, s.size), ConstVecMap<T>(in.data() + i * block, s.size)...);
+      else
+        slab(Slab<T>(o + i * block, s.size, s.inner), ConstSlab<T>(in.data() + i * block, s.size, s.inner)...);
+    }
+  });
+  return out;
+}
+
+}  // namespace detail
+
+template <typename T>
+Tensor<T> softmax(const Tensor<T>& x, int dim) {
+  detail::check_floating<T>("softmax");
+  dim = detail::normalize_dim(dim, x.dim(), "softmax");
+  Tensor<T> out = detail::over_dim<T>(
+      x.shape(), dim,
+      [](auto y, const auto& in) {
+        y = (in - in.maxCoeff()).exp();  // subtracting the max keeps exp from overflowing
+        y *= T(1) / y.sum();
+      },
+      [](auto y, const auto& in) {
+        y = (in.rowwise() - in.colwise().maxCoeff()).exp();
+        y.rowwise() /= y.colwise().sum();
+      },
+      x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "SoftmaxBackward", {x}, [dim, saved = autograd::save(out)](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::over_dim<T>(
+          g.shape(), dim, [](auto dx, const auto& gg, const auto& y) { dx = y * (gg - (gg * y).sum()); },
+          [](auto dx, const auto& gg, const auto& y) {
+            dx = y * (gg.rowwise() - (gg * y).colwise().sum());
+          },
+          g, saved.get())};
+    });
+  return out;
+}
+
+template <typename T>
+Tensor<T> log_softmax(const Tensor<T>& x, int dim) {
+  detail::check_floating<T>("log_softmax");
+  dim = detail::normalize_dim(dim, x.dim(), "log_softmax");
+  Tensor<T> out = detail::over_dim<T>(
+      x.shape(), dim,
+      [](auto y, const auto& in) {
+        const T max = in.maxCoeff();
+        y = in - (max + std::log((in - max).exp().sum()));
+      },
+      [](auto y, const auto& in) {
+        const auto max = in.colwise().maxCoeff().eval();
+        const auto log_sum = ((in.rowwise() - max).exp().colwise().sum().log() + max).eval();
+        y = in.rowwise() - log_sum;
+      },
+      x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "LogSoftmaxBackward", {x}, [dim, saved = autograd::save(out)](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::over_dim<T>(
+          g.shape(), dim, [](auto dx, const auto& gg, const auto& y) { dx = gg - y.exp() * gg.sum(); },
+          [](auto dx, const auto& gg, const auto& y) { dx = gg - y.exp().rowwise() * gg.colwise().sum(); }, g,
+          saved.get())};
+    });
+  return out;
+}
+
+template <typename T> Tensor<T> Tensor<T>::softmax(int dim) const { return heed::softmax(*this, dim); }
+template <typename T> Tensor<T> Tensor<T>::log_softmax(int dim) const { return heed::log_softmax(*this, dim); }
+
+}  // namespace heed
