@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# scripts/dev.sh — set-up, build and run in one command, on Debian 12.
+#
+#   scripts/dev.sh demo    install what is missing, build, run the demo
+#   scripts/dev.sh test    install what is missing, build, run every test (release)
+#   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
+#   scripts/dev.sh cxx20   the whole test suite built by clang++ in C++20 mode
+#   scripts/dev.sh bench   build and run the benchmarks
+#   scripts/dev.sh deps    only install the Debian packages
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake ninja-build libeigen3-dev catch2 libbenchmark-dev)
+
+install_deps() {
+  local wanted=("${packages[@]}" "$@") missing=()
+  for p in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  echo "installing: ${missing[*]}"
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+case "${1:-}" in
+  deps) install_deps clang ;;
+  demo)
+    install_deps
+    cmake --preset release >/dev/null
+    cmake --build --preset release --target fit_curve
+    build/release/examples/fit_curve
+    ;;
+  test) install_deps && cmake --workflow --preset release ;;
+  asan) install_deps && cmake --workflow --preset asan ;;
+  cxx20) install_deps clang && cmake --workflow --preset clang-cxx20 ;;
+  bench)
+    install_deps
+    cmake --preset release >/dev/null
+    cmake --build --preset release
+    for b in build/release/benchmarks/bench_*; do "$b"; done
+    ;;
+  *)
+    sed -n '2,10p' "$0"
+    exit 2
+    ;;
+esac
