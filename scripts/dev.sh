@@ -4,7 +4,8 @@
 #   scripts/dev.sh demo    install what is missing, build, run the demo
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
-#   scripts/dev.sh cxx20   the whole test suite built by clang++ in C++20 mode
+#   scripts/dev.sh compat  the whole test suite built by clang++ in C++20 and C++17
+#                          and by g++ in C++20 mode
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
@@ -35,7 +36,10 @@ case "${1:-}" in
     ;;
   test) install_deps && cmake --workflow --preset release ;;
   asan) install_deps && cmake --workflow --preset asan ;;
-  cxx20) install_deps clang && cmake --workflow --preset clang-cxx20 ;;
+  compat)
+    install_deps clang
+    for preset in clang-cxx20 gcc-cxx20 clang-cxx17; do cmake --workflow --preset "$preset"; done
+    ;;
   bench)
     install_deps
     cmake --preset release >/dev/null
@@ -43,7 +47,7 @@ case "${1:-}" in
     for b in build/release/benchmarks/bench_*; do "$b"; done
     ;;
   *)
-    sed -n '2,10p' "$0"
+    sed -n '2,11p' "$0"
     exit 2
     ;;
 esac

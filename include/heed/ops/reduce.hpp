@@ -112,7 +112,9 @@ Tensor<T> max(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> max(const Tensor<T>& x, int dim, bool keepdim = false) {
   dim = detail::normalize_dim(dim, x.dim(), "max");
-  auto [values, indices] = detail::max_along(x, dim, "max");
+  auto values_and_indices = detail::max_along(x, dim, "max");
+  const Tensor<T>& values = values_and_indices.first;
+  const Tensor<std::int64_t>& indices = values_and_indices.second;
   Tensor<T> out = keepdim || x.dim() == 0 ? values : detail::alias(values, detail::dropped_shape(x.shape(), dim));
   if (autograd::needs_grad(x))
     autograd::record(out, "MaxBackward", {x}, [shape = x.shape(), dim, indices](const Tensor<T>& g) {

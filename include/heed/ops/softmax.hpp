@@ -25,6 +25,7 @@ template <typename T, typename Row, typename SlabFn, typename... In>
 Tensor<T> over_dim(const Shape& shape, int dim, Row&& row, SlabFn&& slab, const In&... in) {
   const DimSplit s(shape, dim);
   Tensor<T> out = make_tensor<T>(shape);
+  if (out.numel() == 0) return out;  // no rows: Eigen's maxCoeff must not see an empty one
   T* o = out.data();
   const index_t block = s.size * s.inner;
   parallel_for(s.outer, kParallelGrain / std::max<index_t>(block, 1) + 1, [&](index_t begin, index_t end) {
