@@ -2,8 +2,488 @@
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
 
+#include <cmath>
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace {
+
+using heed::index_t;
+using heed::Shape;
+
+/// Every element of x, in row-major order, matches `expected` within a relative
+/// epsilon suited to T and an absolute `margin` (for values near zero).
+template <typename T>
+void check_values(const heed::Tensor<T>& x, const std::vector<double>& expected, double margin = 1e-6) {
+  REQUIRE(x.numel() == static_cast<index_t>(expected.size()));
+  const double eps = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("element " << i);
+    CHECK(static_cast<double>(x.data()[i]) == Approx(expected[i]).epsilon(eps).margin(margin));
+  }
+}
+
+/// x and y have one shape and agree element by element within margin.
+template <typename T>
+void check_close(const heed::Tensor<T>& x, const heed::Tensor<T>& y, double margin) {
+  REQUIRE(x.shape() == y.shape());
+  for (index_t i = 0; i < x.numel(); ++i) {
+    INFO("element " << i);
+    REQUIRE(static_cast<double>(x.data()[i]) == Approx(static_cast<double>(y.data()[i])).margin(margin));
+  }
+}
+
+/// The elements of x as doubles, row-major.
+template <typename T>
+std::vector<double> values_of(const heed::Tensor<T>& x) {
+  return std::vector<double>(x.data(), x.data() + x.numel());
+}
+
+template <typename T>
+bool all_finite(const heed::Tensor<T>& x) {
+  for (index_t i = 0; i < x.numel(); ++i)
+    if (!std::isfinite(x.data()[i])) return false;
+  return true;
+}
+
+}  // namespace
+
+// ---- binary arithmetic ------------------------------------------------------------------
+
 TEST_CASE("broadcasting add of a row over a matrix", "[ops]") {
   auto a = heed::tensor<float>({{1, 2, 3}, {4, 5, 6}});
   auto b = heed::tensor<float>({10, 20, 30});
   CHECK((a + b).to_vector() == std::vector<float>{11, 22, 33, 14, 25, 36});
+}
+
+TEMPLATE_TEST_CASE("add, sub, mul and div broadcast a row over a matrix", "[ops]", float, double) {
+  const auto a = heed::tensor<TestType>({{1, 2, 3}, {4, 5, 6}});
+  const auto b = heed::tensor<TestType>({10, 20, 30});
+  const auto sum = a + b;
+  CHECK(sum.shape() == Shape{2, 3});
+  check_values(sum, {11, 22, 33, 14, 25, 36});
+  check_values(heed::add(b, a), {11, 22, 33, 14, 25, 36});
+  check_values(a - b, {-9, -18, -27, -6, -15, -24});
+  check_values(b - a, {9, 18, 27, 6, 15, 24});
+  check_values(a * b, {10, 40, 90, 40, 100, 180});
+  check_values(a / b, {0.1, 0.1, 0.1, 0.4, 0.25, 0.2});
+  check_values(b / a, {10, 10, 10, 2.5, 4, 5});
+  check_values(heed::sub(a, a), {0, 0, 0, 0, 0, 0});
+}
+
+TEMPLATE_TEST_CASE("a column times a row is their outer product", "[ops]", float, double) {
+  const auto col = heed::tensor<TestType>({{1}, {2}});
+  const auto row = heed::tensor<TestType>({{3, 4, 5}});
+  const auto outer = col * row;
+  CHECK(outer.shape() == Shape{2, 3});
+  check_values(outer, {3, 4, 5, 6, 8, 10});
+  const auto diff = row - col;
+  CHECK(diff.shape() == Shape{2, 3});
+  check_values(diff, {2, 3, 4, 1, 2, 3});
+}
+
+TEMPLATE_TEST_CASE("shapes (4, 1, 3) and (2, 1) broadcast to (4, 2, 3)", "[ops]", float, double) {
+  const auto x = heed::arange<TestType>(12).reshape({4, 1, 3});
+  const auto y = heed::tensor<TestType>({{100}, {200}});
+  const auto z = x + y;
+  REQUIRE(z.shape() == Shape{4, 2, 3});
+  for (index_t i = 0; i < 4; ++i)
+    for (index_t j = 0; j < 2; ++j)
+      for (index_t k = 0; k < 3; ++k)
+        REQUIRE(z.at({i, j, k}) == static_cast<TestType>(3 * i + k + 100 * (j + 1)));
+  const auto w = y * x;  // the same broadcast with the operands swapped
+  REQUIRE(w.shape() == Shape{4, 2, 3});
+  CHECK(w.at({3, 1, 2}) == TestType(200 * 11));
+  CHECK(w.at({1, 0, 0}) == TestType(100 * 3));
+}
+
+TEMPLATE_TEST_CASE("a rank-0 tensor broadcasts against any shape", "[ops]", float, double) {
+  const auto x = heed::tensor<TestType>({{1, 2}, {3, 4}});
+  const auto s = heed::scalar_tensor<TestType>(10);
+  check_values(x * s, {10, 20, 30, 40});
+  check_values(s - x, {9, 8, 7, 6});
+  CHECK((s + s).dim() == 0);
+  CHECK((s + s).item() == TestType(20));
+}
+
+TEMPLATE_TEST_CASE("pow raises elementwise to a tensor or a scalar exponent", "[ops]", float, double) {
+  const auto x = heed::tensor<TestType>({{1, 2, 3}, {4, 5, 6}});
+  const auto e = heed::tensor<TestType>({2, 1, 0.5});
+  const auto p = heed::pow(x, e);
+  CHECK(p.shape() == Shape{2, 3});
+  check_values(p, {1, 2, 1.7320508075688772, 16, 5, 2.449489742783178});
+  check_values(x.pow(e), values_of(p));
+  check_values(x.pow(TestType(2)), {1, 4, 9, 16, 25, 36});
+  check_values(heed::pow(x, TestType(-1)), {1, 0.5, 1.0 / 3, 0.25, 0.2, 1.0 / 6});
+  check_values(heed::pow(heed::tensor<TestType>({4, 9}), TestType(0.5)), {2, 3});
+}
+
+TEMPLATE_TEST_CASE("scalars work on either side of every operator", "[ops]", float, double) {
+  const auto x = heed::tensor<TestType>({1, 2, 4});
+  check_values(x + 1.0, {2, 3, 5});
+  check_values(1.0 + x, {2, 3, 5});
+  check_values(x - 1.0, {0, 1, 3});
+  check_values(2.0 - x, {1, 0, -2});
+  check_values(x * 3.0, {3, 6, 12});
+  check_values(3.0 * x, {3, 6, 12});
+  check_values(x / 2.0, {0.5, 1, 2});
+  check_values(1.0 / x, {1, 0.5, 0.25});
+  check_values(8.0 / x, {8, 4, 2});
+  check_values(-x, {-1, -2, -4});
+  check_values(heed::add(x, TestType(-1)), {0, 1, 3});
+  check_values(heed::mul(x, TestType(0.5)), {0.5, 1, 2});
+}
+
+// ---- unary ------------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("unary functions give their textbook values", "[ops]", float, double) {
+  const double pi = 3.14159265358979323846;
+  const auto x = heed::tensor<TestType>({-2, -0.5, 0, 0.5, 2});
+  check_values(heed::neg(x), {2, 0.5, 0, -0.5, -2});
+  check_values(x.neg(), {2, 0.5, 0, -0.5, -2});
+  check_values(heed::relu(x), {0, 0, 0, 0.5, 2});
+  check_values(x.abs(), {2, 0.5, 0, 0.5, 2});
+  check_values(heed::exp(x), {0.1353352832366127, 0.6065306597126334, 1, 1.6487212707001282, 7.38905609893065});
+  check_values(x.tanh(), {-0.9640275800758169, -0.46211715726000974, 0, 0.46211715726000974, 0.9640275800758169});
+  check_values(heed::sigmoid(x),
+               {0.11920292202211755, 0.3775406687981454, 0.5, 0.6224593312018546, 0.8807970779778823});
+
+  const auto pos = heed::tensor<TestType>({1, 2.718281828459045, 4, 0.25});
+  check_values(heed::log(pos), {0, 1, 1.3862943611198906, -1.3862943611198906});
+  check_values(pos.sqrt(), {1, 1.6487212707001282, 2, 0.5});
+
+  const auto angles = heed::tensor<TestType>(
+      {0, static_cast<TestType>(pi / 6), static_cast<TestType>(pi / 2), static_cast<TestType>(pi)});
+  check_values(heed::sin(angles), {0, 0.5, 1, 0});
+  check_values(angles.cos(), {1, 0.8660254037844387, 0, -1});
+}
+
+TEMPLATE_TEST_CASE("sigmoid, tanh and exp of large inputs stay finite where the result is", "[ops]", float, double) {
+  const auto big = heed::tensor<TestType>({-1000, -100, 100, 1000});
+  const auto s = heed::sigmoid(big);
+  CHECK(all_finite(s));
+  check_values(s, {0, 0, 1, 1}, 1e-12);
+  const auto t = heed::tanh(big);
+  CHECK(all_finite(t));
+  check_values(t, {-1, -1, 1, 1});
+  CHECK(heed::exp(heed::tensor<TestType>({-1000})).item() == TestType(0));
+}
+
+// ---- comparisons and masks --------------------------------------------------------------
+
+TEST_CASE("comparisons give bool tensors, elementwise and broadcast", "[ops]") {
+  const auto a = heed::tensor<float>({1, 2, 3});
+  const auto b = heed::tensor<float>({3, 2, 1});
+  CHECK(heed::eq(a, b).to_vector() == std::vector<bool>{false, true, false});
+  CHECK(heed::ne(a, b).to_vector() == std::vector<bool>{true, false, true});
+  CHECK(heed::lt(a, b).to_vector() == std::vector<bool>{true, false, false});
+  CHECK(heed::le(a, b).to_vector() == std::vector<bool>{true, true, false});
+  CHECK(heed::gt(a, b).to_vector() == std::vector<bool>{false, false, true});
+  CHECK(heed::ge(a, b).to_vector() == std::vector<bool>{false, true, true});
+  CHECK((a == b).to_vector() == heed::eq(a, b).to_vector());
+  CHECK((a != b).to_vector() == heed::ne(a, b).to_vector());
+  CHECK((a < b).to_vector() == heed::lt(a, b).to_vector());
+  CHECK((a <= b).to_vector() == heed::le(a, b).to_vector());
+  CHECK((a > b).to_vector() == heed::gt(a, b).to_vector());
+  CHECK((a >= b).to_vector() == heed::ge(a, b).to_vector());
+
+  const auto col = heed::tensor<double>({{1}, {2}});
+  const auto row = heed::tensor<double>({0, 1, 2});
+  const auto grid = heed::gt(col, row);
+  CHECK(grid.shape() == Shape{2, 3});
+  CHECK(grid.to_vector() == std::vector<bool>{true, false, false, true, true, false});
+  CHECK(std::string(grid.dtype()) == "bool");
+
+  const auto i = heed::tensor<std::int64_t>({0, 5, 7});
+  CHECK(heed::eq(i, std::int64_t(5)).to_vector() == std::vector<bool>{false, true, false});
+}
+
+TEST_CASE("comparison with a scalar: x > 0.5", "[ops]") {
+  const auto x = heed::tensor<float>({0.2f, 0.5f, 0.9f});
+  CHECK((x > 0.5).to_vector() == std::vector<bool>{false, false, true});
+  CHECK((x >= 0.5).to_vector() == std::vector<bool>{false, true, true});
+  CHECK((x < 0.5).to_vector() == std::vector<bool>{true, false, false});
+  CHECK((x <= 0.5).to_vector() == std::vector<bool>{true, true, false});
+  CHECK((x == 0.5).to_vector() == std::vector<bool>{false, true, false});
+  CHECK((x != 0.5).to_vector() == std::vector<bool>{true, false, true});
+  CHECK(heed::gt(x, 0.5f).to_vector() == std::vector<bool>{false, false, true});
+}
+
+TEMPLATE_TEST_CASE("where picks from a or b and broadcasts all three", "[ops]", float, double) {
+  const heed::Tensor<bool> rows({true, false}, {2, 1});
+  const auto a = heed::tensor<TestType>({1, 2, 3});
+  const auto zero = heed::scalar_tensor<TestType>(0);
+  const auto w = heed::where(rows, a, zero);
+  CHECK(w.shape() == Shape{2, 3});
+  check_values(w, {1, 2, 3, 0, 0, 0});
+
+  const auto x = heed::tensor<TestType>({{1, -2, 3}, {-4, 5, -6}});
+  const auto relu = heed::where(x > 0.0, x, heed::zeros_like(x));
+  check_values(relu, {1, 0, 3, 0, 5, 0});
+  const auto cols = heed::tensor<bool>({true, false, true});
+  const auto fill = heed::tensor<TestType>({{10}, {20}});
+  check_values(heed::where(cols, x, fill), {1, 10, 3, -4, 20, -6});
+}
+
+TEMPLATE_TEST_CASE("masked_fill writes a value where the broadcast mask is true", "[ops]", float, double) {
+  const auto x = heed::arange<TestType>(6).reshape({2, 3});
+  const auto mask = heed::tensor<bool>({true, false, true});
+  check_values(heed::masked_fill(x, mask, TestType(-1)), {-1, 1, -1, -1, 4, -1});
+  check_values(heed::masked_fill(x, x > 2.0, TestType(0)), {0, 1, 2, 0, 0, 0});
+  const auto big = heed::masked_fill(x, heed::tensor<bool>({{false}, {true}}), TestType(-1e6));
+  check_values(big, {0, 1, 2, -1e6, -1e6, -1e6});
+  check_values(x, {0, 1, 2, 3, 4, 5});  // the input is untouched
+}
+
+// ---- reductions -------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("sum and mean over everything and over each dim of a 3-D tensor", "[ops]", float, double) {
+  // y[i][j][k], shape (2, 2, 3)
+  const auto y = heed::tensor<TestType>({{{1, 5, 5}, {5, 2, 0}}, {{1, -3, -1}, {7, 7, 7}}});
+  CHECK(y.sum().dim() == 0);
+  CHECK(y.sum().item() == TestType(36));
+  CHECK(y.mean().item() == Approx(3.0));
+
+  SECTION("dim 0") {
+    const auto s = y.sum(0);
+    CHECK(s.shape() == Shape{2, 3});
+    check_values(s, {2, 2, 4, 12, 9, 7});
+    check_values(y.mean(0), {1, 1, 2, 6, 4.5, 3.5});
+    CHECK(y.sum(0, true).shape() == Shape{1, 2, 3});
+  }
+  SECTION("dim 1") {
+    const auto s = y.sum(1);
+    CHECK(s.shape() == Shape{2, 3});
+    check_values(s, {6, 7, 5, 8, 4, 6});
+    check_values(y.mean(1), {3, 3.5, 2.5, 4, 2, 3});
+    CHECK(y.mean(1, true).shape() == Shape{2, 1, 3});
+  }
+  SECTION("dim -1 (the last)") {
+    const auto s = y.sum(-1);
+    CHECK(s.shape() == Shape{2, 2});
+    check_values(s, {11, 7, -3, 21});
+    check_values(y.sum(2), values_of(s));
+    check_values(y.mean(-1), {11.0 / 3, 7.0 / 3, -1, 7});
+    const auto k = y.sum(-1, true);
+    CHECK(k.shape() == Shape{2, 2, 1});
+    check_values(k, {11, 7, -3, 21});
+  }
+  SECTION("a size-1 dim and a rank-0 input") {
+    const auto c = heed::tensor<TestType>({{1}, {2}});
+    CHECK(c.sum(1).shape() == Shape{2});
+    check_values(c.sum(1), {1, 2});
+    const auto s = heed::scalar_tensor<TestType>(4);
+    CHECK(s.sum(0).item() == TestType(4));
+    CHECK(s.mean().item() == TestType(4));
+  }
+}
+
+TEMPLATE_TEST_CASE("max and argmax over each dim report the first maximum on ties", "[ops]", float, double) {
+  const auto y = heed::tensor<TestType>({{{1, 5, 5}, {5, 2, 0}}, {{1, -3, -1}, {7, 7, 7}}});
+  CHECK(y.max().dim() == 0);
+  CHECK(y.max().item() == TestType(7));
+
+  SECTION("dim 0") {
+    const auto m = y.max(0);
+    CHECK(m.shape() == Shape{2, 3});
+    check_values(m, {1, 5, 5, 7, 7, 7});
+    CHECK(y.argmax(0).to_vector() == std::vector<std::int64_t>{0, 0, 0, 1, 1, 1});  // (0, 0): 1 vs 1
+  }
+  SECTION("dim 1") {
+    check_values(y.max(1), {5, 5, 5, 7, 7, 7});
+    CHECK(y.argmax(1).to_vector() == std::vector<std::int64_t>{1, 0, 0, 1, 1, 1});
+    CHECK(y.max(1, true).shape() == Shape{2, 1, 3});
+  }
+  SECTION("dim -1 (the last)") {
+    const auto m = y.max(-1);
+    CHECK(m.shape() == Shape{2, 2});
+    check_values(m, {5, 5, 1, 7});
+    const auto a = y.argmax(-1);
+    CHECK(a.shape() == Shape{2, 2});
+    CHECK(a.to_vector() == std::vector<std::int64_t>{1, 0, 0, 0});  // [1, 5, 5] -> 1, [7, 7, 7] -> 0
+    CHECK(y.argmax(2, true).shape() == Shape{2, 2, 1});
+    CHECK(heed::argmax(y, 2).to_vector() == a.to_vector());
+  }
+  SECTION("negative values only") {
+    const auto n = heed::tensor<TestType>({{-3, -1, -2}});
+    CHECK(n.max().item() == TestType(-1));
+    CHECK(n.argmax(1).to_vector() == std::vector<std::int64_t>{1});
+  }
+}
+
+// ---- matmul -----------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("matmul of small hand-computed operands of rank 1 and 2", "[ops]", float, double) {
+  const auto u = heed::tensor<TestType>({1, 2, 3});
+  const auto v = heed::tensor<TestType>({4, 5, 6});
+  const auto dot = heed::matmul(u, v);
+  CHECK(dot.dim() == 0);
+  CHECK(dot.item() == TestType(32));
+
+  const auto m = heed::tensor<TestType>({{1, 2, 3}, {4, 5, 6}});
+  const auto vm = heed::matmul(heed::tensor<TestType>({1, 2}), m);
+  CHECK(vm.shape() == Shape{3});
+  check_values(vm, {9, 12, 15});
+  const auto mv = m.matmul(heed::tensor<TestType>({1, 0, -1}));
+  CHECK(mv.shape() == Shape{2});
+  check_values(mv, {-2, -2});
+
+  const auto a = heed::tensor<TestType>({{1, 2}, {3, 4}});
+  const auto b = heed::tensor<TestType>({{5, 6}, {7, 8}});
+  check_values(heed::matmul(a, b), {19, 22, 43, 50});
+  check_values(heed::matmul(b, a), {23, 34, 31, 46});
+  const auto mt = heed::matmul(m, m.transpose(0, 1));
+  CHECK(mt.shape() == Shape{2, 2});
+  check_values(mt, {14, 32, 32, 77});
+  check_values(heed::matmul(m, heed::eye<TestType>(3)), values_of(m));
+}
+
+TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random data", "[ops]", float, double) {
+  heed::Generator gen(11);
+  const double margin = std::is_same_v<TestType, float> ? 1e-4 : 1e-12;
+  const index_t n = 3, k = 5, m = 4;
+  auto naive = [](const auto& a_at, const auto& b_at, index_t kk) {
+    double s = 0;
+    for (index_t l = 0; l < kk; ++l) s += static_cast<double>(a_at(l)) * static_cast<double>(b_at(l));
+    return s;
+  };
+
+  SECTION("(B, n, k) @ (k, m)") {
+    const auto a = heed::randn<TestType>({2, n, k}, gen), b = heed::randn<TestType>({k, m}, gen);
+    const auto c = heed::matmul(a, b);
+    REQUIRE(c.shape() == Shape{2, n, m});
+    for (index_t p = 0; p < 2; ++p)
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = 0; j < m; ++j)
+          REQUIRE(c.at({p, i, j}) == Approx(naive([&](index_t l) { return a.at({p, i, l}); },
+                                                  [&](index_t l) { return b.at({l, j}); }, k))
+                                         .margin(margin));
+  }
+  SECTION("(B, n, k) @ (B, k, m), and bmm") {
+    const auto a = heed::randn<TestType>({3, n, k}, gen), b = heed::randn<TestType>({3, k, m}, gen);
+    const auto c = heed::matmul(a, b);
+    REQUIRE(c.shape() == Shape{3, n, m});
+    for (index_t p = 0; p < 3; ++p)
+      for (index_t i = 0; i < n; ++i)
+        for (index_t j = 0; j < m; ++j)
+          REQUIRE(c.at({p, i, j}) == Approx(naive([&](index_t l) { return a.at({p, i, l}); },
+                                                  [&](index_t l) { return b.at({p, l, j}); }, k))
+                                         .margin(margin));
+    check_close(heed::bmm(a, b), c, 0.0);
+  }
+  SECTION("(2, 1, n, k) @ (3, k, m) broadcasts the batch to (2, 3, n, m)") {
+    const auto a = heed::randn<TestType>({2, 1, n, k}, gen), b = heed::randn<TestType>({3, k, m}, gen);
+    const auto c = heed::matmul(a, b);
+    REQUIRE(c.shape() == Shape{2, 3, n, m});
+    for (index_t p = 0; p < 2; ++p)
+      for (index_t q = 0; q < 3; ++q)
+        for (index_t i = 0; i < n; ++i)
+          for (index_t j = 0; j < m; ++j)
+            REQUIRE(c.at({p, q, i, j}) == Approx(naive([&](index_t l) { return a.at({p, 0, i, l}); },
+                                                       [&](index_t l) { return b.at({q, l, j}); }, k))
+                                              .margin(margin));
+  }
+  SECTION("a 2-D left operand against a batch, and 1-D operands against 3-D ones") {
+    const auto a = heed::randn<TestType>({n, k}, gen), b = heed::randn<TestType>({2, k, m}, gen);
+    const auto c = heed::matmul(a, b);
+    REQUIRE(c.shape() == Shape{2, n, m});
+    CHECK(c.at({1, 2, 3}) == Approx(naive([&](index_t l) { return a.at({2, l}); },
+                                          [&](index_t l) { return b.at({1, l, 3}); }, k))
+                                 .margin(margin));
+    const auto v = heed::randn<TestType>({k}, gen);
+    const auto vb = heed::matmul(v, b);  // (k) @ (2, k, m) -> (2, m)
+    REQUIRE(vb.shape() == Shape{2, m});
+    CHECK(vb.at({1, 2}) == Approx(naive([&](index_t l) { return v.at({l}); },
+                                        [&](index_t l) { return b.at({1, l, 2}); }, k))
+                               .margin(margin));
+    const auto bt = b.transpose(1, 2);  // (2, m, k) @ (k) -> (2, m)
+    const auto bv = heed::matmul(bt, v);
+    REQUIRE(bv.shape() == Shape{2, m});
+    check_close(bv, vb, margin);
+  }
+}
+
+TEST_CASE("bmm multiplies matching batches of matrices", "[ops]") {
+  const auto a = heed::tensor<float>({{{1, 2}}, {{3, 4}}});      // (2, 1, 2)
+  const auto b = heed::tensor<float>({{{1}, {1}}, {{2}, {-1}}});  // (2, 2, 1)
+  const auto c = heed::bmm(a, b);
+  CHECK(c.shape() == Shape{2, 1, 1});
+  CHECK(c.to_vector() == std::vector<float>{3, 2});
+  const auto d = heed::bmm(b, a);
+  CHECK(d.shape() == Shape{2, 2, 2});
+  CHECK(d.to_vector() == std::vector<float>{1, 2, 1, 2, 6, 8, -3, -4});
+}
+
+// ---- softmax ----------------------------------------------------------------------------
+
+namespace {
+
+/// softmax (or log_softmax) of x over dim, computed the plain way in double.
+template <typename T>
+std::vector<double> naive_softmax(const heed::Tensor<T>& x, int dim, bool log) {
+  const Shape& s = x.shape();
+  index_t outer = 1, inner = 1;
+  for (int d = 0; d < dim; ++d) outer *= s[d];
+  for (int d = dim + 1; d < s.rank(); ++d) inner *= s[d];
+  const index_t size = s[dim];
+  std::vector<double> out(static_cast<std::size_t>(x.numel()));
+  for (index_t o = 0; o < outer; ++o)
+    for (index_t i = 0; i < inner; ++i) {
+      auto at = [&](index_t k) { return (o * size + k) * inner + i; };
+      double max = -std::numeric_limits<double>::infinity();
+      for (index_t k = 0; k < size; ++k) max = std::max(max, static_cast<double>(x.data()[at(k)]));
+      double total = 0;
+      for (index_t k = 0; k < size; ++k) total += std::exp(static_cast<double>(x.data()[at(k)]) - max);
+      for (index_t k = 0; k < size; ++k) {
+        const double shifted = static_cast<double>(x.data()[at(k)]) - max;
+        out[static_cast<std::size_t>(at(k))] = log ? shifted - std::log(total) : std::exp(shifted) / total;
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("softmax of small rows by hand", "[ops]") {
+  check_values(heed::softmax(heed::tensor<double>({0, std::log(3.0)}), 0), {0.25, 0.75});
+  check_values(heed::tensor<float>({1, 2, 3}).softmax(0), {0.09003057317038046, 0.24472847105479767, 0.6652409557748219});
+  check_values(heed::tensor<float>({{1, 1}, {0, 0}}).softmax(1), {0.5, 0.5, 0.5, 0.5});
+  check_values(heed::tensor<double>({1, 2, 3}).log_softmax(0),
+               {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806});
+  CHECK(heed::softmax(heed::scalar_tensor(5.f), 0).item() == 1.f);
+}
+
+TEMPLATE_TEST_CASE("softmax and log_softmax over each dim of a (3, 4, 5) tensor", "[ops]", float, double) {
+  heed::Generator gen(5);
+  const auto x = heed::mul(heed::randn<TestType>({3, 4, 5}, gen), TestType(3));
+  const double margin = std::is_same_v<TestType, float> ? 1e-5 : 1e-12;
+  for (int dim : {0, 1, 2}) {
+    INFO("dim " << dim);
+    const auto y = heed::softmax(x, dim);
+    REQUIRE(y.shape() == x.shape());
+    check_values(y, naive_softmax(x, dim, false), margin);
+    check_values(heed::log_softmax(x, dim), naive_softmax(x, dim, true), margin * 10);
+    check_values(y.sum(dim), std::vector<double>(static_cast<std::size_t>(x.numel() / x.size(dim)), 1.0), margin);
+    check_close(heed::softmax(x + 100.0, dim), y, 5 * margin);  // adding a constant changes nothing
+    check_close(heed::exp(heed::log_softmax(x, dim)), y, margin);
+    check_close(x.softmax(dim - 3), y, 0.0);  // the same dim, counted from the end
+  }
+}
+
+TEMPLATE_TEST_CASE("softmax and log_softmax do not overflow on large inputs", "[ops]", float, double) {
+  const auto x = heed::tensor<TestType>({{1000, 1000, 0}, {-1000, 0, 1000}});
+  const auto rows = heed::softmax(x, 1);
+  CHECK(all_finite(rows));
+  check_values(rows, {0.5, 0.5, 0, 0, 0, 1});
+  const auto cols = heed::softmax(x, 0);
+  CHECK(all_finite(cols));
+  check_values(cols, {1, 1, 0, 0, 0, 1});
+  const auto log_rows = heed::log_softmax(x, -1);
+  CHECK(all_finite(log_rows));
+  check_values(log_rows, {-std::log(2.0), -std::log(2.0), -1000 - std::log(2.0), -2000, -1000, 0}, 1e-4);
+  const auto log_cols = heed::log_softmax(x, 0);
+  CHECK(all_finite(log_cols));
+  check_values(log_cols, {0, 0, -1000, -2000, -1000, 0}, 1e-4);
 }

@@ -91,6 +91,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
       if (next->visit_mark != mark) {
         next->visit_mark = mark;
         next->pending = 0;
+        next->grad_output = Tensor<T>();  // drop what a pass that threw may have left
         stack.push_back(next);
       }
       ++next->pending;

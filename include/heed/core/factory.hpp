@@ -2,7 +2,7 @@
 //
 //   auto a = heed::zeros({2, 3});                    // Tensor<float>
 //   auto b = heed::ones<double>({4});
-//   auto c = heed::arange(0.f, 1.f, 0.25f);           // [0, 0.25, 0.5, 0.75]
+//   auto c = heed::arange(0, 1, 0.25);               // [0, 0.25, 0.5, 0.75], float
 //   auto d = heed::tensor<float>({{1, 2}, {3, 4}});  // nested lists, shape (2, 2)
 //   auto e = heed::Tensor<float>({1, 2, 3, 4, 5, 6}, {2, 3});
 //   heed::Generator gen(0);
@@ -53,29 +53,30 @@ Tensor<T> full_like(const Tensor<T>& x, T value) {
   return full<T>(x.shape(), value);
 }
 
-/// start, start + step, … up to (not including) end, as torch.arange.
+/// start, start + step, … up to (not including) end, as torch.arange. The bounds are
+/// doubles, as PyTorch's are, so arange<float>(0, 0.3, 0.1) has 3 elements.
 template <typename T = float>
-Tensor<T> arange(T start, T end, T step = T(1)) {
-  HEED_CHECK(step != T(0), ValueError, "arange: step must be nonzero");
-  HEED_CHECK((end - start) * step >= T(0), ValueError, "arange: step ", step, " does not lead from ", start, " to ",
-             end);
-  const auto count = static_cast<index_t>(std::ceil(static_cast<double>(end - start) / static_cast<double>(step)));
+Tensor<T> arange(double start, double end, double step = 1.0) {
+  HEED_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
+  HEED_CHECK((end - start) * step >= 0.0, ValueError, "arange: step ", step, " does not lead from ", start, " to ", end);
+  const auto count = static_cast<index_t>(std::ceil((end - start) / step));
   Tensor<T> out = Tensor<T>::empty(Shape{count});
-  for (index_t i = 0; i < count; ++i) out.data()[i] = static_cast<T>(start + static_cast<T>(i) * step);
+  for (index_t i = 0; i < count; ++i) out.data()[i] = static_cast<T>(start + static_cast<double>(i) * step);
   return out;
 }
 
 /// 0, 1, …, end - 1.
 template <typename T = float>
-Tensor<T> arange(T end) {
-  return arange<T>(T(0), end, T(1));
+Tensor<T> arange(double end) {
+  return arange<T>(0.0, end, 1.0);
 }
 
 /// The n × m identity (m defaults to n).
 template <typename T = float>
 Tensor<T> eye(index_t n, index_t m = -1) {
-  if (m < 0) m = n;
   HEED_CHECK(n >= 0, ValueError, "eye: negative size ", n);
+  HEED_CHECK(m >= -1, ValueError, "eye: negative size ", m);  // -1 (the default) means m = n
+  if (m < 0) m = n;
   Tensor<T> out = zeros<T>(Shape{n, m});
   for (index_t i = 0; i < std::min(n, m); ++i) out.data()[i * m + i] = T(1);
   return out;
@@ -122,7 +123,7 @@ class NestedList {
 };
 
 /// A tensor from a nested list: tensor<float>({{1, 2}, {3, 4}}) is 2 × 2,
-/// tensor<float>({{1}, {2}}) is 2 × 1, tensor(2.5f) is rank 0.
+/// tensor<float>({{1}, {2}}) is 2 × 1, tensor<float>(2.5f) is rank 0.
 template <typename T = float>
 Tensor<T> tensor(const NestedList<T>& values) {
   const Shape shape = values.shape();

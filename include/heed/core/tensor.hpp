@@ -217,6 +217,26 @@ struct TensorImpl {
   Tensor<T> grad;                              // accumulated by backward(), leaves only
 
   TensorImpl(std::shared_ptr<Storage<T>> s, const Shape& sh) : storage(std::move(s)), shape(sh) {}
+
+  /// Drops the graph behind this tensor with a loop, not recursion: a node owns its
+  /// inputs, whose nodes would otherwise be freed one stack frame deeper each, and a
+  /// long chain (a loss summed over many steps without item()) would overflow the stack.
+  ~TensorImpl() {
+    if (grad_fn == nullptr) return;
+    thread_local std::vector<std::shared_ptr<autograd::Node<T>>>* deferred = nullptr;
+    if (deferred != nullptr) {  // inside an outer release: its loop drops the node
+      deferred->push_back(std::move(grad_fn));
+      return;
+    }
+    std::vector<std::shared_ptr<autograd::Node<T>>> nodes{std::move(grad_fn)};
+    deferred = &nodes;
+    while (!nodes.empty()) {
+      std::shared_ptr<autograd::Node<T>> node = std::move(nodes.back());
+      nodes.pop_back();
+      node.reset();  // may push the nodes of inputs that die with it
+    }
+    deferred = nullptr;
+  }
 };
 
 /// A fresh tensor with uninitialised storage.

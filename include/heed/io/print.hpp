@@ -36,13 +36,9 @@ class ElementFormatter {
       std::vector<double> finite;
       for (T v : shown)
         if (std::isfinite(v) && v != T(0)) finite.push_back(std::fabs(static_cast<double>(v)));
-      for (T v : shown) {  // non-finite values count for width only
-        if (!std::isfinite(v)) width_ = std::max(width_, static_cast<int>(render(v).size()));
-      }
-      if (finite.empty()) {
-        width_ = std::max(width_, 2);  // "0."
-        return;
-      }
+      // As PyTorch, only nonzero finite values set the width ("tensor([1., inf])"), and
+      // with none at all it stays 1.
+      if (finite.empty()) return;
       for (T v : shown)
         if (std::isfinite(v) && v != std::ceil(v)) int_mode_ = false;
       const double lo = *std::min_element(finite.begin(), finite.end());
@@ -160,15 +156,30 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& x) {
   } else {
     body = detail::format_block(x.data(), shape, 0, 7, summarize, fmt, options);
   }
-  if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, bool> && !std::is_same_v<T, std::int64_t>)
+  // An empty tensor names any dtype but float32: no element shows int64 or bool.
+  constexpr bool implied_dtype = std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t>;
+  if (!std::is_same_v<T, float> && (!implied_dtype || x.numel() == 0))
     suffixes.push_back(std::string("dtype=") + x.dtype());
   if (!x.is_leaf())
     suffixes.push_back("grad_fn=<" + x.grad_fn_name() + ">");
   else if (x.requires_grad())
     suffixes.push_back("requires_grad=True");
-  os << "tensor(" << body;
-  for (const std::string& s : suffixes) os << ", " << s;
-  return os << ")";
+  // As torch's _add_suffixes, with its way of counting the last line: a suffix that
+  // would pass the line width starts a new line, indented under "tensor(".
+  std::string out = "tensor(" + body;
+  const std::size_t newline = out.rfind('\n');
+  std::size_t last_line = out.size() + 2 - (newline == std::string::npos ? 0 : newline + 1);
+  const std::size_t indent = 7;
+  for (const std::string& s : suffixes) {
+    if (last_line + s.size() + 2 > static_cast<std::size_t>(options.line_width)) {
+      out += ",\n" + std::string(indent, ' ') + s;
+      last_line = indent + s.size();
+    } else {
+      out += ", " + s;
+      last_line += s.size() + 2;
+    }
+  }
+  return os << out << ")";
 }
 
 }  // namespace heed

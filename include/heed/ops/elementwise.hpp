@@ -382,18 +382,18 @@ Tensor<T>& Tensor<T>::fill_(T value) {
 
 template <typename T>
 Tensor<T>& Tensor<T>::copy_(const Tensor& src) {
-  detail::check_in_place(*this, "copy_");
   HEED_CHECK(detail::broadcasts_to(src.shape(), shape()), ShapeError, "copy_: source of shape ", to_string(src.shape()),
              " does not broadcast to ", to_string(shape()));
+  detail::check_in_place(*this, "copy_");  // after the shape check: a refused update bumps no version
   array() = detail::broadcast_to(src, shape()).array();
   return *this;
 }
 
 template <typename T>
 Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
-  detail::check_in_place(*this, "add_");
   HEED_CHECK(detail::broadcasts_to(other.shape(), shape()), ShapeError, "add_: operand of shape ",
              to_string(other.shape()), " does not broadcast to ", to_string(shape()));
+  detail::check_in_place(*this, "add_");  // after the shape check: a refused update bumps no version
   array() += alpha * detail::broadcast_to(other, shape()).array();
   return *this;
 }

@@ -57,7 +57,13 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   const index_t n = trans_b ? b.shape()[-2] : b.shape()[-1];
   HEED_CHECK(k == kb, ShapeError, op, ": inner dims differ: ", to_string(a.shape()), " vs ", to_string(b.shape()));
   const Shape a_batch = batch_shape(a.shape()), b_batch = batch_shape(b.shape());
-  Shape shape = broadcast_shapes(a_batch, b_batch, op);
+  Shape shape;
+  try {
+    shape = broadcast_shapes(a_batch, b_batch, op);
+  } catch (const ShapeError&) {  // name the operands, not just their batch dims
+    throw ShapeError(concat(op, ": batch dims of ", to_string(a.shape()), " and ", to_string(b.shape()),
+                            " are not broadcastable"));
+  }
   const Shape out_batch = shape;
   shape.push_back(m);
   shape.push_back(n);
@@ -118,6 +124,9 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
                to_string(b.shape()));
     return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
   }
+  // Checked here so that the message names the 1-D operand as given, not unsqueezed.
+  HEED_CHECK(a.shape()[-1] == (b.dim() == 1 ? b.shape()[0] : b.shape()[-2]), ShapeError, "matmul: inner dims differ: ",
+             to_string(a.shape()), " vs ", to_string(b.shape()));
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
   if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
 

@@ -9,6 +9,7 @@
 
 #include <limits>
 
+#include "heed/core/factory.hpp"
 #include "heed/ops/elementwise.hpp"
 
 namespace heed {
@@ -51,15 +52,33 @@ std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim
 
 }  // namespace detail
 
+namespace detail {
+
+/// Σ over dim with the dim kept as size 1, not recorded.
+template <typename T>
+Tensor<T> sum_along(const Tensor<T>& x, int dim) {
+  const Shape kept = kept_shape(x.shape(), dim);
+  return x.shape() == kept ? zip_map<T>([](const auto& a) { return a; }, x) : sum_to(x, kept);
+}
+
+/// Records the node of sum (scale 1) or mean (scale 1/n): the gradient, of the
+/// result's shape, is viewed with the reduced dims kept and spread back over them.
+template <typename T>
+void record_reduction(Tensor<T>& out, const Tensor<T>& x, const char* name, const Shape& kept, T scale) {
+  if (autograd::needs_grad(x))
+    autograd::record(out, name, {x}, [shape = x.shape(), kept, scale](const Tensor<T>& g) {
+      const Tensor<T> spread = broadcast_to(alias(g, kept), shape);
+      return autograd::Grads<T>{scale == T(1) ? spread : mul(spread, scale)};
+    });
+}
+
+}  // namespace detail
+
 /// Sum of all elements, as a rank-0 tensor.
 template <typename T>
 Tensor<T> sum(const Tensor<T>& x) {
-  Tensor<T> out = detail::make_tensor<T>(Shape{});
-  out.data()[0] = x.array().sum();
-  if (autograd::needs_grad(x))
-    autograd::record(out, "SumBackward", {x}, [shape = x.shape()](const Tensor<T>& g) {
-      return autograd::Grads<T>{detail::broadcast_to(g, shape)};
-    });
+  Tensor<T> out = scalar_tensor<T>(x.array().sum());
+  detail::record_reduction(out, x, "SumBackward", Shape{}, T(1));
   return out;
 }
 
@@ -68,28 +87,33 @@ template <typename T>
 Tensor<T> sum(const Tensor<T>& x, int dim, bool keepdim = false) {
   dim = detail::normalize_dim(dim, x.dim(), "sum");
   if (x.dim() == 0) return sum(x);
-  const Shape kept = detail::kept_shape(x.shape(), dim);
-  Tensor<T> out = x.shape() == kept ? detail::zip_map<T>([](const auto& a) { return a; }, x) : detail::sum_to(x, kept);
-  if (!keepdim) out = detail::alias(out, detail::dropped_shape(x.shape(), dim));
-  if (autograd::needs_grad(x))
-    autograd::record(out, "SumBackward", {x}, [shape = x.shape(), kept](const Tensor<T>& g) {
-      return autograd::Grads<T>{detail::broadcast_to(detail::alias(g, kept), shape)};
-    });
+  const Tensor<T> summed = detail::sum_along(x, dim);
+  Tensor<T> out = keepdim ? summed : detail::alias(summed, detail::dropped_shape(x.shape(), dim));
+  detail::record_reduction(out, x, "SumBackward", summed.shape(), T(1));
   return out;
 }
 
+/// Mean of all elements, as a rank-0 tensor.
 template <typename T>
 Tensor<T> mean(const Tensor<T>& x) {
   HEED_CHECK(x.numel() > 0, ValueError, "mean: empty tensor of shape ", to_string(x.shape()));
-  return mul(sum(x), T(1) / static_cast<T>(x.numel()));
+  Tensor<T> out = scalar_tensor<T>(x.array().mean());
+  detail::record_reduction(out, x, "MeanBackward", Shape{}, T(1) / static_cast<T>(x.numel()));
+  return out;
 }
 
+/// Mean over dim; keepdim leaves it as size 1.
 template <typename T>
 Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
   dim = detail::normalize_dim(dim, x.dim(), "mean");
-  const index_t n = x.dim() ? x.shape()[dim] : 1;
+  if (x.dim() == 0) return mean(x);
+  const index_t n = x.shape()[dim];
   HEED_CHECK(n > 0, ValueError, "mean: dim ", dim, " of shape ", to_string(x.shape()), " is empty");
-  return mul(sum(x, dim, keepdim), T(1) / static_cast<T>(n));
+  Tensor<T> summed = detail::sum_along(x, dim);
+  summed.array() /= static_cast<T>(n);
+  Tensor<T> out = keepdim ? summed : detail::alias(summed, detail::dropped_shape(x.shape(), dim));
+  detail::record_reduction(out, x, "MeanBackward", summed.shape(), T(1) / static_cast<T>(n));
+  return out;
 }
 
 /// Largest element, as a rank-0 tensor.

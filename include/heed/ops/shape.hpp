@@ -11,6 +11,7 @@
 // returns a new contiguous tensor, as DESIGN.md decides; all are differentiable.
 #pragma once
 
+#include <initializer_list>
 #include <numeric>
 #include <vector>
 
@@ -367,6 +368,17 @@ Tensor<T> stack(const std::vector<Tensor<T>>& tensors, int dim = 0) {
   std::vector<Tensor<T>> expanded;
   for (const Tensor<T>& t : tensors) expanded.push_back(unsqueeze(t, dim));
   return cat(expanded, dim < 0 ? dim + rank : dim);
+}
+
+/// cat and stack of a braced list, heed::cat({a, b}, 1): a std::vector parameter cannot
+/// deduce T from braces.
+template <typename T>
+Tensor<T> cat(std::initializer_list<Tensor<T>> tensors, int dim = 0) {
+  return cat(std::vector<Tensor<T>>(tensors), dim);
+}
+template <typename T>
+Tensor<T> stack(std::initializer_list<Tensor<T>> tensors, int dim = 0) {
+  return stack(std::vector<Tensor<T>>(tensors), dim);
 }
 
 // ---- Tensor methods defined here ---------------------------------------------------------------
