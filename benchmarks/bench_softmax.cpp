@@ -14,6 +14,7 @@
 // alone costs next to BM_Copy's preallocated destination.
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -27,9 +28,20 @@ constexpr index_t kB = 64, kT = 512, kC = 512;
 constexpr index_t kElements = kB * kT * kC;
 constexpr std::int64_t kTensorBytes = kElements * static_cast<std::int64_t>(sizeof(float));  // 64 MiB
 
-heed::Tensor<float> input() {
-  heed::Generator gen(0);
+heed::Tensor<float> random_tensor(std::uint64_t seed) {
+  heed::Generator gen(seed);
   return heed::randn<float>({kB, kT, kC}, gen);
+}
+
+// Made once and shared (read-only) by every run: generating 16M normals takes longer
+// than a run itself.
+const heed::Tensor<float>& input() {
+  static const heed::Tensor<float> x = random_tensor(0);
+  return x;
+}
+const heed::Tensor<float>& incoming_gradient() {
+  static const heed::Tensor<float> g = random_tensor(1);
+  return g;
 }
 
 // ---- the reference: a copy of the same bytes ----------------------------------------
@@ -98,11 +110,11 @@ void BM_LogSoftmax(benchmark::State& state) {
 /// accumulation of dx into the leaf's .grad(), which is the same for every op.
 template <typename Op>
 void backward_of(benchmark::State& state, Op op) {
-  auto x = input().requires_grad_();
+  auto x = input().detach().requires_grad_();  // a leaf of its own over the shared data
   const auto y = op(x);
-  heed::Generator gen(1);
-  const auto g = heed::randn<float>(y.shape(), gen);
+  const auto& g = incoming_gradient();
   const auto& node = y.impl().grad_fn;
+  heed::NoGradGuard no_grad;  // as the engine runs backward functions
   for (auto _ : state) {
     auto dx = node->backward(g);
     benchmark::DoNotOptimize(dx[0].data());

@@ -721,3 +721,31 @@ TEST_CASE("tensors print exactly as PyTorch's repr", "[tensor]") {
     CHECK(repr(heed::Tensor<float>()) == "tensor(undefined)");
   }
 }
+
+TEST_CASE("large buffers are reused through the cache, which can be bounded and emptied", "[tensor]") {
+  heed::empty_buffer_cache();
+  CHECK(heed::buffer_cache_idle_bytes() == 0);
+  const index_t n = index_t(1) << 16;  // 256 KiB of floats: above the cache's threshold
+  const float* first = nullptr;
+  {
+    auto a = heed::zeros({n});
+    first = a.data();
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == static_cast<std::size_t>(n) * sizeof(float));
+  {
+    auto b = heed::ones({n});  // the same size takes the idle buffer back
+    CHECK(b.data() == first);
+    CHECK(heed::buffer_cache_idle_bytes() == 0);
+    CHECK(b.at({n - 1}) == 1.f);
+  }
+  heed::empty_buffer_cache();
+  CHECK(heed::buffer_cache_idle_bytes() == 0);
+
+  heed::set_buffer_cache_limit(0);  // off: freed buffers go straight back to the system
+  { auto c = heed::zeros({n}); }
+  CHECK(heed::buffer_cache_idle_bytes() == 0);
+  heed::set_buffer_cache_limit(std::size_t(1) << 30);
+
+  { auto small = heed::zeros({16}); }  // small buffers are left to malloc
+  CHECK(heed::buffer_cache_idle_bytes() == 0);
+}
