@@ -19,8 +19,8 @@ constexpr int kChain = 100;
 
 /// Seconds per op, shown like "time_per_op=450n" (450 ns).
 void set_time_per_op(benchmark::State& state, int ops) {
-  state.counters["time_per_op"] = benchmark::Counter(
-      ops, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["time_per_op"] =
+      benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 // ---- small tensors: the per-op overhead -----------------------------------------------

@@ -25,8 +25,8 @@ using heed::index_t;
 
 /// flops per iteration, reported as a rate: the console shows e.g. "GFLOPS=85.2G/s".
 void set_flops(benchmark::State& state, double flops) {
-  state.counters["GFLOPS"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                                benchmark::Counter::kIs1000);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // ---- square GEMM: m = n = k = state.range(0) ---------------------------------------

@@ -6,6 +6,7 @@
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
 #   scripts/dev.sh compat  the whole test suite built by clang++ in C++20 and C++17
 #                          and by g++ in C++20 mode
+#   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
@@ -40,6 +41,10 @@ case "${1:-}" in
     install_deps clang
     for preset in clang-cxx20 gcc-cxx20 clang-cxx17; do cmake --workflow --preset "$preset"; done
     ;;
+  format)
+    install_deps clang-format
+    git ls-files '*.hpp' '*.cpp' | xargs clang-format --dry-run --Werror
+    ;;
   bench)
     install_deps
     cmake --preset release >/dev/null
@@ -47,7 +52,7 @@ case "${1:-}" in
     for b in build/release/benchmarks/bench_*; do "$b"; done
     ;;
   *)
-    sed -n '2,11p' "$0"
+    sed -n '2,12p' "$0"
     exit 2
     ;;
 esac

@@ -40,11 +40,11 @@ std::vector<double> values(const Tensord& t) { return t.to_vector(); }
 
 // CHECK_GRADIENTS(f, inputs...): a macro, so that a failure reports the line of the
 // check and gradcheck's message.
-#define CHECK_GRADIENTS(...)                                             \
-  do {                                                                   \
+#define CHECK_GRADIENTS(...)                                                   \
+  do {                                                                         \
     const heed::GradcheckResult gradcheck_result = run_gradcheck(__VA_ARGS__); \
-    INFO(gradcheck_result.message);                                      \
-    CHECK(gradcheck_result.ok);                                          \
+    INFO(gradcheck_result.message);                                            \
+    CHECK(gradcheck_result.ok);                                                \
   } while (false)
 
 using Catch::Matchers::Contains;
@@ -98,10 +98,10 @@ TEST_CASE("gradients accumulate across backward calls until zero_grad", "[autogr
 
 TEST_CASE("a diamond graph sums the gradients of both paths", "[autograd]") {
   auto x = heed::tensor<double>({0.5, -1.0}).requires_grad_();
-  auto a = x.exp();         // shared by both branches
-  auto b = a * 2.0;         // d/da = 2
-  auto c = a.sin();         // d/da = cos(a)
-  (b + c).sum().backward(); // dx = exp(x) · (2 + cos(exp(x)))
+  auto a = x.exp();          // shared by both branches
+  auto b = a * 2.0;          // d/da = 2
+  auto c = a.sin();          // d/da = cos(a)
+  (b + c).sum().backward();  // dx = exp(x) · (2 + cos(exp(x)))
   for (int i = 0; i < 2; ++i) {
     const double xi = x.data()[i];
     CHECK(x.grad().data()[i] == Approx(std::exp(xi) * (2 + std::cos(std::exp(xi)))).epsilon(1e-12));
@@ -219,7 +219,7 @@ TEST_CASE("in-place updates of a tensor that requires grad need NoGradGuard", "[
   CHECK_THROWS_WITH(x.zero_(), Contains("fill_: in-place"));
   CHECK_THROWS_WITH(x.copy_(other), Contains("copy_: in-place"));
   CHECK_THROWS_AS((x * 2.0).mul_(2.0), heed::AutogradError);  // a non-leaf too
-  CHECK(values(x) == std::vector<double>{1, 2});  // refused updates changed nothing
+  CHECK(values(x) == std::vector<double>{1, 2});              // refused updates changed nothing
 
   heed::NoGradGuard no_grad;
   x.add_(other, 0.5);
@@ -393,8 +393,8 @@ TEST_CASE("gradcheck of binary arithmetic with broadcasting", "[gradcheck]") {
       {"div", [](const Tensord& a, const Tensord& b) { return a / b; }},
       {"pow", [](const Tensord& a, const Tensord& b) { return heed::pow(a, b); }},
   };
-  const std::vector<std::pair<heed::Shape, heed::Shape>> shapes = {
-      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{3}, {2, 3}}, {{2, 1}, {1, 3}}, {{4, 1, 3}, {2, 1}}, {{2, 3}, {}}};
+  const std::vector<std::pair<heed::Shape, heed::Shape>> shapes = {{{2, 3}, {2, 3}}, {{2, 3}, {3}},       {{3}, {2, 3}},
+                                                                   {{2, 1}, {1, 3}}, {{4, 1, 3}, {2, 1}}, {{2, 3}, {}}};
   std::uint64_t seed = 10;
   for (const auto& [name, op] : ops) {
     for (const auto& [sa, sb] : shapes) {
@@ -456,8 +456,7 @@ TEST_CASE("gradcheck of where and masked_fill", "[gradcheck]") {
                   leaf({2, 3}, 8));
   // Broadcast: a row mask, a column a and a scalar b.
   const auto row = heed::tensor<bool>({true, false, true});
-  CHECK_GRADIENTS([row](const Inputs& in) { return heed::where(row, in[0], in[1]); }, leaf({2, 1}, 9),
-                  leaf({}, 10));
+  CHECK_GRADIENTS([row](const Inputs& in) { return heed::where(row, in[0], in[1]); }, leaf({2, 1}, 9), leaf({}, 10));
   CHECK_GRADIENTS([mask](const Inputs& in) { return heed::masked_fill(in[0], mask, -5.0); }, leaf({2, 3}, 11));
   CHECK_GRADIENTS([row](const Inputs& in) { return heed::masked_fill(in[0], row, 0.0); }, leaf({2, 3}, 12));
 
@@ -520,8 +519,11 @@ TEST_CASE("gradcheck of copying shape ops", "[gradcheck]") {
   const auto index = heed::Tensor<std::int64_t>({2, 0, 2, 2}, {4});
   CHECK_GRADIENTS([index](const Inputs& in) { return in[0].index_select(1, index); }, x);
   CHECK_GRADIENTS([](const Inputs& in) { return in[0].index_select(0, heed::Tensor<std::int64_t>({1, 1}, {2})); }, x);
-  CHECK_GRADIENTS([](const Inputs& in) { return heed::cat(Inputs{in[0], in[1], in[2]}, 1); }, x, leaf({2, 1}, 19),
-                  leaf({2, 4}, 20));
+  CHECK_GRADIENTS(
+      [](const Inputs& in) {
+        return heed::cat(Inputs{in[0], in[1], in[2]}, 1);
+      },
+      x, leaf({2, 1}, 19), leaf({2, 4}, 20));
   CHECK_GRADIENTS([](const Inputs& in) { return heed::cat(Inputs{in[0], in[1]}, 0); }, x, leaf({1, 3}, 21));
   CHECK_GRADIENTS([](const Inputs& in) { return heed::stack(Inputs{in[0], in[1]}, 1); }, x, leaf({2, 3}, 22));
   CHECK_GRADIENTS([](const Inputs& in) { return heed::stack(Inputs{in[0], in[1], in[0]}, -1); }, x, leaf({2, 3}, 23));

@@ -56,7 +56,8 @@ TEST_CASE("binary ops name themselves and both shapes when they do not broadcast
 TEST_CASE("matmul names both operands when their dims do not fit", "[errors]") {
   CHECK_ERROR(heed::ShapeError, "matmul: inner dims differ: (2, 3) vs (4, 5)",
               heed::matmul(heed::zeros({2, 3}), heed::zeros({4, 5})));
-  CHECK_ERROR(heed::ShapeError, "matmul: inner dims differ: (3) vs (4)", heed::matmul(heed::zeros({3}), heed::zeros({4})));
+  CHECK_ERROR(heed::ShapeError, "matmul: inner dims differ: (3) vs (4)",
+              heed::matmul(heed::zeros({3}), heed::zeros({4})));
   // A 1-D operand is named as given, not as the matrix it becomes inside.
   CHECK_ERROR(heed::ShapeError, "matmul: inner dims differ: (3) vs (2, 4, 6)",
               heed::matmul(heed::zeros({3}), heed::zeros({2, 4, 6})));
@@ -299,7 +300,8 @@ TEST_CASE("gradcheck refuses inputs it cannot check", "[errors]") {
   const auto f = [](const std::vector<heed::Tensord>& in) { return in[0] * 2.0; };
   auto x = heed::tensor<double>({1, 2}).requires_grad_();
   CHECK_ERROR(heed::ValueError, "gradcheck: inputs must be defined leaf tensors", heed::gradcheck(f, {x * 2.0}));
-  CHECK_ERROR(heed::ValueError, "gradcheck: inputs must be defined leaf tensors", heed::gradcheck(f, {heed::Tensord()}));
+  CHECK_ERROR(heed::ValueError, "gradcheck: inputs must be defined leaf tensors",
+              heed::gradcheck(f, {heed::Tensord()}));
   CHECK_ERROR(heed::ValueError, "gradcheck: the output does not require grad",
               heed::gradcheck(f, {heed::tensor<double>({1, 2})}));
 }

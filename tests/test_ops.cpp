@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -91,8 +91,7 @@ TEMPLATE_TEST_CASE("shapes (4, 1, 3) and (2, 1) broadcast to (4, 2, 3)", "[ops]"
   REQUIRE(z.shape() == Shape{4, 2, 3});
   for (index_t i = 0; i < 4; ++i)
     for (index_t j = 0; j < 2; ++j)
-      for (index_t k = 0; k < 3; ++k)
-        REQUIRE(z.at({i, j, k}) == static_cast<TestType>(3 * i + k + 100 * (j + 1)));
+      for (index_t k = 0; k < 3; ++k) REQUIRE(z.at({i, j, k}) == static_cast<TestType>(3 * i + k + 100 * (j + 1)));
   const auto w = y * x;  // the same broadcast with the operands swapped
   REQUIRE(w.shape() == Shape{4, 2, 3});
   CHECK(w.at({3, 1, 2}) == TestType(200 * 11));
@@ -357,8 +356,14 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
     for (index_t p = 0; p < 2; ++p)
       for (index_t i = 0; i < n; ++i)
         for (index_t j = 0; j < m; ++j)
-          REQUIRE(c.at({p, i, j}) == Approx(naive([&](index_t l) { return a.at({p, i, l}); },
-                                                  [&](index_t l) { return b.at({l, j}); }, k))
+          REQUIRE(c.at({p, i, j}) == Approx(naive(
+                                                [&](index_t l) {
+                                                  return a.at({p, i, l});
+                                                },
+                                                [&](index_t l) {
+                                                  return b.at({l, j});
+                                                },
+                                                k))
                                          .margin(margin));
   }
   SECTION("(B, n, k) @ (B, k, m), and bmm") {
@@ -368,8 +373,14 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
     for (index_t p = 0; p < 3; ++p)
       for (index_t i = 0; i < n; ++i)
         for (index_t j = 0; j < m; ++j)
-          REQUIRE(c.at({p, i, j}) == Approx(naive([&](index_t l) { return a.at({p, i, l}); },
-                                                  [&](index_t l) { return b.at({p, l, j}); }, k))
+          REQUIRE(c.at({p, i, j}) == Approx(naive(
+                                                [&](index_t l) {
+                                                  return a.at({p, i, l});
+                                                },
+                                                [&](index_t l) {
+                                                  return b.at({p, l, j});
+                                                },
+                                                k))
                                          .margin(margin));
     check_close(heed::bmm(a, b), c, 0.0);
   }
@@ -381,22 +392,37 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
       for (index_t q = 0; q < 3; ++q)
         for (index_t i = 0; i < n; ++i)
           for (index_t j = 0; j < m; ++j)
-            REQUIRE(c.at({p, q, i, j}) == Approx(naive([&](index_t l) { return a.at({p, 0, i, l}); },
-                                                       [&](index_t l) { return b.at({q, l, j}); }, k))
+            REQUIRE(c.at({p, q, i, j}) == Approx(naive(
+                                                     [&](index_t l) {
+                                                       return a.at({p, 0, i, l});
+                                                     },
+                                                     [&](index_t l) {
+                                                       return b.at({q, l, j});
+                                                     },
+                                                     k))
                                               .margin(margin));
   }
   SECTION("a 2-D left operand against a batch, and 1-D operands against 3-D ones") {
     const auto a = heed::randn<TestType>({n, k}, gen), b = heed::randn<TestType>({2, k, m}, gen);
     const auto c = heed::matmul(a, b);
     REQUIRE(c.shape() == Shape{2, n, m});
-    CHECK(c.at({1, 2, 3}) == Approx(naive([&](index_t l) { return a.at({2, l}); },
-                                          [&](index_t l) { return b.at({1, l, 3}); }, k))
+    CHECK(c.at({1, 2, 3}) == Approx(naive(
+                                        [&](index_t l) {
+                                          return a.at({2, l});
+                                        },
+                                        [&](index_t l) {
+                                          return b.at({1, l, 3});
+                                        },
+                                        k))
                                  .margin(margin));
     const auto v = heed::randn<TestType>({k}, gen);
     const auto vb = heed::matmul(v, b);  // (k) @ (2, k, m) -> (2, m)
     REQUIRE(vb.shape() == Shape{2, m});
     CHECK(vb.at({1, 2}) == Approx(naive([&](index_t l) { return v.at({l}); },
-                                        [&](index_t l) { return b.at({1, l, 2}); }, k))
+                                        [&](index_t l) {
+                                          return b.at({1, l, 2});
+                                        },
+                                        k))
                                .margin(margin));
     const auto bt = b.transpose(1, 2);  // (2, m, k) @ (k) -> (2, m)
     const auto bv = heed::matmul(bt, v);
@@ -406,7 +432,7 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
 }
 
 TEST_CASE("bmm multiplies matching batches of matrices", "[ops]") {
-  const auto a = heed::tensor<float>({{{1, 2}}, {{3, 4}}});      // (2, 1, 2)
+  const auto a = heed::tensor<float>({{{1, 2}}, {{3, 4}}});       // (2, 1, 2)
   const auto b = heed::tensor<float>({{{1}, {1}}, {{2}, {-1}}});  // (2, 2, 1)
   const auto c = heed::bmm(a, b);
   CHECK(c.shape() == Shape{2, 1, 1});
@@ -448,7 +474,8 @@ std::vector<double> naive_softmax(const heed::Tensor<T>& x, int dim, bool log) {
 
 TEST_CASE("softmax of small rows by hand", "[ops]") {
   check_values(heed::softmax(heed::tensor<double>({0, std::log(3.0)}), 0), {0.25, 0.75});
-  check_values(heed::tensor<float>({1, 2, 3}).softmax(0), {0.09003057317038046, 0.24472847105479767, 0.6652409557748219});
+  check_values(heed::tensor<float>({1, 2, 3}).softmax(0),
+               {0.09003057317038046, 0.24472847105479767, 0.6652409557748219});
   check_values(heed::tensor<float>({{1, 1}, {0, 0}}).softmax(1), {0.5, 0.5, 0.5, 0.5});
   check_values(heed::tensor<double>({1, 2, 3}).log_softmax(0),
                {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806});

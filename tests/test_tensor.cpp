@@ -365,7 +365,7 @@ TEST_CASE("permute of a 3-D tensor moves every element to its permuted index", "
     for (index_t j = 0; j < 3; ++j)
       for (index_t k = 0; k < 4; ++k) REQUIRE(p.at({k, i, j}) == x.at({i, j, k}));
   CHECK(p.to_vector()[0] == 0.f);
-  CHECK(p.to_vector()[1] == 4.f);  // (k=0, i=0, j=1)
+  CHECK(p.to_vector()[1] == 4.f);   // (k=0, i=0, j=1)
   CHECK(p.to_vector()[3] == 12.f);  // (k=0, i=1, j=0)
 
   const auto q = x.permute({-1, 1, 0});
@@ -428,11 +428,11 @@ TEST_CASE("slice takes a Python-style range with a step", "[tensor]") {
   const auto v = heed::arange(10.f);
   check_values(v.slice(0, 1, 8, 3), {1, 4, 7});
   check_values(v.slice(0, 2, 5), {2, 3, 4});
-  check_values(v.slice(0, -3, 100), {7, 8, 9});    // negative start, end clamped
-  check_values(v.slice(0, -100, 2), {0, 1});       // start clamped
-  check_values(v.slice(0, 0, -7), {0, 1, 2});      // negative end
+  check_values(v.slice(0, -3, 100), {7, 8, 9});  // negative start, end clamped
+  check_values(v.slice(0, -100, 2), {0, 1});     // start clamped
+  check_values(v.slice(0, 0, -7), {0, 1, 2});    // negative end
   check_values(v.slice(0, 0, 10, 4), {0, 4, 8});
-  CHECK(v.slice(0, 5, 2).numel() == 0);            // end before start: empty
+  CHECK(v.slice(0, 5, 2).numel() == 0);  // end before start: empty
   CHECK(v.slice(0, 20, 30).numel() == 0);
 
   const auto m = heed::arange(12.f).reshape({3, 4});

@@ -114,8 +114,8 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
       } catch (const AutogradError& e) {
         throw AutogradError(heed::detail::concat("backward of ", node->name, ": ", e.what()));
       }
-      HEED_CHECK(grads.size() == node->inputs.size(), AutogradError, node->name, ": backward returned ",
-                 grads.size(), " gradients for ", node->inputs.size(), " inputs");
+      HEED_CHECK(grads.size() == node->inputs.size(), AutogradError, node->name, ": backward returned ", grads.size(),
+                 " gradients for ", node->inputs.size(), " inputs");
     }
     for (std::size_t i = 0; i < node->inputs.size(); ++i) {
       const Tensor<T>& input = node->inputs[i];

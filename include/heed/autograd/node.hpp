@@ -100,14 +100,14 @@ SavedTensor<T> save(const Tensor<T>& t) {
 template <typename T, typename Fn>
 void record(Tensor<T>& out, const char* name, std::vector<Tensor<T>> inputs, Fn&& backward) {
   if constexpr (std::is_floating_point_v<T>) {
-  auto node = std::make_shared<Node<T>>();
-  node->name = name;
-  for (auto& input : inputs)
-    if (!input.requires_grad()) input = Tensor<T>();
-  node->inputs = std::move(inputs);
-  node->backward = std::forward<Fn>(backward);
-  node->output_shape = out.shape();
-  out.impl().grad_fn = std::move(node);
+    auto node = std::make_shared<Node<T>>();
+    node->name = name;
+    for (auto& input : inputs)
+      if (!input.requires_grad()) input = Tensor<T>();
+    node->inputs = std::move(inputs);
+    node->backward = std::forward<Fn>(backward);
+    node->output_shape = out.shape();
+    out.impl().grad_fn = std::move(node);
   } else {
     (void)out, (void)name, (void)inputs, (void)backward;
   }

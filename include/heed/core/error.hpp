@@ -59,7 +59,7 @@ std::string concat(Args&&... args) {
 
 /// Throws ErrorType(concat(message...)) unless cond holds. The message is only built
 /// on failure, so checks cost a branch on the hot path. Active in release builds too.
-#define HEED_CHECK(cond, ErrorType, ...)                              \
-  do {                                                                \
+#define HEED_CHECK(cond, ErrorType, ...)                               \
+  do {                                                                 \
     if (!(cond)) throw ErrorType(::heed::detail::concat(__VA_ARGS__)); \
   } while (false)

@@ -58,7 +58,8 @@ Tensor<T> full_like(const Tensor<T>& x, T value) {
 template <typename T = float>
 Tensor<T> arange(double start, double end, double step = 1.0) {
   HEED_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
-  HEED_CHECK((end - start) * step >= 0.0, ValueError, "arange: step ", step, " does not lead from ", start, " to ", end);
+  HEED_CHECK((end - start) * step >= 0.0, ValueError, "arange: step ", step, " does not lead from ", start, " to ",
+             end);
   const auto count = static_cast<index_t>(std::ceil((end - start) / step));
   Tensor<T> out = Tensor<T>::empty(Shape{count});
   for (index_t i = 0; i < count; ++i) out.data()[i] = static_cast<T>(start + static_cast<double>(i) * step);

@@ -46,12 +46,18 @@ struct TensorImpl;
 
 template <typename T>
 constexpr const char* dtype_name() {
-  if constexpr (std::is_same_v<T, float>) return "float32";
-  else if constexpr (std::is_same_v<T, double>) return "float64";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, bool>) return "bool";
-  else return "unknown";
+  if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else
+    return "unknown";
 }
 
 }  // namespace detail
@@ -324,8 +330,9 @@ template <typename T>
 Tensor<T>& Tensor<T>::requires_grad_(bool requires_grad) {
   HEED_CHECK(std::is_floating_point_v<T> || !requires_grad, AutogradError,
              "requires_grad_: only floating-point tensors can require gradients, not ", dtype());
-  HEED_CHECK(impl().grad_fn == nullptr, AutogradError, "requires_grad_: only leaves can be marked; this tensor comes from ",
-             grad_fn_name(), " (detach() it first)");
+  HEED_CHECK(impl().grad_fn == nullptr, AutogradError,
+             "requires_grad_: only leaves can be marked; this tensor comes from ", grad_fn_name(),
+             " (detach() it first)");
   impl_->requires_grad = requires_grad;
   return *this;
 }

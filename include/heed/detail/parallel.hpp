@@ -25,7 +25,7 @@ void parallel_for(index_t n, index_t grain, Body&& body) {
 #ifdef _OPENMP
   const index_t threads = std::min<index_t>(omp_get_max_threads(), n / std::max<index_t>(grain, 1));
   if (threads > 1 && !omp_in_parallel()) {
-#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
+#pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(static)
     for (index_t chunk = 0; chunk < threads; ++chunk) body(n * chunk / threads, n * (chunk + 1) / threads);
     return;
   }

@@ -176,8 +176,8 @@ Tensor<T> pow(const Tensor<T>& x, T p) {
   if (autograd::needs_grad(x))
     autograd::record(out, "PowBackward", {x}, [p, saved = autograd::save(x)](const Tensor<T>& g) {
       // d x^p = p · x^(p-1) dx
-      return autograd::Grads<T>{
-          detail::zip_map<T>([p](const auto& gg, const auto& xx) { return gg * p * xx.pow(p - T(1)); }, g, saved.get())};
+      return autograd::Grads<T>{detail::zip_map<T>(
+          [p](const auto& gg, const auto& xx) { return gg * p * xx.pow(p - T(1)); }, g, saved.get())};
     });
   return out;
 }
@@ -212,57 +212,66 @@ Tensor<T> neg(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> exp(const Tensor<T>& x) {
-  return detail::unary_op(x, "ExpBackward", [](const auto& a) { return a.exp(); },
-                          [](const auto& g, const auto&, const auto& y) { return g * y; });
+  return detail::unary_op(
+      x, "ExpBackward", [](const auto& a) { return a.exp(); },
+      [](const auto& g, const auto&, const auto& y) { return g * y; });
 }
 
 template <typename T>
 Tensor<T> log(const Tensor<T>& x) {
-  return detail::unary_op(x, "LogBackward", [](const auto& a) { return a.log(); },
-                          [](const auto& g, const auto& x_, const auto&) { return g / x_; });
+  return detail::unary_op(
+      x, "LogBackward", [](const auto& a) { return a.log(); },
+      [](const auto& g, const auto& x_, const auto&) { return g / x_; });
 }
 
 template <typename T>
 Tensor<T> sqrt(const Tensor<T>& x) {
-  return detail::unary_op(x, "SqrtBackward", [](const auto& a) { return a.sqrt(); },
-                          [](const auto& g, const auto&, const auto& y) { return g / (T(2) * y); });
+  return detail::unary_op(
+      x, "SqrtBackward", [](const auto& a) { return a.sqrt(); },
+      [](const auto& g, const auto&, const auto& y) { return g / (T(2) * y); });
 }
 
 template <typename T>
 Tensor<T> tanh(const Tensor<T>& x) {
-  return detail::unary_op(x, "TanhBackward", [](const auto& a) { return a.tanh(); },
-                          [](const auto& g, const auto&, const auto& y) { return g * (T(1) - y.square()); });
+  return detail::unary_op(
+      x, "TanhBackward", [](const auto& a) { return a.tanh(); },
+      [](const auto& g, const auto&, const auto& y) { return g * (T(1) - y.square()); });
 }
 
 template <typename T>
 Tensor<T> sigmoid(const Tensor<T>& x) {
   // 1 / (1 + e^-x), written so that neither branch overflows.
-  return detail::unary_op(x, "SigmoidBackward", [](const auto& a) { return (T(0.5) * a).tanh() * T(0.5) + T(0.5); },
-                          [](const auto& g, const auto&, const auto& y) { return g * y * (T(1) - y); });
+  return detail::unary_op(
+      x, "SigmoidBackward", [](const auto& a) { return (T(0.5) * a).tanh() * T(0.5) + T(0.5); },
+      [](const auto& g, const auto&, const auto& y) { return g * y * (T(1) - y); });
 }
 
 template <typename T>
 Tensor<T> relu(const Tensor<T>& x) {
-  return detail::unary_op(x, "ReluBackward", [](const auto& a) { return a.max(T(0)); },
-                          [](const auto& g, const auto& x_, const auto&) { return (x_ > T(0)).select(g, T(0)); });
+  return detail::unary_op(
+      x, "ReluBackward", [](const auto& a) { return a.max(T(0)); },
+      [](const auto& g, const auto& x_, const auto&) { return (x_ > T(0)).select(g, T(0)); });
 }
 
 template <typename T>
 Tensor<T> abs(const Tensor<T>& x) {
-  return detail::unary_op(x, "AbsBackward", [](const auto& a) { return a.abs(); },
-                          [](const auto& g, const auto& x_, const auto&) { return g * x_.sign(); });
+  return detail::unary_op(
+      x, "AbsBackward", [](const auto& a) { return a.abs(); },
+      [](const auto& g, const auto& x_, const auto&) { return g * x_.sign(); });
 }
 
 template <typename T>
 Tensor<T> sin(const Tensor<T>& x) {
-  return detail::unary_op(x, "SinBackward", [](const auto& a) { return a.sin(); },
-                          [](const auto& g, const auto& x_, const auto&) { return g * x_.cos(); });
+  return detail::unary_op(
+      x, "SinBackward", [](const auto& a) { return a.sin(); },
+      [](const auto& g, const auto& x_, const auto&) { return g * x_.cos(); });
 }
 
 template <typename T>
 Tensor<T> cos(const Tensor<T>& x) {
-  return detail::unary_op(x, "CosBackward", [](const auto& a) { return a.cos(); },
-                          [](const auto& g, const auto& x_, const auto&) { return -g * x_.sin(); });
+  return detail::unary_op(
+      x, "CosBackward", [](const auto& a) { return a.cos(); },
+      [](const auto& g, const auto& x_, const auto&) { return -g * x_.sin(); });
 }
 
 /// A differentiable copy.
@@ -276,14 +285,14 @@ Tensor<T> clone(const Tensor<T>& x) {
 
 // ---- comparisons (masks) ---------------------------------------------------------------------
 
-#define HEED_DEFINE_COMPARISON(name, op)                                                                   \
-  template <typename T>                                                                                     \
-  Tensor<bool> name(const Tensor<T>& a, const Tensor<T>& b) {                                               \
-    return detail::broadcast_map<bool>(a, b, #name, [](const auto& x, const auto& y) { return x op y; });   \
-  }                                                                                                         \
-  template <typename T>                                                                                     \
-  Tensor<bool> name(const Tensor<T>& a, T s) {                                                              \
-    return detail::zip_map<bool>([s](const auto& x) { return x op s; }, a);                                 \
+#define HEED_DEFINE_COMPARISON(name, op)                                                                  \
+  template <typename T>                                                                                   \
+  Tensor<bool> name(const Tensor<T>& a, const Tensor<T>& b) {                                             \
+    return detail::broadcast_map<bool>(a, b, #name, [](const auto& x, const auto& y) { return x op y; }); \
+  }                                                                                                       \
+  template <typename T>                                                                                   \
+  Tensor<bool> name(const Tensor<T>& a, T s) {                                                            \
+    return detail::zip_map<bool>([s](const auto& x) { return x op s; }, a);                               \
   }
 HEED_DEFINE_COMPARISON(eq, ==)
 HEED_DEFINE_COMPARISON(ne, !=)
@@ -296,8 +305,8 @@ HEED_DEFINE_COMPARISON(ge, >=)
 /// cond ? a : b elementwise, all three broadcast together. Differentiable in a and b.
 template <typename T>
 Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b) {
-  const Shape shape = detail::broadcast_shapes(detail::broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(),
-                                               "where");
+  const Shape shape =
+      detail::broadcast_shapes(detail::broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor<bool> c = detail::broadcast_to(cond, shape);
   Tensor<T> out = detail::zip_map<T>([](const auto& m, const auto& x, const auto& y) { return m.select(x, y); }, c,
                                      detail::broadcast_to(a, shape), detail::broadcast_to(b, shape));
@@ -319,13 +328,16 @@ Tensor<T> masked_fill(const Tensor<T>& x, const Tensor<bool>& mask, T value) {
 
 // ---- operators --------------------------------------------------------------------------------
 
+// clang-format off
 template <typename T> Tensor<T> operator+(const Tensor<T>& a, const Tensor<T>& b) { return add(a, b); }
 template <typename T> Tensor<T> operator-(const Tensor<T>& a, const Tensor<T>& b) { return sub(a, b); }
 template <typename T> Tensor<T> operator*(const Tensor<T>& a, const Tensor<T>& b) { return mul(a, b); }
 template <typename T> Tensor<T> operator/(const Tensor<T>& a, const Tensor<T>& b) { return div(a, b); }
 template <typename T> Tensor<T> operator-(const Tensor<T>& x) { return neg(x); }
+// clang-format on
 
 // Scalars take the tensor's element type, so `x * 2.0` works on a Tensor<float> too.
+// clang-format off
 template <typename T> Tensor<T> operator+(const Tensor<T>& x, double s) { return add(x, static_cast<T>(s)); }
 template <typename T> Tensor<T> operator+(double s, const Tensor<T>& x) { return add(x, static_cast<T>(s)); }
 template <typename T> Tensor<T> operator-(const Tensor<T>& x, double s) { return add(x, static_cast<T>(-s)); }
@@ -334,7 +346,9 @@ template <typename T> Tensor<T> operator*(const Tensor<T>& x, double s) { return
 template <typename T> Tensor<T> operator*(double s, const Tensor<T>& x) { return mul(x, static_cast<T>(s)); }
 template <typename T> Tensor<T> operator/(const Tensor<T>& x, double s) { return mul(x, static_cast<T>(1.0 / s)); }
 template <typename T> Tensor<T> operator/(double s, const Tensor<T>& x) { return mul(pow(x, T(-1)), static_cast<T>(s)); }
+// clang-format on
 
+// clang-format off
 template <typename T> Tensor<bool> operator==(const Tensor<T>& a, const Tensor<T>& b) { return eq(a, b); }
 template <typename T> Tensor<bool> operator!=(const Tensor<T>& a, const Tensor<T>& b) { return ne(a, b); }
 template <typename T> Tensor<bool> operator<(const Tensor<T>& a, const Tensor<T>& b) { return lt(a, b); }
@@ -347,9 +361,11 @@ template <typename T> Tensor<bool> operator<(const Tensor<T>& a, double s) { ret
 template <typename T> Tensor<bool> operator<=(const Tensor<T>& a, double s) { return le(a, static_cast<T>(s)); }
 template <typename T> Tensor<bool> operator>(const Tensor<T>& a, double s) { return gt(a, static_cast<T>(s)); }
 template <typename T> Tensor<bool> operator>=(const Tensor<T>& a, double s) { return ge(a, static_cast<T>(s)); }
+// clang-format on
 
 // ---- Tensor methods defined here -----------------------------------------------------------
 
+// clang-format off
 template <typename T> Tensor<T> Tensor<T>::neg() const { return heed::neg(*this); }
 template <typename T> Tensor<T> Tensor<T>::exp() const { return heed::exp(*this); }
 template <typename T> Tensor<T> Tensor<T>::log() const { return heed::log(*this); }
@@ -363,6 +379,7 @@ template <typename T> Tensor<T> Tensor<T>::cos() const { return heed::cos(*this)
 template <typename T> Tensor<T> Tensor<T>::pow(T exponent) const { return heed::pow(*this, exponent); }
 template <typename T> Tensor<T> Tensor<T>::pow(const Tensor& exponent) const { return heed::pow(*this, exponent); }
 template <typename T> Tensor<T> Tensor<T>::clone() const { return heed::clone(*this); }
+// clang-format on
 
 namespace detail {
 template <typename T>

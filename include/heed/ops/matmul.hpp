@@ -61,8 +61,8 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   try {
     shape = broadcast_shapes(a_batch, b_batch, op);
   } catch (const ShapeError&) {  // name the operands, not just their batch dims
-    throw ShapeError(concat(op, ": batch dims of ", to_string(a.shape()), " and ", to_string(b.shape()),
-                            " are not broadcastable"));
+    throw ShapeError(
+        concat(op, ": batch dims of ", to_string(a.shape()), " and ", to_string(b.shape()), " are not broadcastable"));
   }
   const Shape out_batch = shape;
   shape.push_back(m);
@@ -125,8 +125,8 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
     return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
   }
   // Checked here so that the message names the 1-D operand as given, not unsqueezed.
-  HEED_CHECK(a.shape()[-1] == (b.dim() == 1 ? b.shape()[0] : b.shape()[-2]), ShapeError, "matmul: inner dims differ: ",
-             to_string(a.shape()), " vs ", to_string(b.shape()));
+  HEED_CHECK(a.shape()[-1] == (b.dim() == 1 ? b.shape()[0] : b.shape()[-2]), ShapeError,
+             "matmul: inner dims differ: ", to_string(a.shape()), " vs ", to_string(b.shape()));
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
   if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
 
@@ -140,29 +140,24 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
     autograd::SavedTensor<T> saved_a, saved_b;
     if (need_b) saved_a = autograd::save(a);
     if (need_a) saved_b = autograd::save(b);
-    autograd::record(out, "MmBackward", {a, b},
-                     [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
-                       autograd::Grads<T> grads(2);
-                       if (fold) {  // the batch sum of db happens inside one GEMM over all rows
-                         const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
-                         if (need_a) {
-                           grads[0] = detail::make_tensor<T>(a_shape);
-                           detail::gemm(g.data(), false, saved_b.get().data(), true, grads[0].data(), rows, k, n);
-                         }
-                         if (need_b) {
-                           grads[1] = detail::make_tensor<T>(b_shape);
-                           detail::gemm(saved_a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
-                         }
-                       } else {
-                         if (need_a)
-                           grads[0] = detail::sum_to(detail::batched_matmul(g, false, saved_b.get(), true, "matmul"),
-                                                     a_shape);
-                         if (need_b)
-                           grads[1] = detail::sum_to(detail::batched_matmul(saved_a.get(), true, g, false, "matmul"),
-                                                     b_shape);
-                       }
-                       return grads;
-                     });
+    autograd::record(out, "MmBackward", {a, b}, [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
+      autograd::Grads<T> grads(2);
+      if (fold) {  // the batch sum of db happens inside one GEMM over all rows
+        const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
+        if (need_a) {
+          grads[0] = detail::make_tensor<T>(a_shape);
+          detail::gemm(g.data(), false, saved_b.get().data(), true, grads[0].data(), rows, k, n);
+        }
+        if (need_b) {
+          grads[1] = detail::make_tensor<T>(b_shape);
+          detail::gemm(saved_a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
+        }
+      } else {
+        if (need_a) grads[0] = detail::sum_to(detail::batched_matmul(g, false, saved_b.get(), true, "matmul"), a_shape);
+        if (need_b) grads[1] = detail::sum_to(detail::batched_matmul(saved_a.get(), true, g, false, "matmul"), b_shape);
+      }
+      return grads;
+    });
   }
   return out;
 }

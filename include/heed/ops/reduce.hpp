@@ -162,12 +162,14 @@ Tensor<std::int64_t> argmax(const Tensor<T>& x, int dim, bool keepdim = false) {
   return keepdim || x.dim() == 0 ? indices : detail::alias(indices, detail::dropped_shape(x.shape(), dim));
 }
 
+// clang-format off
 template <typename T> Tensor<T> Tensor<T>::sum() const { return heed::sum(*this); }
 template <typename T> Tensor<T> Tensor<T>::sum(int dim, bool keepdim) const { return heed::sum(*this, dim, keepdim); }
 template <typename T> Tensor<T> Tensor<T>::mean() const { return heed::mean(*this); }
 template <typename T> Tensor<T> Tensor<T>::mean(int dim, bool keepdim) const { return heed::mean(*this, dim, keepdim); }
 template <typename T> Tensor<T> Tensor<T>::max() const { return heed::max(*this); }
 template <typename T> Tensor<T> Tensor<T>::max(int dim, bool keepdim) const { return heed::max(*this, dim, keepdim); }
+// clang-format on
 template <typename T>
 Tensor<std::int64_t> Tensor<T>::argmax(int dim, bool keepdim) const {
   return heed::argmax(*this, dim, keepdim);

@@ -54,9 +54,8 @@ template <typename T>
 Tensor<T> view_as_shape(const Tensor<T>& x, const Shape& shape) {
   Tensor<T> out = alias(x, shape);
   if (autograd::needs_grad(x))
-    autograd::record(out, "ViewBackward", {x}, [from = x.shape()](const auto& g) {
-      return autograd::Grads<T>{alias(g, from)};
-    });
+    autograd::record(out, "ViewBackward", {x},
+                     [from = x.shape()](const auto& g) { return autograd::Grads<T>{alias(g, from)}; });
   return out;
 }
 
@@ -263,7 +262,8 @@ Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats, int dim) {
   HEED_CHECK(repeats >= 0, ValueError, "repeat_interleave: negative repeat count ", repeats);
   if (x.dim() == 0) return repeat_interleave(flatten(x), repeats, 0);
   const auto strides = x.shape().strides();
-  std::vector<index_t> sizes(x.shape().begin(), x.shape().end()), src_strides(strides.begin(), strides.begin() + x.dim());
+  std::vector<index_t> sizes(x.shape().begin(), x.shape().end()),
+      src_strides(strides.begin(), strides.begin() + x.dim());
   sizes.insert(sizes.begin() + dim + 1, repeats);
   src_strides.insert(src_strides.begin() + dim + 1, 0);
   Shape shape = x.shape();
@@ -391,6 +391,7 @@ template <typename T>
 Tensor<T> Tensor<T>::reshape(std::initializer_list<index_t> shape) const {
   return heed::reshape(*this, std::vector<index_t>(shape));
 }
+// clang-format off
 template <typename T> Tensor<T> Tensor<T>::flatten(int start_dim, int end_dim) const { return heed::flatten(*this, start_dim, end_dim); }
 template <typename T> Tensor<T> Tensor<T>::permute(const std::vector<int>& dims) const { return heed::permute(*this, dims); }
 template <typename T> Tensor<T> Tensor<T>::transpose(int dim0, int dim1) const { return heed::transpose(*this, dim0, dim1); }
@@ -404,5 +405,6 @@ template <typename T> Tensor<T> Tensor<T>::index_select(int dim, const Tensor<st
 template <typename T> Tensor<T> Tensor<T>::repeat(const std::vector<index_t>& repeats) const { return heed::repeat(*this, repeats); }
 template <typename T> Tensor<T> Tensor<T>::repeat_interleave(index_t repeats, int dim) const { return heed::repeat_interleave(*this, repeats, dim); }
 template <typename T> Tensor<T> Tensor<T>::expand(const Shape& shape) const { return heed::expand(*this, shape); }
+// clang-format on
 
 }  // namespace heed

@@ -60,10 +60,8 @@ Tensor<T> softmax(const Tensor<T>& x, int dim) {
     autograd::record(out, "SoftmaxBackward", {x}, [dim, saved = autograd::save(out)](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::over_dim<T>(
           g.shape(), dim, [](auto dx, const auto& gg, const auto& y) { dx = y * (gg - (gg * y).sum()); },
-          [](auto dx, const auto& gg, const auto& y) {
-            dx = y * (gg.rowwise() - (gg * y).colwise().sum());
-          },
-          g, saved.get())};
+          [](auto dx, const auto& gg, const auto& y) { dx = y * (gg.rowwise() - (gg * y).colwise().sum()); }, g,
+          saved.get())};
     });
   return out;
 }
@@ -94,7 +92,13 @@ Tensor<T> log_softmax(const Tensor<T>& x, int dim) {
   return out;
 }
 
-template <typename T> Tensor<T> Tensor<T>::softmax(int dim) const { return heed::softmax(*this, dim); }
-template <typename T> Tensor<T> Tensor<T>::log_softmax(int dim) const { return heed::log_softmax(*this, dim); }
+template <typename T>
+Tensor<T> Tensor<T>::softmax(int dim) const {
+  return heed::softmax(*this, dim);
+}
+template <typename T>
+Tensor<T> Tensor<T>::log_softmax(int dim) const {
+  return heed::log_softmax(*this, dim);
+}
 
 }  // namespace heed
