@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
 
+#include "check.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -12,28 +14,8 @@ namespace {
 
 using heed::index_t;
 using heed::Shape;
-
-/// Every element of x, in row-major order, matches `expected` within a relative
-/// epsilon suited to T and an absolute `margin` (for values near zero).
-template <typename T>
-void check_values(const heed::Tensor<T>& x, const std::vector<double>& expected, double margin = 1e-6) {
-  REQUIRE(x.numel() == static_cast<index_t>(expected.size()));
-  const double eps = std::is_same_v<T, float> ? 1e-5 : 1e-12;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    INFO("element " << i);
-    CHECK(static_cast<double>(x.data()[i]) == Approx(expected[i]).epsilon(eps).margin(margin));
-  }
-}
-
-/// x and y have one shape and agree element by element within margin.
-template <typename T>
-void check_close(const heed::Tensor<T>& x, const heed::Tensor<T>& y, double margin) {
-  REQUIRE(x.shape() == y.shape());
-  for (index_t i = 0; i < x.numel(); ++i) {
-    INFO("element " << i);
-    REQUIRE(static_cast<double>(x.data()[i]) == Approx(static_cast<double>(y.data()[i])).margin(margin));
-  }
-}
+using heed_test::check_close;
+using heed_test::check_values;
 
 /// The elements of x as doubles, row-major.
 template <typename T>
@@ -343,9 +325,10 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
   heed::Generator gen(11);
   const double margin = std::is_same_v<TestType, float> ? 1e-4 : 1e-12;
   const index_t n = 3, k = 5, m = 4;
-  auto naive = [](const auto& a_at, const auto& b_at, index_t kk) {
+  // Σ_l term(l), accumulated in double: one element of the reference product.
+  auto dot = [k](const auto& term) {
     double s = 0;
-    for (index_t l = 0; l < kk; ++l) s += static_cast<double>(a_at(l)) * static_cast<double>(b_at(l));
+    for (index_t l = 0; l < k; ++l) s += static_cast<double>(term(l));
     return s;
   };
 
@@ -355,16 +338,10 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
     REQUIRE(c.shape() == Shape{2, n, m});
     for (index_t p = 0; p < 2; ++p)
       for (index_t i = 0; i < n; ++i)
-        for (index_t j = 0; j < m; ++j)
-          REQUIRE(c.at({p, i, j}) == Approx(naive(
-                                                [&](index_t l) {
-                                                  return a.at({p, i, l});
-                                                },
-                                                [&](index_t l) {
-                                                  return b.at({l, j});
-                                                },
-                                                k))
-                                         .margin(margin));
+        for (index_t j = 0; j < m; ++j) {
+          const double expected = dot([&](index_t l) { return a.at({p, i, l}) * b.at({l, j}); });
+          REQUIRE(c.at({p, i, j}) == Approx(expected).margin(margin));
+        }
   }
   SECTION("(B, n, k) @ (B, k, m), and bmm") {
     const auto a = heed::randn<TestType>({3, n, k}, gen), b = heed::randn<TestType>({3, k, m}, gen);
@@ -372,16 +349,10 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
     REQUIRE(c.shape() == Shape{3, n, m});
     for (index_t p = 0; p < 3; ++p)
       for (index_t i = 0; i < n; ++i)
-        for (index_t j = 0; j < m; ++j)
-          REQUIRE(c.at({p, i, j}) == Approx(naive(
-                                                [&](index_t l) {
-                                                  return a.at({p, i, l});
-                                                },
-                                                [&](index_t l) {
-                                                  return b.at({p, l, j});
-                                                },
-                                                k))
-                                         .margin(margin));
+        for (index_t j = 0; j < m; ++j) {
+          const double expected = dot([&](index_t l) { return a.at({p, i, l}) * b.at({p, l, j}); });
+          REQUIRE(c.at({p, i, j}) == Approx(expected).margin(margin));
+        }
     check_close(heed::bmm(a, b), c, 0.0);
   }
   SECTION("(2, 1, n, k) @ (3, k, m) broadcasts the batch to (2, 3, n, m)") {
@@ -391,39 +362,20 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
     for (index_t p = 0; p < 2; ++p)
       for (index_t q = 0; q < 3; ++q)
         for (index_t i = 0; i < n; ++i)
-          for (index_t j = 0; j < m; ++j)
-            REQUIRE(c.at({p, q, i, j}) == Approx(naive(
-                                                     [&](index_t l) {
-                                                       return a.at({p, 0, i, l});
-                                                     },
-                                                     [&](index_t l) {
-                                                       return b.at({q, l, j});
-                                                     },
-                                                     k))
-                                              .margin(margin));
+          for (index_t j = 0; j < m; ++j) {
+            const double expected = dot([&](index_t l) { return a.at({p, 0, i, l}) * b.at({q, l, j}); });
+            REQUIRE(c.at({p, q, i, j}) == Approx(expected).margin(margin));
+          }
   }
   SECTION("a 2-D left operand against a batch, and 1-D operands against 3-D ones") {
     const auto a = heed::randn<TestType>({n, k}, gen), b = heed::randn<TestType>({2, k, m}, gen);
     const auto c = heed::matmul(a, b);
     REQUIRE(c.shape() == Shape{2, n, m});
-    CHECK(c.at({1, 2, 3}) == Approx(naive(
-                                        [&](index_t l) {
-                                          return a.at({2, l});
-                                        },
-                                        [&](index_t l) {
-                                          return b.at({1, l, 3});
-                                        },
-                                        k))
-                                 .margin(margin));
+    CHECK(c.at({1, 2, 3}) == Approx(dot([&](index_t l) { return a.at({2, l}) * b.at({1, l, 3}); })).margin(margin));
     const auto v = heed::randn<TestType>({k}, gen);
     const auto vb = heed::matmul(v, b);  // (k) @ (2, k, m) -> (2, m)
     REQUIRE(vb.shape() == Shape{2, m});
-    CHECK(vb.at({1, 2}) == Approx(naive([&](index_t l) { return v.at({l}); },
-                                        [&](index_t l) {
-                                          return b.at({1, l, 2});
-                                        },
-                                        k))
-                               .margin(margin));
+    CHECK(vb.at({1, 2}) == Approx(dot([&](index_t l) { return v.at({l}) * b.at({1, l, 2}); })).margin(margin));
     const auto bt = b.transpose(1, 2);  // (2, m, k) @ (k) -> (2, m)
     const auto bv = heed::matmul(bt, v);
     REQUIRE(bv.shape() == Shape{2, m});

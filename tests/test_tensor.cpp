@@ -2,6 +2,8 @@
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
 
+#include "check.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -13,16 +15,7 @@ namespace {
 
 using heed::index_t;
 using heed::Shape;
-
-/// Every element of x, in row-major order, matches `expected` within `margin`.
-template <typename T>
-void check_values(const heed::Tensor<T>& x, const std::vector<double>& expected, double margin = 1e-6) {
-  REQUIRE(x.numel() == static_cast<index_t>(expected.size()));
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    INFO("element " << i);
-    CHECK(static_cast<double>(x.data()[i]) == Approx(expected[i]).margin(margin));
-  }
-}
+using heed_test::check_values;
 
 template <typename T>
 std::string repr(const heed::Tensor<T>& x) {

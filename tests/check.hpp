@@ -1,0 +1,37 @@
+// Assertions on tensor values shared by the test files.
+#pragma once
+
+#include <catch2/catch.hpp>
+#include <heed/heed.hpp>
+
+#include <type_traits>
+#include <vector>
+
+namespace heed_test {
+
+using heed::index_t;
+using heed::Shape;
+
+/// Every element of x, in row-major order, matches `expected` within a relative
+/// epsilon suited to T and an absolute `margin` (for values near zero).
+template <typename T>
+void check_values(const heed::Tensor<T>& x, const std::vector<double>& expected, double margin = 1e-6) {
+  REQUIRE(x.numel() == static_cast<index_t>(expected.size()));
+  const double eps = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    INFO("element " << i);
+    CHECK(static_cast<double>(x.data()[i]) == Approx(expected[i]).epsilon(eps).margin(margin));
+  }
+}
+
+/// x and y have one shape and agree element by element within margin.
+template <typename T>
+void check_close(const heed::Tensor<T>& x, const heed::Tensor<T>& y, double margin) {
+  REQUIRE(x.shape() == y.shape());
+  for (index_t i = 0; i < x.numel(); ++i) {
+    INFO("element " << i);
+    REQUIRE(static_cast<double>(x.data()[i]) == Approx(static_cast<double>(y.data()[i])).margin(margin));
+  }
+}
+
+}  // namespace heed_test
