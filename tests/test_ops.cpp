@@ -326,7 +326,7 @@ TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random dat
   const double margin = std::is_same_v<TestType, float> ? 1e-4 : 1e-12;
   const index_t n = 3, k = 5, m = 4;
   // Σ_l term(l), accumulated in double: one element of the reference product.
-  auto dot = [k](const auto& term) {
+  auto dot = [&](const auto& term) {
     double s = 0;
     for (index_t l = 0; l < k; ++l) s += static_cast<double>(term(l));
     return s;
