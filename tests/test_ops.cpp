@@ -10,6 +10,10 @@
 #include <limits>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 namespace {
 
 using heed::index_t;
@@ -466,3 +470,27 @@ TEMPLATE_TEST_CASE("softmax and log_softmax do not overflow on large inputs", "[
   CHECK(all_finite(log_cols));
   check_values(log_cols, {0, 0, -1000, -2000, -1000, 0}, 1e-4);
 }
+
+#ifdef _OPENMP
+TEST_CASE("results do not depend on the number of OpenMP threads", "[ops]") {
+  heed::Generator gen(5);
+  const auto x = heed::randn<float>({64, 2048}, gen);  // large enough to be split across threads
+  const auto w = heed::randn<float>({16, 64, 64}, gen);
+  const auto v = heed::randn<float>({16, 64, 64}, gen);
+  auto run = [&] {
+    return std::vector<std::vector<float>>{(x * 2.0 + x).to_vector(), heed::tanh(x).to_vector(),
+                                           heed::softmax(x, -1).to_vector(), heed::softmax(x, 0).to_vector(),
+                                           heed::bmm(w, v).to_vector()};
+  };
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto serial = run();
+  omp_set_num_threads(2);
+  const auto parallel = run();
+  omp_set_num_threads(threads);
+  for (std::size_t i = 0; i < serial.size(); ++i) {
+    INFO("result " << i);
+    CHECK(serial[i] == parallel[i]);  // bit for bit
+  }
+}
+#endif
