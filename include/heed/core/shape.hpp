@@ -112,6 +112,13 @@ inline int normalize_dim(int dim, int rank, const char* op) {
   return dim < 0 ? dim + r : dim;
 }
 
+/// Whether two shapes broadcast together (aligned at the right, sizes equal or 1).
+inline bool broadcastable(const Shape& a, const Shape& b) {
+  for (int d = 1; d <= a.rank() && d <= b.rank(); ++d)
+    if (a[-d] != b[-d] && a[-d] != 1 && b[-d] != 1) return false;
+  return true;
+}
+
 /// Broadcasts two shapes NumPy-style (align at the right; sizes equal or one of them 1).
 inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   const int rank = a.rank() > b.rank() ? a.rank() : b.rank();

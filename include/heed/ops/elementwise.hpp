@@ -62,6 +62,12 @@ Tensor<R> broadcast_map(const Tensor<T>& a, const Tensor<T>& b, const char* op, 
   return out;
 }
 
+/// A fresh copy of x's elements, not recorded.
+template <typename T>
+Tensor<T> copy_of(const Tensor<T>& x) {
+  return zip_map<T>([](const auto& a) { return a; }, x);
+}
+
 template <typename T>
 void check_floating(const char* op) {
   static_assert(std::is_floating_point_v<T>, "this heed op needs a floating-point tensor");
@@ -277,7 +283,7 @@ Tensor<T> cos(const Tensor<T>& x) {
 /// A differentiable copy.
 template <typename T>
 Tensor<T> clone(const Tensor<T>& x) {
-  Tensor<T> out = detail::zip_map<T>([](const auto& a) { return a; }, x);
+  Tensor<T> out = detail::copy_of(x);
   if (autograd::needs_grad(x))
     autograd::record(out, "CloneBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{g}; });
   return out;

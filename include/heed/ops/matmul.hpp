@@ -57,13 +57,9 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   const index_t n = trans_b ? b.shape()[-2] : b.shape()[-1];
   HEED_CHECK(k == kb, ShapeError, op, ": inner dims differ: ", to_string(a.shape()), " vs ", to_string(b.shape()));
   const Shape a_batch = batch_shape(a.shape()), b_batch = batch_shape(b.shape());
-  Shape shape;
-  try {
-    shape = broadcast_shapes(a_batch, b_batch, op);
-  } catch (const ShapeError&) {  // name the operands, not just their batch dims
-    throw ShapeError(
-        concat(op, ": batch dims of ", to_string(a.shape()), " and ", to_string(b.shape()), " are not broadcastable"));
-  }
+  HEED_CHECK(broadcastable(a_batch, b_batch), ShapeError, op, ": batch dims of ", to_string(a.shape()), " and ",
+             to_string(b.shape()), " are not broadcastable");
+  Shape shape = broadcast_shapes(a_batch, b_batch, op);
   const Shape out_batch = shape;
   shape.push_back(m);
   shape.push_back(n);
@@ -119,20 +115,14 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   detail::check_floating<T>("matmul");
   HEED_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got ",
              to_string(a.shape()), " and ", to_string(b.shape()));
-  if (a.dim() == 1 && b.dim() == 1) {
-    HEED_CHECK(a.numel() == b.numel(), ShapeError, "matmul: inner dims differ: ", to_string(a.shape()), " vs ",
-               to_string(b.shape()));
-    return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
-  }
-  // Checked here so that the message names the 1-D operand as given, not unsqueezed.
+  // Checked once here, for every form, so that the message names 1-D operands as given.
   HEED_CHECK(a.shape()[-1] == (b.dim() == 1 ? b.shape()[0] : b.shape()[-2]), ShapeError,
              "matmul: inner dims differ: ", to_string(a.shape()), " vs ", to_string(b.shape()));
+  if (a.dim() == 1 && b.dim() == 1) return reshape(matmul(unsqueeze(a, 0), unsqueeze(b, 1)), {});
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
   if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
 
   const bool fold = b.dim() == 2;  // (B.., n, k) @ (k, m): one GEMM over all rows
-  HEED_CHECK(!fold || a.shape()[-1] == b.shape()[0], ShapeError, "matmul: inner dims differ: ", to_string(a.shape()),
-             " vs ", to_string(b.shape()));
   Tensor<T> out = fold ? detail::folded_matmul(a, b) : detail::batched_matmul(a, false, b, false, "matmul");
   if (autograd::needs_grad(a, b)) {
     // out = a @ b:  da = g @ bᵀ,  db = aᵀ @ g  (summed over broadcast batch dims)

@@ -58,7 +58,7 @@ namespace detail {
 template <typename T>
 Tensor<T> sum_along(const Tensor<T>& x, int dim) {
   const Shape kept = kept_shape(x.shape(), dim);
-  return x.shape() == kept ? zip_map<T>([](const auto& a) { return a; }, x) : sum_to(x, kept);
+  return x.shape() == kept ? copy_of(x) : sum_to(x, kept);
 }
 
 /// Records the node of sum (scale 1) or mean (scale 1/n): the gradient, of the
