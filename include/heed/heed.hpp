@@ -10,8 +10,9 @@
 //   std::cout << w.grad() << "\n";
 //
 // Layers, each using only those before it: core (Tensor, Shape, errors, Generator),
-// autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), io
-// (printing).
+// autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
+// (Module, Linear, Dropout), attention (the scoring modules), models (Nadaraya-Watson),
+// optim (SGD), io (printing), viz (SVG heatmaps and plots).
 #pragma once
 
 #include "heed/core/error.hpp"
@@ -24,10 +25,30 @@
 #include "heed/autograd/gradcheck.hpp"
 #include "heed/autograd/node.hpp"
 
+#include "heed/ops/dropout.hpp"
 #include "heed/ops/elementwise.hpp"
+#include "heed/ops/linear.hpp"
+#include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/shape.hpp"
 #include "heed/ops/softmax.hpp"
 
+#include "heed/nn/dropout.hpp"
+#include "heed/nn/linear.hpp"
+#include "heed/nn/module.hpp"
+
+#include "heed/attention/additive.hpp"
+#include "heed/attention/concat.hpp"
+#include "heed/attention/dot_product.hpp"
+
+#include "heed/models/nadaraya_watson.hpp"
+
+#include "heed/optim/sgd.hpp"
+
 #include "heed/io/print.hpp"
+
+#include "heed/viz/colormap.hpp"
+#include "heed/viz/heatmap.hpp"
+#include "heed/viz/plot.hpp"
+#include "heed/viz/svg.hpp"

@@ -72,4 +72,7 @@ inline Generator& default_generator() {
   return gen;
 }
 
+/// Seeds this thread's default generator, as torch.manual_seed.
+inline void manual_seed(std::uint64_t seed) { default_generator().manual_seed(seed); }
+
 }  // namespace heed

@@ -7,6 +7,8 @@
 //     (B.., n, k) @ (B.., k, m) -> (B.., n, m)   batch dims broadcast
 //     a 1-D operand gains a dim of 1 for the product and loses it after
 //   bmm(a, b): (B, n, k) @ (B, k, m) -> (B, n, m), no broadcasting.
+//   matmul(a, b, transpose_a, transpose_b): either operand's last two dims swapped
+//     on the fly, e.g. scores = matmul(queries, keys, false, true) = Q Kᵀ.
 //
 // Batches are split across OpenMP threads when the user's build enables OpenMP and
 // each thread gets enough work; every output matrix is computed by one thread.
@@ -111,6 +113,9 @@ Tensor<T> folded_matmul(const Tensor<T>& a, const Tensor<T>& b) {
 }  // namespace detail
 
 template <typename T>
+Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool transpose_b);
+
+template <typename T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   detail::check_floating<T>("matmul");
   HEED_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got ",
@@ -122,29 +127,63 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   if (a.dim() == 1) return squeeze(matmul(unsqueeze(a, 0), b), -2);
   if (b.dim() == 1) return squeeze(matmul(a, unsqueeze(b, 1)), -1);
 
-  const bool fold = b.dim() == 2;  // (B.., n, k) @ (k, m): one GEMM over all rows
-  Tensor<T> out = fold ? detail::folded_matmul(a, b) : detail::batched_matmul(a, false, b, false, "matmul");
+  if (b.dim() != 2) return matmul(a, b, false, false);
+
+  // (B.., n, k) @ (k, m): one GEMM over all rows, forward and backward.
+  Tensor<T> out = detail::folded_matmul(a, b);
   if (autograd::needs_grad(a, b)) {
-    // out = a @ b:  da = g @ bᵀ,  db = aᵀ @ g  (summed over broadcast batch dims)
+    // out = a @ b:  da = g @ bᵀ,  db = aᵀ @ g, whose sum over the batch is one GEMM
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     autograd::SavedTensor<T> saved_a, saved_b;
     if (need_b) saved_a = autograd::save(a);
     if (need_a) saved_b = autograd::save(b);
     autograd::record(out, "MmBackward", {a, b}, [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
       autograd::Grads<T> grads(2);
-      if (fold) {  // the batch sum of db happens inside one GEMM over all rows
-        const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
-        if (need_a) {
-          grads[0] = detail::make_tensor<T>(a_shape);
-          detail::gemm(g.data(), false, saved_b.get().data(), true, grads[0].data(), rows, k, n);
-        }
-        if (need_b) {
-          grads[1] = detail::make_tensor<T>(b_shape);
-          detail::gemm(saved_a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
-        }
-      } else {
-        if (need_a) grads[0] = detail::sum_to(detail::batched_matmul(g, false, saved_b.get(), true, "matmul"), a_shape);
-        if (need_b) grads[1] = detail::sum_to(detail::batched_matmul(saved_a.get(), true, g, false, "matmul"), b_shape);
+      const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
+      if (need_a) {
+        grads[0] = detail::make_tensor<T>(a_shape);
+        detail::gemm(g.data(), false, saved_b.get().data(), true, grads[0].data(), rows, k, n);
+      }
+      if (need_b) {
+        grads[1] = detail::make_tensor<T>(b_shape);
+        detail::gemm(saved_a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
+      }
+      return grads;
+    });
+  }
+  return out;
+}
+
+/// op(a) @ op(b) for a and b of rank ≥ 2 whose batch dims broadcast, where op swaps the
+/// last two dims when asked, without copying the transpose: attention scores are
+/// matmul(queries, keys, false, true).
+template <typename T>
+Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool transpose_b) {
+  detail::check_floating<T>("matmul");
+  HEED_CHECK(a.dim() >= 2 && b.dim() >= 2, ShapeError, "matmul: transposed operands need at least 2 dims, got ",
+             to_string(a.shape()), " and ", to_string(b.shape()));
+  Tensor<T> out = detail::batched_matmul(a, transpose_a, b, transpose_b, "matmul");
+  if (autograd::needs_grad(a, b)) {
+    // out = op(a) op(b):  d op(a) = g op(b)ᵀ,  d op(b) = op(a)ᵀ g, each transposed back
+    // where op transposed, and summed over broadcast batch dims.
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+    autograd::SavedTensor<T> saved_a, saved_b;
+    if (need_b) saved_a = autograd::save(a);
+    if (need_a) saved_b = autograd::save(b);
+    autograd::record(out, "MmBackward", {a, b}, [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
+      using detail::batched_matmul;
+      autograd::Grads<T> grads(2);
+      if (need_a) {
+        const Tensor<T>& bb = saved_b.get();
+        grads[0] = detail::sum_to(transpose_a ? batched_matmul(bb, transpose_b, g, true, "matmul")
+                                              : batched_matmul(g, false, bb, !transpose_b, "matmul"),
+                                  a_shape);
+      }
+      if (need_b) {
+        const Tensor<T>& aa = saved_a.get();
+        grads[1] = detail::sum_to(transpose_b ? batched_matmul(g, true, aa, transpose_a, "matmul")
+                                              : batched_matmul(aa, !transpose_a, g, false, "matmul"),
+                                  b_shape);
       }
       return grads;
     });

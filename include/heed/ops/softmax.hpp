@@ -39,6 +39,14 @@ Tensor<T> over_dim(const Shape& shape, int dim, Row&& row, SlabFn&& slab, const 
   return out;
 }
 
+/// d loss / d x for y = softmax(x, dim) and g = d loss / d y: y · (g − Σ g·y).
+template <typename T>
+Tensor<T> softmax_backward(const Tensor<T>& g, const Tensor<T>& y, int dim) {
+  return over_dim<T>(
+      g.shape(), dim, [](auto dx, const auto& gg, const auto& yy) { dx = yy * (gg - (gg * yy).sum()); },
+      [](auto dx, const auto& gg, const auto& yy) { dx = yy * (gg.rowwise() - (gg * yy).colwise().sum()); }, g, y);
+}
+
 }  // namespace detail
 
 template <typename T>
@@ -58,10 +66,7 @@ Tensor<T> softmax(const Tensor<T>& x, int dim) {
       x);
   if (autograd::needs_grad(x))
     autograd::record(out, "SoftmaxBackward", {x}, [dim, saved = autograd::save(out)](const Tensor<T>& g) {
-      return autograd::Grads<T>{detail::over_dim<T>(
-          g.shape(), dim, [](auto dx, const auto& gg, const auto& y) { dx = y * (gg - (gg * y).sum()); },
-          [](auto dx, const auto& gg, const auto& y) { dx = y * (gg.rowwise() - (gg * y).colwise().sum()); }, g,
-          saved.get())};
+      return autograd::Grads<T>{detail::softmax_backward(g, saved.get(), dim)};
     });
   return out;
 }

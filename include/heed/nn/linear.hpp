@@ -1,0 +1,53 @@
+// heed/nn/linear.hpp — Linear: y = x Wᵀ + b, as torch.nn.Linear.
+//
+//   heed::Linear<float> fc(20, 8, /*bias=*/false);
+//   auto y = fc(x);   // x: (..., 20) -> y: (..., 8)
+//
+// weight is (out_features, in_features) and bias (out_features), PyTorch's layout and
+// initialisation: both uniform in ±1/√in_features.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "heed/core/factory.hpp"
+#include "heed/nn/module.hpp"
+#include "heed/ops/linear.hpp"
+
+namespace heed {
+
+template <typename T>
+class Linear : public Module<T> {
+ public:
+  Linear(index_t in_features, index_t out_features, bool bias = true, Generator& gen = default_generator())
+      : Module<T>("Linear"), in_features_(in_features), out_features_(out_features) {
+    HEED_CHECK(in_features > 0 && out_features > 0, ValueError,
+               "Linear: in_features and out_features must be positive, got ", in_features, " and ", out_features);
+    const T bound = T(1) / static_cast<T>(std::sqrt(static_cast<double>(in_features)));
+    weight = uniform<T>({out_features, in_features}, -bound, bound, gen);
+    this->register_parameter("weight", weight);
+    if (bias) {
+      this->bias = uniform<T>({out_features}, -bound, bound, gen);
+      this->register_parameter("bias", this->bias);
+    }
+  }
+
+  // x: (..., in_features) -> (..., out_features)
+  Tensor<T> forward(const Tensor<T>& x) const { return linear(x, weight, bias); }
+  Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
+
+  index_t in_features() const { return in_features_; }
+  index_t out_features() const { return out_features_; }
+  std::string extra_repr() const override {
+    return detail::concat("in_features=", in_features_, ", out_features=", out_features_,
+                          ", bias=", bias.defined() ? "True" : "False");
+  }
+
+  Tensor<T> weight;  // (out_features, in_features)
+  Tensor<T> bias;    // (out_features), undefined when built with bias = false
+
+ private:
+  index_t in_features_, out_features_;
+};
+
+}  // namespace heed

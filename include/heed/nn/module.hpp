@@ -1,0 +1,156 @@
+// heed/nn/module.hpp — Module<T>: the base of every layer and model, as torch.nn.Module.
+//
+//   template <typename T>
+//   class Scale : public heed::Module<T> {
+//    public:
+//     Scale() : heed::Module<T>("Scale") { this->register_parameter("w", w); }
+//     heed::Tensor<T> forward(const heed::Tensor<T>& x) const { return x * w; }
+//     heed::Tensor<T> w = heed::ones<T>({1});
+//   };
+//
+// A module registers its parameters, buffers and child modules by name; the dotted
+// names ("W_q.weight") are those of the PyTorch module it mirrors, so parameters and
+// checkpoints line up with d2l's state_dict(). forward() is not virtual: each module
+// takes the arguments its d2l counterpart takes, and operator() forwards to it.
+//
+// Registration keeps pointers to the members, so a module can be neither copied nor
+// moved; build it in place (C++17 returns it from a factory without a move) and keep
+// collections of modules as std::vector<std::unique_ptr<M>>.
+#pragma once
+
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heed/core/tensor.hpp"
+
+namespace heed {
+
+template <typename T>
+class Module {
+ public:
+  template <typename V>
+  using Named = std::vector<std::pair<std::string, V>>;
+
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  virtual ~Module() = default;
+
+  /// The learnable tensors of this module and its children, in registration order.
+  std::vector<Tensor<T>> parameters() const {
+    std::vector<Tensor<T>> result;
+    for (auto& [name, p] : named_parameters()) result.push_back(p);
+    return result;
+  }
+  /// The parameters with their dotted names.
+  Named<Tensor<T>> named_parameters() const {
+    Named<Tensor<T>> result;
+    collect(&Module::parameters_, "", result);
+    return result;
+  }
+  /// Tensors that are part of the state but not learnt (a positional-encoding table).
+  Named<Tensor<T>> named_buffers() const {
+    Named<Tensor<T>> result;
+    collect(&Module::buffers_, "", result);
+    return result;
+  }
+  /// The direct children, in registration order.
+  Named<Module*> named_children() const { return children_; }
+  /// Total number of learnable scalars.
+  index_t num_parameters() const {
+    index_t n = 0;
+    for (auto& [name, p] : named_parameters()) n += p.numel();
+    return n;
+  }
+
+  /// Training mode (dropout active) for this module and all children; eval() turns it off.
+  Module& train(bool mode = true) {
+    training_ = mode;
+    for (auto& [name, child] : children_) child->train(mode);
+    return *this;
+  }
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  /// Forgets the gradients of every parameter.
+  void zero_grad() {
+    for (auto& p : parameters()) p.zero_grad();
+  }
+
+  const std::string& type_name() const { return type_name_; }
+  /// The constructor arguments shown by repr(), as PyTorch's extra_repr().
+  virtual std::string extra_repr() const { return {}; }
+  /// PyTorch's summary: `Linear(in_features=2, out_features=8, bias=False)`, children indented.
+  std::string repr() const {
+    std::ostringstream os;
+    os << type_name_ << "(";
+    if (children_.empty()) {
+      os << extra_repr();
+    } else {
+      os << "\n";
+      if (!extra_repr().empty()) os << "  " << extra_repr() << "\n";
+      for (auto& [name, child] : children_) {
+        std::string text = child->repr(), indented;
+        for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+        os << "  (" << name << "): " << indented << "\n";
+      }
+    }
+    os << ")";
+    return os.str();
+  }
+
+ protected:
+  explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+
+  /// Makes `parameter` (a member of the derived module) learnable under `name`.
+  Tensor<T>& register_parameter(const std::string& name, Tensor<T>& parameter) {
+    check_name(name, "register_parameter");
+    HEED_CHECK(parameter.defined() && parameter.is_leaf(), ValueError, type_name_, ".register_parameter: '", name,
+               "' must be a defined leaf tensor");
+    parameter.requires_grad_();
+    parameters_.emplace_back(name, &parameter);
+    return parameter;
+  }
+  Tensor<T>& register_buffer(const std::string& name, Tensor<T>& buffer) {
+    check_name(name, "register_buffer");
+    HEED_CHECK(buffer.defined(), ValueError, type_name_, ".register_buffer: '", name, "' is undefined");
+    buffers_.emplace_back(name, &buffer);
+    return buffer;
+  }
+  template <typename M>
+  M& register_module(const std::string& name, M& child) {
+    check_name(name, "register_module");
+    children_.emplace_back(name, &child);
+    return child;
+  }
+
+ private:
+  void check_name(const std::string& name, const char* op) const {
+    HEED_CHECK(!name.empty() && name.find('.') == std::string::npos, ValueError, type_name_, ".", op, ": name '", name,
+               "' must be non-empty and contain no '.'");
+    bool taken = false;
+    for (auto& entry : parameters_) taken = taken || entry.first == name;
+    for (auto& entry : buffers_) taken = taken || entry.first == name;
+    for (auto& entry : children_) taken = taken || entry.first == name;
+    HEED_CHECK(!taken, ValueError, type_name_, ".", op, ": name '", name, "' is already registered");
+  }
+
+  void collect(Named<Tensor<T>*> Module::*table, const std::string& prefix, Named<Tensor<T>>& out) const {
+    for (auto& [name, tensor] : this->*table) out.emplace_back(prefix + name, *tensor);
+    for (auto& [name, child] : children_) child->collect(table, prefix + name + ".", out);
+  }
+
+  std::string type_name_;
+  bool training_ = true;
+  Named<Tensor<T>*> parameters_, buffers_;
+  Named<Module*> children_;
+};
+
+template <typename T>
+std::ostream& operator<<(std::ostream& os, const Module<T>& module) {
+  return os << module.repr();
+}
+
+}  // namespace heed

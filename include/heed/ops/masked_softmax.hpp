@@ -1,0 +1,228 @@
+// heed/ops/masked_softmax.hpp — softmax over the keys with some keys masked out.
+//
+//   scores:     (batch, num_queries, num_keys) or (batch, heads, num_queries, num_keys)
+//   valid_lens: (batch)                       the same length for every query (and head)
+//               (batch, num_queries)          one length per query (same for every head)
+//               (batch, heads, num_queries)   one per head and query (4-D scores)
+//   masked_softmax(scores, valid_lens): keys at or past a row's valid length get weight 0
+//
+// Other forms of AttentionMask, all combinable, all broadcasting over batch and heads:
+//   boolean     true = may attend (the one polarity everywhere in heed), broadcast to scores
+//   additive    added to the scores before the softmax (-inf masks), broadcast to scores
+//   causal      key j is visible to query i iff j ≤ i + (num_keys − num_queries): the
+//               queries are the last num_queries positions, which is what decoding one
+//               step at a time against a cache needs; equal lengths give the lower triangle
+//
+// A row with every key masked gives all-zero weights, never NaN, and a zero gradient;
+// d2l instead fills masked scores with -1e6, which turns such a row into a uniform
+// average. Masked keys get exactly 0 (not exp(-1e6)) and a zero gradient. A valid
+// length at or above num_keys masks nothing, as in d2l. The additive mask is a
+// constant: no gradient flows into it.
+#pragma once
+
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "heed/ops/softmax.hpp"
+
+namespace heed {
+
+/// Which keys each query may attend to; converts implicitly from valid lengths (an
+/// IndexTensor, or a float tensor of whole numbers as d2l sometimes passes) and from a
+/// boolean mask, so that masked_softmax(X, valid_lens) reads as in d2l.
+template <typename T>
+class AttentionMask {
+ public:
+  AttentionMask() = default;
+  AttentionMask(IndexTensor valid_lens) : valid_lens_(std::move(valid_lens)) {}  // NOLINT: implicit by design
+  AttentionMask(const Tensor<T>& valid_lens);                                    // NOLINT: implicit by design
+  AttentionMask(BoolTensor allowed) : allowed_(std::move(allowed)) {}            // NOLINT: implicit by design
+
+  static AttentionMask causal() { return AttentionMask().with_causal(); }
+  static AttentionMask additive(Tensor<T> mask) { return AttentionMask().with_additive(std::move(mask)); }
+
+  AttentionMask& with_valid_lens(IndexTensor valid_lens) { return valid_lens_ = std::move(valid_lens), *this; }
+  AttentionMask& with_allowed(BoolTensor allowed) { return allowed_ = std::move(allowed), *this; }
+  AttentionMask& with_additive(Tensor<T> mask) { return additive_ = std::move(mask), *this; }
+  AttentionMask& with_causal(bool causal = true) { return causal_ = causal, *this; }
+
+  const IndexTensor& valid_lens() const { return valid_lens_; }
+  const BoolTensor& allowed() const { return allowed_; }
+  const Tensor<T>& additive_mask() const { return additive_; }
+  bool is_causal() const { return causal_; }
+  /// True when the mask masks nothing.
+  bool empty() const { return !valid_lens_.defined() && !allowed_.defined() && !additive_.defined() && !causal_; }
+
+ private:
+  IndexTensor valid_lens_;
+  BoolTensor allowed_;
+  Tensor<T> additive_;
+  bool causal_ = false;
+};
+
+template <typename T>
+AttentionMask<T>::AttentionMask(const Tensor<T>& valid_lens) {
+  if (!valid_lens.defined()) return;  // an undefined tensor stands for "no valid_lens"
+  for (index_t i = 0; i < valid_lens.numel(); ++i) {
+    const T v = valid_lens.data()[i];
+    HEED_CHECK(std::isfinite(v) && v == std::floor(v), ValueError,
+               "masked_softmax: valid_lens must be whole numbers, got ", v, " at flat index ", i, " of shape ",
+               to_string(valid_lens.shape()));
+  }
+  valid_lens_ = valid_lens.template to<std::int64_t>();
+}
+
+namespace detail {
+
+/// Keeps a parameter out of template argument deduction, so that an IndexTensor or a
+/// BoolTensor converts to AttentionMask<T> with T taken from the scores.
+template <typename U>
+struct Identity {
+  using type = U;
+};
+template <typename U>
+using NonDeduced = typename Identity<U>::type;
+
+/// Per-row view of a mask operand broadcast to the scores: the offset of each row's
+/// first element and the stride along the keys (0 when broadcast over them).
+struct MaskRows {
+  std::vector<index_t> offsets;
+  index_t key_stride = 0;
+};
+
+inline MaskRows mask_rows(const Shape& mask, const Shape& scores, const char* what) {
+  HEED_CHECK(
+      mask.rank() <= scores.rank() && broadcastable(mask, scores) && broadcast_shapes(mask, scores, "") == scores,
+      ShapeError, "masked_softmax: ", what, " of shape ", to_string(mask), " does not broadcast to the scores' shape ",
+      to_string(scores));
+  const auto strides = broadcast_strides(mask, scores);
+  const int rank = scores.rank();
+  MaskRows rows;
+  rows.key_stride = strides[rank - 1];
+  const index_t count = scores.numel() / std::max<index_t>(scores[-1], 1);
+  rows.offsets.resize(static_cast<std::size_t>(count));
+  for (index_t r = 0; r < count; ++r) {
+    index_t rest = r, offset = 0;
+    for (int d = rank - 2; d >= 0; --d) {
+      offset += (rest % scores[d]) * strides[d];
+      rest /= scores[d];
+    }
+    rows.offsets[static_cast<std::size_t>(r)] = offset;
+  }
+  return rows;
+}
+
+/// The valid length of each row of the scores, from d2l's 1-D or 2-D valid_lens or one
+/// length per row; values past num_keys are clipped to it.
+inline std::vector<index_t> row_valid_lens(const IndexTensor& valid_lens, const Shape& scores) {
+  const int rank = scores.rank();
+  const index_t batch = scores[0], num_queries = scores[-2], num_keys = scores[-1];
+  const index_t rows = scores.numel() / std::max<index_t>(num_keys, 1);
+  const Shape& s = valid_lens.shape();
+  Shape per_row;
+  for (int d = 0; d + 1 < rank; ++d) per_row.push_back(scores[d]);
+  const bool per_batch = s == Shape{batch};
+  const bool per_query = s == Shape{batch, num_queries};
+  HEED_CHECK(per_batch || per_query || s == per_row, ShapeError, "masked_softmax: valid_lens of shape ", to_string(s),
+             " do not fit scores of shape ", to_string(scores), "; expected (", batch, "), (", batch, ", ", num_queries,
+             ") or ", to_string(per_row));
+  const std::int64_t* v = valid_lens.data();
+  for (index_t i = 0; i < valid_lens.numel(); ++i)
+    HEED_CHECK(v[i] >= 0, ValueError, "masked_softmax: valid_lens must not be negative, got ", v[i], " at flat index ",
+               i, " of shape ", to_string(s));
+  std::vector<index_t> lens(static_cast<std::size_t>(rows));
+  const index_t rows_per_batch = rows / std::max<index_t>(batch, 1);
+  for (index_t r = 0; r < rows; ++r) {
+    const index_t b = r / rows_per_batch, q = r % num_queries;
+    const index_t len = per_batch ? v[b] : per_query ? v[b * num_queries + q] : v[r];
+    lens[static_cast<std::size_t>(r)] = std::min<index_t>(len, num_keys);
+  }
+  return lens;
+}
+
+}  // namespace detail
+
+/// Softmax over the last axis of scores (rank 3 or 4), with masked keys weighted 0. See
+/// the top of this file for the mask forms; an empty mask is a plain softmax.
+template <typename T>
+Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<AttentionMask<T>>& mask = {}) {
+  detail::check_floating<T>("masked_softmax");
+  HEED_CHECK(scores.dim() == 3 || scores.dim() == 4, ShapeError,
+             "masked_softmax: scores must be (batch, queries, keys) or (batch, heads, queries, keys), got ",
+             to_string(scores.shape()));
+  const Shape& shape = scores.shape();
+  const index_t num_queries = shape[-2], num_keys = shape[-1];
+  const index_t rows = shape.numel() / std::max<index_t>(num_keys, 1);
+
+  // Valid lengths and the causal rule both leave a prefix of each row's keys visible.
+  std::vector<index_t> limits;
+  if (mask.valid_lens().defined()) limits = detail::row_valid_lens(mask.valid_lens(), shape);
+  if (mask.is_causal()) {
+    limits.resize(static_cast<std::size_t>(rows), num_keys);
+    for (index_t r = 0; r < rows; ++r) {
+      const index_t visible = std::max<index_t>(r % num_queries + 1 + num_keys - num_queries, 0);
+      auto& limit = limits[static_cast<std::size_t>(r)];
+      limit = std::min(limit, visible);
+    }
+  }
+  const bool has_allowed = mask.allowed().defined(), has_additive = mask.additive_mask().defined();
+  detail::MaskRows allowed_rows, additive_rows;
+  if (has_allowed) allowed_rows = detail::mask_rows(mask.allowed().shape(), shape, "the boolean mask");
+  if (has_additive) additive_rows = detail::mask_rows(mask.additive_mask().shape(), shape, "the additive mask");
+
+  Tensor<T> out = detail::make_tensor<T>(shape);
+  const T* x = scores.data();
+  T* y = out.data();
+  const bool* allowed = has_allowed ? mask.allowed().data() : nullptr;
+  const T* additive = has_additive ? mask.additive_mask().data() : nullptr;
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  detail::parallel_for(rows, detail::kParallelGrain / std::max<index_t>(num_keys, 1) + 1,
+                       [&](index_t begin, index_t end) {
+                         for (index_t r = begin; r < end; ++r) {
+                           const auto ri = static_cast<std::size_t>(r);
+                           const index_t limit = limits.empty() ? num_keys : limits[ri];
+                           detail::ConstVecMap<T> in(x + r * num_keys, limit);
+                           detail::VecMap<T> row(y + r * num_keys, num_keys);
+                           auto visible = row.head(limit);
+                           row.tail(num_keys - limit).setZero();
+                           T max = kMinusInf;
+                           if (!has_allowed && !has_additive) {  // the common case: one prefix, read once
+                             if (limit > 0) max = in.maxCoeff();
+                             if (max == kMinusInf) {  // nothing visible (or every score is -inf)
+                               visible.setZero();
+                               continue;
+                             }
+                             visible = (in - max).exp();
+                           } else {
+                             for (index_t j = 0; j < limit; ++j) {
+                               T s = in[j];
+                               if (has_additive)
+                                 s += additive[additive_rows.offsets[ri] + j * additive_rows.key_stride];
+                               if (has_allowed && !allowed[allowed_rows.offsets[ri] + j * allowed_rows.key_stride])
+                                 s = kMinusInf;
+                               visible[j] = s;
+                               max = std::max(max, s);
+                             }
+                             if (max == kMinusInf) {
+                               visible.setZero();
+                               continue;
+                             }
+                             // Eigen's vectorised exp turns -inf into a denormal, not 0: select the zeros.
+                             visible = (visible == kMinusInf).select(T(0), (visible - max).exp());
+                           }
+                           visible *= T(1) / visible.sum();
+                         }
+                       });
+
+  if (autograd::needs_grad(scores))
+    // Masked weights are 0, so softmax's backward y · (g − Σ g·y) gives them a zero
+    // gradient, and fully masked rows too, with no mask to consult.
+    autograd::record(out, "MaskedSoftmaxBackward", {scores}, [saved = autograd::save(out)](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::softmax_backward(g, saved.get(), g.dim() - 1)};
+    });
+  return out;
+}
+
+}  // namespace heed

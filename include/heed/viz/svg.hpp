@@ -1,0 +1,206 @@
+// heed/viz/svg.hpp — a small writer of standalone SVG documents.
+//
+//   heed::Svg svg(200, 100);
+//   svg.rect(10, 10, 50, 30, {{"fill", "#fcbba1"}}).text(10, 60, "a < b", {{"font-size", "10"}});
+//   svg.save("box.svg");   // written to a temporary file, then renamed over box.svg
+//
+// Elements are appended in order; open()/close() nest them (groups, clip paths,
+// gradients). Attribute values and text are XML-escaped, coordinates are printed with
+// at most 2 decimals, independently of the global locale. Every problem (a non-finite
+// coordinate, an unbalanced close(), a failed write) throws heed::ValueError.
+#pragma once
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iomanip>
+#include <locale>
+#include <random>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "heed/core/error.hpp"
+
+namespace heed {
+namespace detail {
+
+/// A coordinate rounded to 2 decimals with trailing zeros dropped: 12, 12.5, -0.25.
+/// Integer arithmetic keeps it exact and free of the locale's decimal separator.
+inline std::string svg_number(double v) {
+  HEED_CHECK(std::isfinite(v) && std::fabs(v) < 1e15, ValueError, "Svg: coordinate ", v,
+             " is not finite or out of range");
+  std::int64_t n = std::llround(v * 100);
+  std::string out = n < 0 ? "-" : "";
+  if (n < 0) n = -n;
+  out += std::to_string(n / 100);
+  if (const int frac = static_cast<int>(n % 100); frac != 0) {
+    out += '.';
+    out += static_cast<char>('0' + frac / 10);
+    if (frac % 10 != 0) out += static_cast<char>('0' + frac % 10);
+  }
+  return out;
+}
+
+/// A label value: `precision` significant digits (%g style), or `decimals` fixed
+/// decimals when decimals >= 0; always with '.' whatever the global locale says.
+inline std::string format_number(double v, int precision, int decimals = -1) {
+  std::ostringstream out;
+  out.imbue(std::locale::classic());
+  if (v == 0) v = 0;  // no "-0"
+  if (decimals >= 0)
+    out << std::fixed << std::setprecision(decimals) << v;
+  else
+    out << std::setprecision(precision) << v;
+  return out.str();
+}
+
+/// Escapes the five XML special characters. Control characters other than tab and
+/// newlines are dropped: XML 1.0 forbids them even as character references.
+inline std::string xml_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n' || c == '\r') out += c;
+    }
+  }
+  return out;
+}
+
+/// Approximate rendered width of `s` in a sans-serif font of `font_size` px (UTF-8
+/// aware): the layouts use it to reserve room for labels.
+inline double text_width(const std::string& s, double font_size) {
+  double chars = 0;
+  for (char c : s) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return chars * 0.6 * font_size;
+}
+
+}  // namespace detail
+
+/// An SVG document of a fixed size in px, built element by element.
+class Svg {
+ public:
+  /// Attribute name/value pairs, written in this order; values are escaped.
+  using Attrs = std::vector<std::pair<std::string, std::string>>;
+
+  Svg(double width, double height) : width_(width), height_(height) {
+    HEED_CHECK(std::isfinite(width) && std::isfinite(height) && width > 0 && height > 0, ValueError,
+               "Svg: size must be positive and finite, got ", width, " x ", height);
+  }
+
+  double width() const { return width_; }
+  double height() const { return height_; }
+
+  /// An empty element: <tag a="v" …/>.
+  Svg& element(const std::string& tag, const Attrs& attrs = {}) {
+    write_tag(tag, attrs);
+    body_ += "/>\n";
+    return *this;
+  }
+  /// Opens <tag …>; the elements up to the matching close() go inside it.
+  Svg& open(const std::string& tag, const Attrs& attrs = {}) {
+    write_tag(tag, attrs);
+    body_ += ">\n";
+    open_.push_back(tag);
+    return *this;
+  }
+  Svg& close() {
+    HEED_CHECK(!open_.empty(), ValueError, "Svg: close() without an open element");
+    body_ += "</" + open_.back() + ">\n";
+    open_.pop_back();
+    return *this;
+  }
+
+  Svg& rect(double x, double y, double w, double h, const Attrs& attrs = {}) {
+    return element("rect", join({{"x", num(x)}, {"y", num(y)}, {"width", num(w)}, {"height", num(h)}}, attrs));
+  }
+  Svg& line(double x1, double y1, double x2, double y2, const Attrs& attrs = {}) {
+    return element("line", join({{"x1", num(x1)}, {"y1", num(y1)}, {"x2", num(x2)}, {"y2", num(y2)}}, attrs));
+  }
+  Svg& polyline(const std::vector<std::pair<double, double>>& points, const Attrs& attrs = {}) {
+    std::string p;
+    for (const auto& [x, y] : points) p += (p.empty() ? "" : " ") + num(x) + "," + num(y);
+    return element("polyline", join({{"points", p}}, attrs));
+  }
+  Svg& circle(double cx, double cy, double r, const Attrs& attrs = {}) {
+    return element("circle", join({{"cx", num(cx)}, {"cy", num(cy)}, {"r", num(r)}}, attrs));
+  }
+  /// <text> at (x, y), the baseline's start unless attrs set text-anchor.
+  Svg& text(double x, double y, const std::string& content, const Attrs& attrs = {}) {
+    write_tag("text", join({{"x", num(x)}, {"y", num(y)}}, attrs));
+    body_ += ">" + detail::xml_escape(content) + "</text>\n";
+    return *this;
+  }
+  /// Defines a rectangular clip path; elements refer to it by clip-path="url(#id)".
+  Svg& clip_rect(const std::string& id, double x, double y, double w, double h) {
+    return open("clipPath", {{"id", id}}).rect(x, y, w, h).close();
+  }
+
+  /// The whole document. Every open() must have been closed.
+  std::string str() const {
+    HEED_CHECK(open_.empty(), ValueError, "Svg: <", open_.empty() ? "" : open_.back(), "> was never closed");
+    return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width_) + "\" height=\"" + num(height_) +
+           "\" viewBox=\"0 0 " + num(width_) + " " + num(height_) + "\">\n" + body_ + "</svg>\n";
+  }
+
+  /// Writes str() to `path` atomically: into a temporary file beside it, renamed over
+  /// `path` only once complete, so a reader never sees a half-written picture.
+  void save(const std::string& path) const {
+    const std::string doc = str();
+    // A random suffix keeps concurrent writers of one path apart; "x" refuses to
+    // overwrite a file that happens to have the name.
+    const std::string tmp = path + "." + std::to_string(std::random_device{}() & 0xFFFFFF) + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "wbx");
+    if (f == nullptr) fail("cannot create temporary file '" + tmp + "' for", path, errno, "");
+    const bool written = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
+    int err = errno;
+    const bool closed = std::fclose(f) == 0;
+    if (written && !closed) err = errno;
+    if (!written || !closed) fail("cannot write", path, err, tmp);
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename '" + tmp + "' to", path, errno, tmp);
+  }
+
+ private:
+  static std::string num(double v) { return detail::svg_number(v); }
+
+  static Attrs join(Attrs first, const Attrs& more) {
+    first.insert(first.end(), more.begin(), more.end());
+    return first;
+  }
+
+  [[noreturn]] static void fail(const std::string& what, const std::string& path, int err, const std::string& tmp) {
+    if (!tmp.empty()) std::remove(tmp.c_str());
+    throw ValueError("Svg::save: " + what + " '" + path + "': " + std::generic_category().message(err));
+  }
+
+  void write_tag(const std::string& tag, const Attrs& attrs) {
+    body_ += std::string(2 * (open_.size() + 1), ' ') + "<" + tag;
+    for (const auto& [name, value] : attrs) body_ += " " + name + "=\"" + detail::xml_escape(value) + "\"";
+  }
+
+  double width_, height_;
+  std::string body_;               // the elements inside <svg>, one per line
+  std::vector<std::string> open_;  // tags opened and not yet closed, innermost last
+};
+
+}  // namespace heed
