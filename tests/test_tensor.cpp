@@ -204,6 +204,10 @@ TEST_CASE("rand and uniform stay in their half-open range", "[tensor]") {
   }
   CHECK(lo < -2.9);  // the whole range is used
   CHECK(hi > -1.1);
+
+  // Draws within 2^-25 of 1 round to 1.0f; with seed 1, draw 517518 is one of them.
+  heed::Generator rounding(1);
+  CHECK(heed::rand<float>({517519}, rounding).data()[517518] == std::nextafter(1.f, 0.f));
 }
 
 TEST_CASE("normal samples have the requested mean and standard deviation", "[tensor]") {

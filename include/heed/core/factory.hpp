@@ -146,7 +146,11 @@ template <typename T = float>
 Tensor<T> uniform(const Shape& shape, T low, T high, Generator& gen) {
   HEED_CHECK(low <= high, ValueError, "uniform: low ", low, " above high ", high);
   Tensor<T> out = Tensor<T>::empty(shape);
-  for (index_t i = 0; i < out.numel(); ++i) out.data()[i] = static_cast<T>(low + (high - low) * gen.uniform());
+  for (index_t i = 0; i < out.numel(); ++i) {
+    const T value = static_cast<T>(low + (high - low) * gen.uniform());
+    // Rounding to a float can land on high itself; the range is half-open.
+    out.data()[i] = value < high || low == high ? value : std::nextafter(high, low);
+  }
   return out;
 }
 
