@@ -1,10 +1,13 @@
 // Nadaraya-Watson kernel regression (d2l 10.2): the data, the non-parametric pooling and
 // the parametric NWKernelRegression model with its training loop.
 #include "check.hpp"
+#include "golden.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 using Catch::Matchers::Contains;
@@ -329,4 +332,36 @@ TEST_CASE("NWKernelRegression checks shapes", "[models]") {
   CHECK_ERROR(heed::ShapeError, "NWKernelRegression: expected queries (n) and keys (n, m) or (m), got (2) and (3, 4)",
               net(heed::zeros<float>({2}), kv, kv));
   CHECK_ERROR(heed::ShapeError, "NWKernelRegression", net(heed::zeros<float>({3, 1}), kv, kv));
+}
+
+TEMPLATE_TEST_CASE("Nadaraya-Watson matches d2l's PyTorch code", "[models][golden]", float, double) {
+  const heed_test::Golden golden("attention_golden.txt");
+  const double tolerance = std::is_same_v<TestType, float> ? 1e-5 : 1e-10;
+  auto leaf = [&](const std::string& name) { return golden.tensor<TestType>(name).requires_grad_(); };
+  SECTION("non-parametric") {
+    auto x_test = leaf("nw_np.x_test"), x_train = leaf("nw_np.x_train"), y_train = leaf("nw_np.y_train");
+    const auto [y_hat, weights] = heed::nadaraya_watson(x_test, x_train, y_train);
+    heed_test::check_close(y_hat, golden.tensor<TestType>("nw_np.output"), tolerance);
+    heed_test::check_close(weights, golden.tensor<TestType>("nw_np.attention_weights"), tolerance);
+    y_hat.backward(golden.tensor<TestType>("nw_np.R"));
+    heed_test::check_close(x_test.grad(), golden.tensor<TestType>("nw_np.grad.x_test"), tolerance);
+    heed_test::check_close(x_train.grad(), golden.tensor<TestType>("nw_np.grad.x_train"), tolerance);
+    heed_test::check_close(y_train.grad(), golden.tensor<TestType>("nw_np.grad.y_train"), tolerance);
+  }
+  SECTION("NWKernelRegression") {
+    auto queries = leaf("nw.queries"), keys = leaf("nw.keys"), values = leaf("nw.values");
+    heed::NWKernelRegression<TestType> net;
+    {
+      heed::NoGradGuard no_grad;
+      net.w.copy_(golden.tensor<TestType>("nw.w"));
+    }
+    const auto out = net(queries, keys, values);
+    heed_test::check_close(out, golden.tensor<TestType>("nw.output"), tolerance);
+    heed_test::check_close(net.attention_weights(), golden.tensor<TestType>("nw.attention_weights"), tolerance);
+    out.backward(golden.tensor<TestType>("nw.R"));
+    heed_test::check_close(net.w.grad(), golden.tensor<TestType>("nw.grad.w"), tolerance);
+    heed_test::check_close(queries.grad(), golden.tensor<TestType>("nw.grad.queries"), tolerance);
+    heed_test::check_close(keys.grad(), golden.tensor<TestType>("nw.grad.keys"), tolerance);
+    heed_test::check_close(values.grad(), golden.tensor<TestType>("nw.grad.values"), tolerance);
+  }
 }
