@@ -8,6 +8,7 @@
 #                          and by g++ in C++20 mode
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
+#   scripts/dev.sh compare heed and PyTorch side by side on attention (1 and 2 threads)
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -51,8 +52,16 @@ case "${1:-}" in
     cmake --build --preset release
     for b in build/release/benchmarks/bench_*; do "$b"; done
     ;;
+  compare)
+    install_deps python3-torch
+    cmake --preset release >/dev/null
+    cmake --build --preset release --target bench_attention
+    for threads in 1 2; do
+      /usr/bin/python3 benchmarks/compare_attention.py --bench build/release/benchmarks/bench_attention --threads "$threads"
+    done
+    ;;
   *)
-    sed -n '2,12p' "$0"
+    sed -n '2,13p' "$0"
     exit 2
     ;;
 esac

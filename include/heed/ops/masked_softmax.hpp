@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -142,6 +144,79 @@ inline std::vector<index_t> row_valid_lens(const IndexTensor& valid_lens, const 
   return lens;
 }
 
+/// The softmax of one row's visible prefix `in` into `out`; zeros when nothing is
+/// visible (an empty prefix, or every score -inf).
+template <typename T, typename Out>
+void softmax_prefix(const ConstVecMap<T>& in, Out&& out) {
+  const T max = in.size() > 0 ? in.maxCoeff() : -std::numeric_limits<T>::infinity();
+  if (max == -std::numeric_limits<T>::infinity()) {
+    out.setZero();
+    return;
+  }
+  out = (in - max).exp();
+  out *= T(1) / out.sum();
+}
+
+/// The softmax of one row's prefix with a boolean and/or additive mask, each given by
+/// its row pointer (null when absent) and key stride (1, or 0 when broadcast over the
+/// keys). A key is visible when allowed and its masked score is above -inf.
+///
+/// Written as branch-free loops over contiguous arrays, so that the compiler
+/// vectorises them (GCC does not vectorise loads of bool: `keep` is bytes), and so that
+/// masked keys never reach exp(): Eigen's vectorised exp of -inf is a subnormal (slow
+/// to produce, and not 0) rather than 0.
+template <typename T, typename Out>
+void softmax_masked(const T* in, const bool* allowed, index_t allowed_stride, const T* additive,
+                    index_t additive_stride, std::uint8_t* keep, Out&& out) {
+  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
+  const index_t n = out.size();
+  T* v = out.data();
+  // Pass 1: the masked scores, -inf where not visible, and the visibility as bytes.
+  // One loop per operand layout (contiguous or one value for the row), so that each
+  // is a plain vectorisable loop.
+  auto first_pass = [&](auto score, auto allow) {
+    for (index_t j = 0; j < n; ++j) {
+      const T s = score(j);
+      const std::uint8_t k = allow(j) & (s != kMinusInf);
+      keep[j] = k;
+      v[j] = k ? s : kMinusInf;
+    }
+  };
+  static_assert(sizeof(bool) == 1, "a bool mask is read as bytes");
+  const auto* allowed_bytes = reinterpret_cast<const std::uint8_t*>(allowed);
+  const std::uint8_t allowed_all = allowed == nullptr ? 1 : allowed_bytes[0];
+  const T added = additive == nullptr ? T(0) : additive[0];
+  auto row_allowed = [&](index_t j) { return allowed_bytes[j]; };
+  auto same_allowed = [&](index_t) { return allowed_all; };
+  auto with_additive = [&](index_t j) { return in[j] + additive[j]; };
+  auto plus_constant = [&](index_t j) { return in[j] + added; };
+  const bool row_mask = allowed != nullptr && allowed_stride == 1,
+             row_additive = additive != nullptr && additive_stride == 1;
+  if (row_mask && row_additive)
+    first_pass(with_additive, row_allowed);
+  else if (row_mask)
+    first_pass(plus_constant, row_allowed);
+  else if (row_additive)
+    first_pass(with_additive, same_allowed);
+  else
+    first_pass(plus_constant, same_allowed);
+  const T max = n > 0 ? out.maxCoeff() : kMinusInf;
+  if (max == kMinusInf) {
+    out.setZero();
+    return;
+  }
+  for (index_t j = 0; j < n; ++j) {
+    const T s = v[j] - max;
+    v[j] = keep[j] ? s : T(0);  // exp(0) for masked keys, zeroed below
+  }
+  out = out.exp();
+  for (index_t j = 0; j < n; ++j) {
+    const T e = v[j];
+    v[j] = keep[j] ? e : T(0);
+  }
+  out *= T(1) / out.sum();
+}
+
 }  // namespace detail
 
 /// Softmax over the last axis of scores (rank 3 or 4), with masked keys weighted 0. See
@@ -175,46 +250,24 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
   Tensor<T> out = detail::make_tensor<T>(shape);
   const T* x = scores.data();
   T* y = out.data();
-  const bool* allowed = has_allowed ? mask.allowed().data() : nullptr;
-  const T* additive = has_additive ? mask.additive_mask().data() : nullptr;
-  constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
-  detail::parallel_for(rows, detail::kParallelGrain / std::max<index_t>(num_keys, 1) + 1,
-                       [&](index_t begin, index_t end) {
-                         for (index_t r = begin; r < end; ++r) {
-                           const auto ri = static_cast<std::size_t>(r);
-                           const index_t limit = limits.empty() ? num_keys : limits[ri];
-                           detail::ConstVecMap<T> in(x + r * num_keys, limit);
-                           detail::VecMap<T> row(y + r * num_keys, num_keys);
-                           auto visible = row.head(limit);
-                           row.tail(num_keys - limit).setZero();
-                           T max = kMinusInf;
-                           if (!has_allowed && !has_additive) {  // the common case: one prefix, read once
-                             if (limit > 0) max = in.maxCoeff();
-                             if (max == kMinusInf) {  // nothing visible (or every score is -inf)
-                               visible.setZero();
-                               continue;
-                             }
-                             visible = (in - max).exp();
-                           } else {
-                             for (index_t j = 0; j < limit; ++j) {
-                               T s = in[j];
-                               if (has_additive)
-                                 s += additive[additive_rows.offsets[ri] + j * additive_rows.key_stride];
-                               if (has_allowed && !allowed[allowed_rows.offsets[ri] + j * allowed_rows.key_stride])
-                                 s = kMinusInf;
-                               visible[j] = s;
-                               max = std::max(max, s);
-                             }
-                             if (max == kMinusInf) {
-                               visible.setZero();
-                               continue;
-                             }
-                             // Eigen's vectorised exp turns -inf into a denormal, not 0: select the zeros.
-                             visible = (visible == kMinusInf).select(T(0), (visible - max).exp());
-                           }
-                           visible *= T(1) / visible.sum();
-                         }
-                       });
+  detail::parallel_for(
+      rows, detail::kParallelGrain / std::max<index_t>(num_keys, 1) + 1, [&](index_t begin, index_t end) {
+        std::vector<std::uint8_t> keep(has_allowed || has_additive ? static_cast<std::size_t>(num_keys) : 0);
+        for (index_t r = begin; r < end; ++r) {
+          const auto ri = static_cast<std::size_t>(r);
+          const index_t limit = limits.empty() ? num_keys : limits[ri];
+          detail::VecMap<T> row(y + r * num_keys, num_keys);
+          row.tail(num_keys - limit).setZero();
+          if (!has_allowed && !has_additive) {
+            detail::softmax_prefix(detail::ConstVecMap<T>(x + r * num_keys, limit), row.head(limit));
+            continue;
+          }
+          const bool* allowed = has_allowed ? mask.allowed().data() + allowed_rows.offsets[ri] : nullptr;
+          const T* additive = has_additive ? mask.additive_mask().data() + additive_rows.offsets[ri] : nullptr;
+          detail::softmax_masked(x + r * num_keys, allowed, allowed_rows.key_stride, additive, additive_rows.key_stride,
+                                 keep.data(), row.head(limit));
+        }
+      });
 
   if (autograd::needs_grad(scores))
     // Masked weights are 0, so softmax's backward y · (g − Σ g·y) gives them a zero
