@@ -151,9 +151,7 @@ Svg show_heatmaps(const Tensor<T>& matrices, const std::string& xlabel, const st
         // Rotated a quarter turn, the glyphs hang left of x, up to one font size.
         const double x = px - kTickLen - kPad - ytick_w - 4, y = py + panel_h / 2;
         svg.text(x, y, ylabel,
-                 {{"class", "ylabel"},
-                  {"text-anchor", "middle"},
-                  {"transform", "rotate(-90 " + detail::svg_number(x) + " " + detail::svg_number(y) + ")"}});
+                 {{"class", "ylabel"}, {"text-anchor", "middle"}, {"transform", detail::rotate_minus_90(x, y)}});
       }
     }
   }

@@ -306,9 +306,7 @@ inline Svg Plot::render() const {
     // Rotated a quarter turn, the glyphs hang left of x, up to one font size.
     const double x = left - kTickLen - kPad - ytick_w - 6, y = top + area_h / 2;
     svg.text(x, y, ylabel_,
-             {{"class", "ylabel"},
-              {"text-anchor", "middle"},
-              {"transform", "rotate(-90 " + detail::svg_number(x) + " " + detail::svg_number(y) + ")"}});
+             {{"class", "ylabel"}, {"text-anchor", "middle"}, {"transform", detail::rotate_minus_90(x, y)}});
   }
   if (!title_.empty()) svg.text(left + area_w / 2, top - 8, title_, {{"class", "title"}, {"text-anchor", "middle"}});
 

@@ -58,6 +58,13 @@ inline std::string format_number(double v, int precision, int decimals = -1) {
   return out.str();
 }
 
+/// The transform that stands a y-axis label upright, rotated about (x, y).
+/// (Built by appending: GCC 12's -Wrestrict misfires on "literal" + std::string&&.)
+inline std::string rotate_minus_90(double x, double y) {
+  std::string transform = "rotate(-90 ";
+  return transform.append(svg_number(x)).append(" ").append(svg_number(y)).append(")");
+}
+
 /// Escapes the five XML special characters. Control characters other than tab and
 /// newlines are dropped: XML 1.0 forbids them even as character references.
 inline std::string xml_escape(const std::string& s) {
@@ -139,7 +146,10 @@ class Svg {
   }
   Svg& polyline(const std::vector<std::pair<double, double>>& points, const Attrs& attrs = {}) {
     std::string p;
-    for (const auto& [x, y] : points) p += (p.empty() ? "" : " ") + num(x) + "," + num(y);
+    for (const auto& [x, y] : points) {
+      if (!p.empty()) p += ' ';
+      p.append(num(x)).append(",").append(num(y));
+    }
     return element("polyline", join({{"points", p}}, attrs));
   }
   Svg& circle(double cx, double cy, double r, const Attrs& attrs = {}) {
@@ -148,7 +158,7 @@ class Svg {
   /// <text> at (x, y), the baseline's start unless attrs set text-anchor.
   Svg& text(double x, double y, const std::string& content, const Attrs& attrs = {}) {
     write_tag("text", join({{"x", num(x)}, {"y", num(y)}}, attrs));
-    body_ += ">" + detail::xml_escape(content) + "</text>\n";
+    body_.append(">").append(detail::xml_escape(content)).append("</text>\n");
     return *this;
   }
   /// Defines a rectangular clip path; elements refer to it by clip-path="url(#id)".
@@ -159,8 +169,10 @@ class Svg {
   /// The whole document. Every open() must have been closed.
   std::string str() const {
     HEED_CHECK(open_.empty(), ValueError, "Svg: <", open_.empty() ? "" : open_.back(), "> was never closed");
-    return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(width_) + "\" height=\"" + num(height_) +
-           "\" viewBox=\"0 0 " + num(width_) + " " + num(height_) + "\">\n" + body_ + "</svg>\n";
+    std::string doc = "<svg xmlns=\"http://www.w3.org/2000/svg\"";
+    doc.append(" width=\"").append(num(width_)).append("\" height=\"").append(num(height_));
+    doc.append("\" viewBox=\"0 0 ").append(num(width_)).append(" ").append(num(height_)).append("\">\n");
+    return doc.append(body_).append("</svg>\n");
   }
 
   /// Writes str() to `path` atomically: into a temporary file beside it, renamed over
