@@ -360,6 +360,20 @@ TEST_CASE("DotProductAttention: gradients, heads, dropout and kept weights", "[a
     check_close(attention(q, k, v), expected, 0);
     CHECK_FALSE(attention.attention_weights().defined());
   }
+  SECTION("a query that sees no key gets a zero output and passes no gradient") {
+    Tensord q = heed::randn<double>({2, 3, 4}, gen).requires_grad_();
+    Tensord k = heed::randn<double>({2, 5, 4}, gen).requires_grad_();
+    Tensord v = heed::randn<double>({2, 5, 3}, gen).requires_grad_();
+    heed::DotProductAttention<double> attention;
+    const Tensord out = attention(q, k, v, lens({0, 2}, {2}));  // batch 0 sees nothing
+    check_values(out.select(0, 0), std::vector<double>(9, 0.0), 0);
+    CHECK(out.select(0, 1).abs().sum().item() > 0);
+    out.sum().backward();
+    check_values(q.grad().select(0, 0), std::vector<double>(12, 0.0), 0);
+    check_values(k.grad().select(0, 0), std::vector<double>(20, 0.0), 0);
+    check_values(v.grad().select(0, 0), std::vector<double>(15, 0.0), 0);
+    check_values(v.grad().select(0, 1).slice(0, 2, 5), std::vector<double>(9, 0.0), 0);  // keys past valid_len
+  }
   SECTION("shape errors name the module") {
     heed::DotProductAttention<float> attention;
     const Tensorf q = heed::zeros<float>({2, 4, 8});
