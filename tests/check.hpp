@@ -7,6 +7,15 @@
 #include <type_traits>
 #include <vector>
 
+// CHECK_ERROR(Type, "part of the message", expression): the expression throws Type,
+// which is a heed::Error, with a message containing the text.
+#define CHECK_ERROR(Type, text, ...)                                   \
+  do {                                                                 \
+    CHECK_THROWS_AS((__VA_ARGS__), Type);                              \
+    CHECK_THROWS_AS((__VA_ARGS__), heed::Error);                       \
+    CHECK_THROWS_WITH((__VA_ARGS__), Catch::Matchers::Contains(text)); \
+  } while (false)
+
 namespace heed_test {
 
 using heed::index_t;

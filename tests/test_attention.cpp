@@ -58,6 +58,22 @@ Tensor<T> leaf(const std::string& name) {
   return golden().tensor<T>(name).requires_grad_();
 }
 
+/// Runs `attention` on the golden case's inputs and checks the output, the attention
+/// weights and the gradients of the inputs (and parameters) against d2l's.
+template <typename T, typename Attention>
+void check_golden_attention(Attention& attention, const std::string& c) {
+  INFO("case " << c);
+  Tensor<T> q = leaf<T>(c + ".queries"), k = leaf<T>(c + ".keys"), v = leaf<T>(c + ".values");
+  const Tensor<T> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
+  check_close(out, golden().tensor<T>(c + ".output"), tolerance<T>());
+  check_close(attention.attention_weights(), golden().tensor<T>(c + ".attention_weights"), tolerance<T>());
+  out.backward(golden().tensor<T>(c + ".R"));
+  check_close(q.grad(), golden().tensor<T>(c + ".grad.queries"), tolerance<T>());
+  check_close(k.grad(), golden().tensor<T>(c + ".grad.keys"), tolerance<T>());
+  check_close(v.grad(), golden().tensor<T>(c + ".grad.values"), tolerance<T>());
+  check_parameter_grads(attention, c);
+}
+
 /// The d2l listing's inputs: keys of ones, values 0..39, valid_lens [2, 6].
 struct D2lInputs {
   Tensorf keys = heed::ones<float>({2, 10, 2});
@@ -302,18 +318,8 @@ TEST_CASE("DotProductAttention reproduces the d2l listing", "[attention]") {
 
 TEMPLATE_TEST_CASE("DotProductAttention matches d2l's PyTorch code", "[attention][golden]", float, double) {
   for (const std::string c : {"dot", "dot1", "dot_d2l"}) {
-    INFO("case " << c);
-    Tensor<TestType> q = leaf<TestType>(c + ".queries"), k = leaf<TestType>(c + ".keys"),
-                     v = leaf<TestType>(c + ".values");
     heed::DotProductAttention<TestType> attention(0.0);
-    const Tensor<TestType> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
-    check_close(out, golden().tensor<TestType>(c + ".output"), tolerance<TestType>());
-    check_close(attention.attention_weights(), golden().tensor<TestType>(c + ".attention_weights"),
-                tolerance<TestType>());
-    out.backward(golden().tensor<TestType>(c + ".R"));
-    check_close(q.grad(), golden().tensor<TestType>(c + ".grad.queries"), tolerance<TestType>());
-    check_close(k.grad(), golden().tensor<TestType>(c + ".grad.keys"), tolerance<TestType>());
-    check_close(v.grad(), golden().tensor<TestType>(c + ".grad.values"), tolerance<TestType>());
+    check_golden_attention<TestType>(attention, c);
   }
 }
 
@@ -408,20 +414,9 @@ TEST_CASE("AdditiveAttention reproduces the d2l listing", "[attention]") {
 
 TEMPLATE_TEST_CASE("AdditiveAttention matches d2l's PyTorch code", "[attention][golden]", float, double) {
   for (const std::string c : {"additive", "additive_d2l"}) {
-    INFO("case " << c);
-    Tensor<TestType> q = leaf<TestType>(c + ".queries"), k = leaf<TestType>(c + ".keys"),
-                     v = leaf<TestType>(c + ".values");
     heed::AdditiveAttention<TestType> attention(2, 20, 8, 0.0);
     load_parameters(attention, c);
-    const Tensor<TestType> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
-    check_close(out, golden().tensor<TestType>(c + ".output"), tolerance<TestType>());
-    check_close(attention.attention_weights(), golden().tensor<TestType>(c + ".attention_weights"),
-                tolerance<TestType>());
-    out.backward(golden().tensor<TestType>(c + ".R"));
-    check_close(q.grad(), golden().tensor<TestType>(c + ".grad.queries"), tolerance<TestType>());
-    check_close(k.grad(), golden().tensor<TestType>(c + ".grad.keys"), tolerance<TestType>());
-    check_close(v.grad(), golden().tensor<TestType>(c + ".grad.values"), tolerance<TestType>());
-    check_parameter_grads(attention, c);
+    check_golden_attention<TestType>(attention, c);
   }
 }
 

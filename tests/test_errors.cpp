@@ -1,6 +1,5 @@
 // Every op validates its arguments and throws a typed heed::Error naming itself.
-#include <catch2/catch.hpp>
-#include <heed/heed.hpp>
+#include "check.hpp"
 
 #include <cstdint>
 #include <type_traits>
@@ -9,15 +8,6 @@
 using Catch::Matchers::Contains;
 using heed::Tensorf;
 using Index = heed::Tensor<std::int64_t>;
-
-// CHECK_ERROR(Type, "part of the message", expression): the expression throws Type,
-// which is a heed::Error, with a message containing the text.
-#define CHECK_ERROR(Type, text, ...)                  \
-  do {                                                \
-    CHECK_THROWS_AS((__VA_ARGS__), Type);             \
-    CHECK_THROWS_AS((__VA_ARGS__), heed::Error);      \
-    CHECK_THROWS_WITH((__VA_ARGS__), Contains(text)); \
-  } while (false)
 
 TEST_CASE("bmm names both shapes when batch sizes differ", "[errors]") {
   auto a = heed::zeros({2, 3, 4});

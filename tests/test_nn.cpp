@@ -16,15 +16,6 @@ using heed::Tensorf;
 using heed_test::check_close;
 using heed_test::check_values;
 
-// CHECK_ERROR(Type, "part of the message", expression): the expression throws Type,
-// which is a heed::Error, with a message containing the text.
-#define CHECK_ERROR(Type, text, ...)                  \
-  do {                                                \
-    CHECK_THROWS_AS((__VA_ARGS__), Type);             \
-    CHECK_THROWS_AS((__VA_ARGS__), heed::Error);      \
-    CHECK_THROWS_WITH((__VA_ARGS__), Contains(text)); \
-  } while (false)
-
 namespace {
 
 using Inputs = std::vector<Tensord>;

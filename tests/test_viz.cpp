@@ -1,11 +1,6 @@
 // The viz layer: SVG writer, colour maps, d2l's show_heatmaps and plot. Documents are
 // checked with a small XML parser below: well-formed, then queried by element and class.
-#include <catch2/catch.hpp>
-#include <heed/heed.hpp>
-#include <heed/viz/colormap.hpp>
-#include <heed/viz/heatmap.hpp>
-#include <heed/viz/plot.hpp>
-#include <heed/viz/svg.hpp>
+#include "check.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -198,14 +193,6 @@ std::string read_file(const fs::path& p) {
 }
 
 }  // namespace
-
-// CHECK_ERROR(Type, "part of the message", expression), as in test_errors.cpp.
-#define CHECK_ERROR(Type, text, ...)                  \
-  do {                                                \
-    CHECK_THROWS_AS((__VA_ARGS__), Type);             \
-    CHECK_THROWS_AS((__VA_ARGS__), heed::Error);      \
-    CHECK_THROWS_WITH((__VA_ARGS__), Contains(text)); \
-  } while (false)
 
 // ---- the XML checker itself --------------------------------------------------------
 
