@@ -31,23 +31,19 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   if (bias.defined()) out.matrix(rows, out_features).rowwise() += bias.matrix(1, out_features).row(0);
 
   if (autograd::needs_grad(x, weight, bias)) {
-    const bool need_x = x.requires_grad(), need_w = weight.requires_grad();
-    autograd::SavedTensor<T> saved_x, saved_w;
-    if (need_w) saved_x = autograd::save(x);
-    if (need_x) saved_w = autograd::save(weight);
     autograd::record(
         out, "AddmmBackward", {x, weight, bias},
-        [=, x_shape = x.shape(), w_shape = weight.shape(),
+        [=, saved = detail::SavedProduct<T>(x, weight), x_shape = x.shape(), w_shape = weight.shape(),
          need_b = bias.defined() && bias.requires_grad()](const Tensor<T>& g) {
           // dx = g W,  dW = gᵀ x,  db = Σ_rows g
           autograd::Grads<T> grads(3);
-          if (need_x) {
+          if (saved.need_a) {
             grads[0] = detail::make_tensor<T>(x_shape);
-            detail::gemm(g.data(), false, saved_w.get().data(), false, grads[0].data(), rows, in, out_features);
+            detail::gemm(g.data(), false, saved.b.get().data(), false, grads[0].data(), rows, in, out_features);
           }
-          if (need_w) {
+          if (saved.need_b) {
             grads[1] = detail::make_tensor<T>(w_shape);
-            detail::gemm(g.data(), true, saved_x.get().data(), false, grads[1].data(), out_features, in, rows);
+            detail::gemm(g.data(), true, saved.a.get().data(), false, grads[1].data(), out_features, in, rows);
           }
           if (need_b) {
             grads[2] = detail::make_tensor<T>(Shape{out_features});

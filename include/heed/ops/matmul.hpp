@@ -93,6 +93,18 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   return out;
 }
 
+/// What the backward of a product a·b keeps: each operand's gradient needs the other
+/// operand, so each is saved only when the other one needs a gradient.
+template <typename T>
+struct SavedProduct {
+  bool need_a, need_b;
+  autograd::SavedTensor<T> a, b;
+  SavedProduct(const Tensor<T>& lhs, const Tensor<T>& rhs) : need_a(lhs.requires_grad()), need_b(rhs.requires_grad()) {
+    if (need_b) a = autograd::save(lhs);
+    if (need_a) b = autograd::save(rhs);
+  }
+};
+
 /// Product of all dims but the last: the rows of x seen as a matrix.
 inline index_t leading_rows(const Shape& s) {
   index_t rows = 1;
@@ -133,23 +145,21 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
   Tensor<T> out = detail::folded_matmul(a, b);
   if (autograd::needs_grad(a, b)) {
     // out = a @ b:  da = g @ bᵀ,  db = aᵀ @ g, whose sum over the batch is one GEMM
-    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    autograd::SavedTensor<T> saved_a, saved_b;
-    if (need_b) saved_a = autograd::save(a);
-    if (need_a) saved_b = autograd::save(b);
-    autograd::record(out, "MmBackward", {a, b}, [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
-      autograd::Grads<T> grads(2);
-      const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
-      if (need_a) {
-        grads[0] = detail::make_tensor<T>(a_shape);
-        detail::gemm(g.data(), false, saved_b.get().data(), true, grads[0].data(), rows, k, n);
-      }
-      if (need_b) {
-        grads[1] = detail::make_tensor<T>(b_shape);
-        detail::gemm(saved_a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
-      }
-      return grads;
-    });
+    autograd::record(
+        out, "MmBackward", {a, b},
+        [saved = detail::SavedProduct<T>(a, b), a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
+          autograd::Grads<T> grads(2);
+          const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
+          if (saved.need_a) {
+            grads[0] = detail::make_tensor<T>(a_shape);
+            detail::gemm(g.data(), false, saved.b.get().data(), true, grads[0].data(), rows, k, n);
+          }
+          if (saved.need_b) {
+            grads[1] = detail::make_tensor<T>(b_shape);
+            detail::gemm(saved.a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
+          }
+          return grads;
+        });
   }
   return out;
 }
@@ -166,27 +176,25 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool 
   if (autograd::needs_grad(a, b)) {
     // out = op(a) op(b):  d op(a) = g op(b)ᵀ,  d op(b) = op(a)ᵀ g, each transposed back
     // where op transposed, and summed over broadcast batch dims.
-    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-    autograd::SavedTensor<T> saved_a, saved_b;
-    if (need_b) saved_a = autograd::save(a);
-    if (need_a) saved_b = autograd::save(b);
-    autograd::record(out, "MmBackward", {a, b}, [=, a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
-      using detail::batched_matmul;
-      autograd::Grads<T> grads(2);
-      if (need_a) {
-        const Tensor<T>& bb = saved_b.get();
-        grads[0] = detail::sum_to(transpose_a ? batched_matmul(bb, transpose_b, g, true, "matmul")
-                                              : batched_matmul(g, false, bb, !transpose_b, "matmul"),
-                                  a_shape);
-      }
-      if (need_b) {
-        const Tensor<T>& aa = saved_a.get();
-        grads[1] = detail::sum_to(transpose_b ? batched_matmul(g, true, aa, transpose_a, "matmul")
-                                              : batched_matmul(aa, !transpose_a, g, false, "matmul"),
-                                  b_shape);
-      }
-      return grads;
-    });
+    autograd::record(
+        out, "MmBackward", {a, b},
+        [=, saved = detail::SavedProduct<T>(a, b), a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
+          using detail::batched_matmul;
+          autograd::Grads<T> grads(2);
+          if (saved.need_a) {
+            const Tensor<T>& bb = saved.b.get();
+            grads[0] = detail::sum_to(transpose_a ? batched_matmul(bb, transpose_b, g, true, "matmul")
+                                                  : batched_matmul(g, false, bb, !transpose_b, "matmul"),
+                                      a_shape);
+          }
+          if (saved.need_b) {
+            const Tensor<T>& aa = saved.a.get();
+            grads[1] = detail::sum_to(transpose_b ? batched_matmul(g, true, aa, transpose_a, "matmul")
+                                                  : batched_matmul(aa, !transpose_a, g, false, "matmul"),
+                                      b_shape);
+          }
+          return grads;
+        });
   }
   return out;
 }
