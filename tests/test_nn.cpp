@@ -1,12 +1,21 @@
-// Modules (Module, Linear, Dropout), the ops behind them (linear, dropout, transposed
-// matmul) and the SGD optimiser.
+// Modules (Module, Linear, Dropout, LayerNorm, Embedding, ModuleList, ActivationLayer), the
+// ops behind them (linear, dropout, transposed matmul) and the SGD optimiser.
 #include "check.hpp"
+
+#include <heed/nn/activation.hpp>
+#include <heed/nn/embedding.hpp>
+#include <heed/nn/layer_norm.hpp>
+#include <heed/nn/module_list.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 using Catch::Matchers::Contains;
@@ -745,4 +754,366 @@ TEST_CASE("SGD refuses bad hyperparameters and parameters", "[optim]") {
   CHECK(sgd.lr() == 0.1);
   heed::SGD<double> zero_lr({w}, 0.0);  // lr = 0 is allowed
   CHECK(zero_lr.lr() == 0.0);
+}
+
+// ---- LayerNorm ------------------------------------------------------------------------------
+
+TEST_CASE("LayerNorm has weight ones and bias zeros of normalized_shape", "[nn]") {
+  heed::LayerNorm<float> ln(2);
+  CHECK(ln.normalized_shape() == heed::Shape{2});
+  CHECK(names_of(ln.named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(ln.weight.shape() == heed::Shape{2});
+  CHECK(ln.bias.shape() == heed::Shape{2});
+  CHECK(ln.weight.to_vector() == std::vector<float>{1, 1});
+  CHECK(ln.bias.to_vector() == std::vector<float>{0, 0});
+  CHECK(ln.weight.requires_grad());
+  CHECK(ln.bias.requires_grad());
+  CHECK(ln.num_parameters() == 4);
+
+  heed::LayerNorm<double> ln2(heed::Shape{3, 4});
+  CHECK(ln2.normalized_shape() == heed::Shape{3, 4});
+  CHECK(ln2.weight.shape() == heed::Shape{3, 4});
+  CHECK(ln2.bias.shape() == heed::Shape{3, 4});
+  CHECK(ln2.weight.to_vector() == std::vector<double>(12, 1.0));
+  CHECK(ln2.bias.to_vector() == std::vector<double>(12, 0.0));
+  CHECK(ln2.num_parameters() == 24);
+  CHECK(ln2.named_buffers().empty());
+  CHECK(ln2.named_children().empty());
+
+  heed::LayerNorm<float> plain(4, 1e-5, false);
+  CHECK_FALSE(plain.weight.defined());
+  CHECK_FALSE(plain.bias.defined());
+  CHECK(plain.named_parameters().empty());
+  CHECK(plain.num_parameters() == 0);
+}
+
+TEST_CASE("LayerNorm normalises d2l's [[1, 2], [2, 3]] and applies weight and bias", "[nn]") {
+  heed::LayerNorm<double> ln(2);
+  const auto x = heed::tensor<double>({{1, 2}, {2, 3}});
+  const double a = 0.5 / std::sqrt(0.25 + 1e-5);
+  check_values(ln(x), {-a, a, -a, a}, 1e-12);
+  check_values(ln.forward(x), {-1, 1, -1, 1}, 3e-5);  // d2l's printout
+
+  {
+    heed::NoGradGuard no_grad;
+    ln.weight.copy_(heed::tensor<double>({2, 3}));
+    ln.bias.copy_(heed::tensor<double>({10, 20}));
+  }
+  const auto y = ln(x);
+  check_values(y, {10 - 2 * a, 20 + 3 * a, 10 - 2 * a, 20 + 3 * a}, 1e-12);
+  CHECK(y.grad_fn_name() == "NativeLayerNormBackward");
+  y.sum().backward();
+  check_values(ln.weight.grad(), {-2 * a, 2 * a}, 1e-12);
+  check_values(ln.bias.grad(), {2, 2}, 1e-12);
+
+  // eps is the module's, added to the biased variance.
+  heed::LayerNorm<double> wide(2, 3.0);
+  check_values(wide(heed::tensor<double>({1, 3})), {-0.5, 0.5}, 1e-12);
+  // Without affine parameters the output is x̂ itself.
+  heed::LayerNorm<double> plain(2, 1e-5, false);
+  check_values(plain(x), {-a, a, -a, a}, 1e-12);
+  CHECK_FALSE(plain(x).requires_grad());
+}
+
+TEST_CASE("LayerNorm over (3, 4) agrees with layer_norm and gradchecks", "[nn]") {
+  heed::Generator gen(3);
+  heed::LayerNorm<double> ln(heed::Shape{3, 4});
+  {
+    heed::NoGradGuard no_grad;
+    ln.weight.copy_(heed::randn<double>({3, 4}, gen));
+    ln.bias.copy_(heed::randn<double>({3, 4}, gen));
+  }
+  const auto x = heed::randn<double>({2, 3, 4}, gen);
+  const auto y = ln(x);
+  REQUIRE(y.shape() == heed::Shape{2, 3, 4});
+  check_close(y, heed::layer_norm(x, heed::Shape{3, 4}, ln.weight, ln.bias, 1e-5), 0.0);
+  // Each row of 12, with weight and bias undone, has mean 0 and variance about 1.
+  const auto x_hat = (y - ln.bias) / ln.weight;
+  for (index_t r = 0; r < 2; ++r) {
+    double mean = 0, var = 0;
+    for (index_t i = 0; i < 12; ++i) mean += x_hat.data()[r * 12 + i] / 12;
+    for (index_t i = 0; i < 12; ++i) var += std::pow(x_hat.data()[r * 12 + i] - mean, 2) / 12;
+    CHECK(mean == Approx(0).margin(1e-9));
+    CHECK(var == Approx(1).margin(1e-4));
+  }
+
+  // Through the module's own parameters: x, weight and bias.
+  const Fn f = [&ln](const Inputs& in) {
+    ln.weight.zero_grad();
+    ln.bias.zero_grad();
+    return ln(in[0]);
+  };
+  CHECK_GRADIENTS(f, {leaf({2, 3, 4}, 4)});
+  const Fn with_parameters = [](const Inputs& in) { return heed::layer_norm(in[0], heed::Shape{3, 4}, in[1], in[2]); };
+  CHECK_GRADIENTS(with_parameters,
+                  {leaf({2, 3, 4}, 5), ln.weight.detach().requires_grad_(), ln.bias.detach().requires_grad_()});
+}
+
+TEST_CASE("LayerNorm prints as PyTorch does", "[nn]") {
+  CHECK(heed::LayerNorm<float>(2).repr() == "LayerNorm((2,), eps=1e-05, elementwise_affine=True)");
+  CHECK(heed::LayerNorm<float>(heed::Shape{3, 4}).repr() == "LayerNorm((3, 4), eps=1e-05, elementwise_affine=True)");
+  CHECK(heed::LayerNorm<float>(heed::Shape{2, 3, 4}).repr() ==
+        "LayerNorm((2, 3, 4), eps=1e-05, elementwise_affine=True)");
+  CHECK(heed::LayerNorm<float>(8, 1e-6).repr() == "LayerNorm((8,), eps=1e-06, elementwise_affine=True)");
+  CHECK(heed::LayerNorm<float>(8, 0.001).repr() == "LayerNorm((8,), eps=0.001, elementwise_affine=True)");
+  CHECK(heed::LayerNorm<double>(32, 1e-5, false).repr() == "LayerNorm((32,), eps=1e-05, elementwise_affine=False)");
+}
+
+TEST_CASE("LayerNorm refuses bad arguments and inputs, naming itself", "[nn][errors]") {
+  CHECK_ERROR(heed::ValueError, "LayerNorm: normalized_shape must be non-empty with positive sizes, got (0)",
+              heed::LayerNorm<float>(0));
+  CHECK_ERROR(heed::ValueError, "LayerNorm: normalized_shape must be non-empty with positive sizes, got ()",
+              heed::LayerNorm<float>(heed::Shape{}));
+  CHECK_ERROR(heed::ValueError, "LayerNorm: normalized_shape must be non-empty with positive sizes, got (3, 0)",
+              heed::LayerNorm<float>(heed::Shape{3, 0}));
+  CHECK_ERROR(heed::ValueError, "negative size -2", heed::LayerNorm<float>(-2));
+  CHECK_ERROR(heed::ValueError, "LayerNorm: eps must be positive, got 0", heed::LayerNorm<float>(4, 0.0));
+  CHECK_ERROR(heed::ValueError, "LayerNorm: eps must be positive, got -1e-05", heed::LayerNorm<float>(4, -1e-5));
+  CHECK_ERROR(heed::ValueError, "LayerNorm: eps must be positive",
+              heed::LayerNorm<float>(4, std::numeric_limits<double>::quiet_NaN()));
+
+  heed::LayerNorm<float> ln(2);
+  CHECK_ERROR(heed::ShapeError, "LayerNorm: input of shape (2, 3) does not end in normalized_shape (2)",
+              ln(heed::zeros<float>({2, 3})));
+  CHECK_ERROR(heed::ShapeError, "LayerNorm: input of shape () does not end in normalized_shape (2)",
+              ln(heed::scalar_tensor(1.f)));
+  heed::LayerNorm<float> ln2(heed::Shape{3, 4});
+  CHECK_ERROR(heed::ShapeError, "LayerNorm: input of shape (4, 3) does not end in normalized_shape (3, 4)",
+              ln2(heed::zeros<float>({4, 3})));
+  CHECK_ERROR(heed::ShapeError, "LayerNorm: input of shape (4) does not end in normalized_shape (3, 4)",
+              ln2(heed::zeros<float>({4})));
+  CHECK(ln2(heed::zeros<float>({5, 3, 4})).shape() == heed::Shape{5, 3, 4});
+}
+
+// ---- Embedding ------------------------------------------------------------------------------
+
+TEST_CASE("Embedding has one (num_embeddings, embedding_dim) weight", "[nn]") {
+  heed::Generator gen(0);
+  heed::Embedding<float> embedding(200, 24, gen);
+  CHECK(embedding.num_embeddings() == 200);
+  CHECK(embedding.embedding_dim() == 24);
+  CHECK(embedding.weight.shape() == heed::Shape{200, 24});
+  CHECK(names_of(embedding.named_parameters()) == std::vector<std::string>{"weight"});
+  CHECK(embedding.weight.requires_grad());
+  CHECK(embedding.weight.is_leaf());
+  CHECK(embedding.num_parameters() == 200 * 24);
+  CHECK(embedding.repr() == "Embedding(200, 24)");
+  CHECK(heed::Embedding<double>(1, 1, gen).repr() == "Embedding(1, 1)");
+}
+
+TEST_CASE("Embedding looks up rows of its weight and sends gradients back to them", "[nn]") {
+  heed::Generator gen(1);
+  heed::Embedding<float> embedding(10, 4, gen);
+  const heed::IndexTensor tokens({0, 5, 9, 5, 5, 2}, heed::Shape{2, 3});
+  const auto X = embedding(tokens);
+  REQUIRE(X.shape() == heed::Shape{2, 3, 4});
+  for (index_t i = 0; i < 6; ++i)
+    for (index_t d = 0; d < 4; ++d) {
+      INFO("token " << i << " dim " << d);
+      CHECK(X.data()[i * 4 + d] == embedding.weight.data()[tokens.data()[i] * 4 + d]);
+    }
+  CHECK(embedding.forward(tokens).to_vector() == X.to_vector());
+  CHECK(X.grad_fn_name() == "EmbeddingBackward");
+
+  X.sum().backward();
+  std::vector<float> expected(40, 0.f);
+  for (index_t d = 0; d < 4; ++d) {
+    expected[static_cast<std::size_t>(0 * 4 + d)] = 1;
+    expected[static_cast<std::size_t>(5 * 4 + d)] = 3;  // used three times
+    expected[static_cast<std::size_t>(9 * 4 + d)] = 1;
+    expected[static_cast<std::size_t>(2 * 4 + d)] = 1;
+  }
+  CHECK(embedding.weight.grad().to_vector() == expected);
+
+  const Fn f = [](const Inputs& in) { return heed::embedding(in[0], heed::IndexTensor({3, 1, 3, 0}, {2, 2})); };
+  CHECK_GRADIENTS(f, {leaf({4, 5}, 2)});
+}
+
+TEST_CASE("Embedding initialises from N(0, 1), by seed", "[nn]") {
+  heed::Generator gen(11);
+  heed::Embedding<double> embedding(1000, 100, gen);
+  const auto values = embedding.weight.to_vector();
+  double mean = 0, var = 0, beyond_two = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  for (double v : values) {
+    var += (v - mean) * (v - mean) / static_cast<double>(values.size());
+    beyond_two += std::fabs(v) > 2 ? 1 : 0;
+  }
+  CHECK(mean == Approx(0).margin(0.02));
+  CHECK(std::sqrt(var) == Approx(1).margin(0.02));
+  CHECK(beyond_two / static_cast<double>(values.size()) == Approx(0.0455).margin(0.005));  // P(|z| > 2)
+
+  heed::Generator g1(42), g2(42), g3(43);
+  heed::Embedding<float> a(6, 3, g1), b(6, 3, g2), c(6, 3, g3);
+  CHECK(a.weight.to_vector() == b.weight.to_vector());
+  CHECK(a.weight.to_vector() != c.weight.to_vector());
+  heed::manual_seed(5);
+  heed::Embedding<float> d(6, 3);
+  heed::Generator g5(5);
+  heed::Embedding<float> e(6, 3, g5);
+  CHECK(d.weight.to_vector() == e.weight.to_vector());
+}
+
+TEST_CASE("Embedding refuses bad sizes and out-of-range tokens", "[nn][errors]") {
+  CHECK_ERROR(heed::ValueError, "Embedding: num_embeddings and embedding_dim must be positive, got 0 and 24",
+              heed::Embedding<float>(0, 24));
+  CHECK_ERROR(heed::ValueError, "Embedding: num_embeddings and embedding_dim must be positive, got 10 and -1",
+              heed::Embedding<float>(10, -1));
+  heed::Generator gen(0);
+  heed::Embedding<float> embedding(10, 4, gen);
+  CHECK_ERROR(heed::IndexError, "embedding: index 10 at flat position 2 of indices (1, 3) is out of range for 10",
+              embedding(heed::IndexTensor({0, 9, 10}, {1, 3})));
+  CHECK_ERROR(heed::IndexError, "embedding: index -3", embedding(heed::IndexTensor({-3}, {1})));
+  CHECK_ERROR(heed::ValueError, "embedding: indices are undefined", embedding(heed::IndexTensor()));
+}
+
+// ---- ModuleList -----------------------------------------------------------------------------
+
+namespace {
+
+/// d2l's TransformerEncoder layout: a list of blocks registered as "blks".
+class Stack : public heed::Module<float> {
+ public:
+  explicit Stack(heed::Generator& gen) : heed::Module<float>("Stack"), blks("Sequential") {
+    blks.push_back("block0", std::make_unique<heed::Linear<float>>(2, 3, true, gen));
+    blks.push_back("block1", std::make_unique<heed::Linear<float>>(3, 1, true, gen));
+    register_module("blks", blks);
+  }
+  Tensorf forward(Tensorf X) const {
+    for (const auto& blk : blks) X = (*blk)(X);
+    return X;
+  }
+  heed::ModuleList<float, heed::Linear<float>> blks;
+};
+
+}  // namespace
+
+TEST_CASE("ModuleList registers its modules under their names", "[nn]") {
+  heed::Generator gen(0);
+  heed::ModuleList<float, heed::Linear<float>> list;
+  CHECK(list.empty());
+  CHECK(list.size() == 0);
+  CHECK(list.repr() == "ModuleList()");
+  auto& first = list.push_back("block0", std::make_unique<heed::Linear<float>>(2, 3, true, gen));
+  auto& second = list.push_back("block1", std::make_unique<heed::Linear<float>>(3, 1, false, gen));
+  CHECK_FALSE(list.empty());
+  CHECK(list.size() == 2);
+  CHECK(&list[0] == &first);
+  CHECK(&list[1] == &second);
+  CHECK(list[0].out_features() == 3);
+  CHECK(std::as_const(list)[1].in_features() == 3);
+  CHECK_THROWS_AS(list[2], std::out_of_range);
+  CHECK(names_of(list.named_parameters()) == std::vector<std::string>{"block0.weight", "block0.bias", "block1.weight"});
+  CHECK(list.num_parameters() == 6 + 3 + 3);
+  const auto children = list.named_children();
+  REQUIRE(children.size() == 2);
+  CHECK(children[0].first == "block0");
+  CHECK(children[0].second == &first);
+  CHECK(children[1].first == "block1");
+
+  std::vector<index_t> outs;
+  for (auto& blk : list) outs.push_back(blk->out_features());
+  CHECK(outs == std::vector<index_t>{3, 1});
+  std::vector<index_t> ins;
+  for (const auto& blk : std::as_const(list)) ins.push_back(blk->in_features());
+  CHECK(ins == std::vector<index_t>{2, 3});
+
+  CHECK(list.repr() ==
+        "ModuleList(\n"
+        "  (block0): Linear(in_features=2, out_features=3, bias=True)\n"
+        "  (block1): Linear(in_features=3, out_features=1, bias=False)\n"
+        ")");
+  list.eval();
+  CHECK_FALSE(list[0].is_training());
+  CHECK_FALSE(list[1].is_training());
+}
+
+TEST_CASE("ModuleList inside a parent names parameters as d2l's nn.Sequential of blocks", "[nn]") {
+  heed::Generator gen(0);
+  Stack net(gen);
+  CHECK(names_of(net.named_parameters()) ==
+        std::vector<std::string>{"blks.block0.weight", "blks.block0.bias", "blks.block1.weight", "blks.block1.bias"});
+  CHECK(net.repr() ==
+        "Stack(\n"
+        "  (blks): Sequential(\n"
+        "    (block0): Linear(in_features=2, out_features=3, bias=True)\n"
+        "    (block1): Linear(in_features=3, out_features=1, bias=True)\n"
+        "  )\n"
+        ")");
+  // The named parameters are the blocks' own tensors.
+  const auto params = net.named_parameters();
+  CHECK(params[0].second.shares_storage(net.blks[0].weight));
+  CHECK(params[3].second.shares_storage(net.blks[1].bias));
+
+  // Iterating applies the blocks in order.
+  const auto X = heed::tensor<float>({{1, 2}, {-1, 0.5}});
+  const auto expected = net.blks[1](net.blks[0](X));
+  CHECK(net.forward(X).to_vector() == expected.to_vector());
+  net.forward(X).sum().backward();
+  for (const auto& [name, p] : net.named_parameters()) {
+    INFO(name);
+    CHECK(p.grad().defined());
+  }
+  net.zero_grad();
+  CHECK_FALSE(net.blks[0].weight.grad().defined());
+  net.train(false);
+  CHECK_FALSE(net.blks[1].is_training());
+}
+
+TEST_CASE("ModuleList refuses null modules and taken names", "[nn][errors]") {
+  heed::Generator gen(0);
+  heed::ModuleList<float, heed::Linear<float>> list("Sequential");
+  list.push_back("block0", std::make_unique<heed::Linear<float>>(2, 2, true, gen));
+  CHECK_ERROR(heed::ValueError, "Sequential.push_back: module 'block1' is null",
+              list.push_back("block1", std::unique_ptr<heed::Linear<float>>()));
+  CHECK_ERROR(heed::ValueError, "Sequential.register_module: name 'block0' is already registered",
+              list.push_back("block0", std::make_unique<heed::Linear<float>>(2, 2, true, gen)));
+  CHECK_ERROR(heed::ValueError, "Sequential.register_module: name 'a.b' must be non-empty and contain no '.'",
+              list.push_back("a.b", std::make_unique<heed::Linear<float>>(2, 2, true, gen)));
+  CHECK_ERROR(heed::ValueError, "register_module: name ''",
+              list.push_back("", std::make_unique<heed::Linear<float>>(2, 2, true, gen)));
+  CHECK(list.size() == 1);  // the refused modules were not added
+  CHECK(list.named_children().size() == 1);
+  CHECK(names_of(list.named_parameters()) == std::vector<std::string>{"block0.weight", "block0.bias"});
+  heed::ModuleList<float, heed::Linear<float>> plain;
+  CHECK_ERROR(heed::ValueError, "ModuleList.push_back: module 'x' is null",
+              plain.push_back("x", std::unique_ptr<heed::Linear<float>>()));
+}
+
+// ---- ActivationLayer ------------------------------------------------------------------------
+
+TEST_CASE("ActivationLayer dispatches to relu or gelu", "[nn]") {
+  const auto x = heed::tensor<double>({-2, -0.5, 0, 0.5, 2});
+  std::vector<double> gelu_expected;
+  for (double v : x.to_vector()) gelu_expected.push_back(0.5 * v * (1 + std::erf(v / std::sqrt(2.0))));
+
+  heed::ActivationLayer<double> relu;  // relu by default
+  CHECK(relu.activation() == heed::Activation::relu);
+  check_values(relu(x), {0, 0, 0, 0.5, 2}, 0.0);
+  CHECK(relu.named_parameters().empty());
+
+  heed::ActivationLayer<double> gelu(heed::Activation::gelu);
+  CHECK(gelu.activation() == heed::Activation::gelu);
+  check_values(gelu(x), gelu_expected, 1e-15);
+  check_values(gelu.forward(heed::tensor<double>({1, -1})), {0.8413447460685429, -0.15865525393145707}, 1e-15);
+
+  CHECK(heed::activate(x, heed::Activation::relu).to_vector() == heed::relu(x).to_vector());
+  CHECK(heed::activate(x, heed::Activation::gelu).to_vector() == heed::gelu(x).to_vector());
+  CHECK(std::string(heed::to_string(heed::Activation::relu)) == "relu");
+  CHECK(std::string(heed::to_string(heed::Activation::gelu)) == "gelu");
+
+  // Gradients flow through: relu'(0) = 0 as in PyTorch, gelu'(0) = 1/2.
+  auto leaf_x = heed::tensor<double>({-1, 0, 1}).requires_grad_();
+  relu(leaf_x).sum().backward();
+  check_values(leaf_x.grad(), {0, 0, 1}, 0.0);
+  leaf_x.zero_grad();
+  gelu(leaf_x).sum().backward();
+  check_values(leaf_x.grad(), {-0.08331547058768629, 0.5, 1.0833154705876864}, 1e-12);
+}
+
+TEST_CASE("ActivationLayer prints as PyTorch's ReLU and GELU", "[nn]") {
+  CHECK(heed::ActivationLayer<float>().repr() == "ReLU()");
+  CHECK(heed::ActivationLayer<float>(heed::Activation::relu).repr() == "ReLU()");
+  CHECK(heed::ActivationLayer<float>(heed::Activation::gelu).repr() == "GELU(approximate='none')");
+  CHECK(heed::ActivationLayer<float>(heed::Activation::gelu).type_name() == "GELU");
 }

@@ -1,12 +1,15 @@
-// Differentiable ops: values of arithmetic, reductions, matmul and softmax.
+// Differentiable ops: values of arithmetic, reductions, matmul, softmax, layer_norm, embedding and gelu.
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
+#include <heed/ops/embedding.hpp>
+#include <heed/ops/layer_norm.hpp>
 
 #include "check.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -494,3 +497,328 @@ TEST_CASE("results do not depend on the number of OpenMP threads", "[ops]") {
   }
 }
 #endif
+
+// ---- layer_norm, embedding and gelu -------------------------------------------------------
+
+namespace {
+
+using OpsInputs = std::vector<heed::Tensord>;
+using OpsFn = std::function<heed::Tensord(const OpsInputs&)>;
+
+/// A leaf of uniform values in [low, high) that requires grad.
+heed::Tensord ops_leaf(const Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
+  heed::Generator gen(seed);
+  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
+}
+
+// One instantiation of gradcheck for these tests keeps compile time down.
+heed::GradcheckResult ops_gradcheck(const OpsFn& f, const OpsInputs& inputs) { return heed::gradcheck(f, inputs); }
+
+/// 0.5 · x · (1 + erf(x / √2)), in double.
+double gelu_reference(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+/// layer_norm over the last dim, built from primitive ops (mean, sub, mul, sqrt, div).
+heed::Tensord layer_norm_by_primitives(const heed::Tensord& x, const heed::Tensord& w, const heed::Tensord& b,
+                                       double eps) {
+  const auto centred = x - x.mean(-1, true);
+  auto y = centred / heed::sqrt((centred * centred).mean(-1, true) + eps);
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+
+}  // namespace
+
+#define CHECK_OPS_GRADIENTS(f, ...)                                               \
+  do {                                                                            \
+    const heed::GradcheckResult gradcheck_result = ops_gradcheck(f, __VA_ARGS__); \
+    INFO(gradcheck_result.message);                                               \
+    CHECK(gradcheck_result.ok);                                                   \
+  } while (false)
+
+TEMPLATE_TEST_CASE("layer_norm of d2l's [[1, 2], [2, 3]] over the last dim is [[-1, 1], [-1, 1]]", "[ops]", float,
+                   double) {
+  const auto x = heed::tensor<TestType>({{1, 2}, {2, 3}});
+  const double a = 0.5 / std::sqrt(0.25 + 1e-5);  // 0.99998: eps keeps it just below 1
+  const auto y = heed::layer_norm(x, Shape{2});
+  REQUIRE(y.shape() == Shape{2, 2});
+  check_values(y, {-a, a, -a, a});
+  check_values(y, {-1, 1, -1, 1}, 3e-5);
+  CHECK(y.data()[1] < TestType(1));
+
+  // weight scales and bias shifts each normalised column.
+  const auto w = heed::tensor<TestType>({2, 3});
+  const auto b = heed::tensor<TestType>({10, 20});
+  check_values(heed::layer_norm(x, Shape{2}, w, b), {10 - 2 * a, 20 + 3 * a, 10 - 2 * a, 20 + 3 * a});
+  check_values(heed::layer_norm(x, Shape{2}, w), {-2 * a, 3 * a, -2 * a, 3 * a});
+  check_values(heed::layer_norm(x, Shape{2}, heed::Tensor<TestType>(), b), {10 - a, 20 + a, 10 - a, 20 + a});
+
+  // eps is added to the biased variance: 0 gives exactly ±1; a large eps shrinks the result.
+  check_values(heed::layer_norm(heed::tensor<TestType>({1, 3}), Shape{2}, {}, {}, 0.0), {-1, 1});
+  check_values(heed::layer_norm(heed::tensor<TestType>({1, 3}), Shape{2}, {}, {}, 3.0), {-0.5, 0.5});
+
+  // A constant row normalises to zeros (0 / √eps), not NaN.
+  check_values(heed::layer_norm(heed::tensor<TestType>({{5, 5, 5}}), Shape{3}), {0, 0, 0});
+}
+
+TEMPLATE_TEST_CASE("layer_norm over a 2-D normalized_shape (3, 4) of a (2, 3, 4) input", "[ops]", float, double) {
+  heed::Generator gen(7);
+  const auto x = heed::randn<TestType>({2, 3, 4}, gen) * TestType(3) + TestType(5);
+  const auto w = heed::randn<TestType>({3, 4}, gen);
+  const auto b = heed::randn<TestType>({3, 4}, gen);
+  const auto y = heed::layer_norm(x, Shape{3, 4});
+  const auto affine = heed::layer_norm(x, Shape{3, 4}, w, b);
+  REQUIRE(y.shape() == x.shape());
+  REQUIRE(affine.shape() == x.shape());
+  const double tolerance = std::is_same_v<TestType, float> ? 1e-5 : 1e-12;
+
+  for (index_t r = 0; r < 2; ++r) {
+    INFO("row " << r);
+    // By hand: each row of 12 elements normalised with its mean and biased variance.
+    double mean = 0, var = 0;
+    for (index_t i = 0; i < 12; ++i) mean += x.data()[r * 12 + i];
+    mean /= 12;
+    for (index_t i = 0; i < 12; ++i) var += (x.data()[r * 12 + i] - mean) * (x.data()[r * 12 + i] - mean);
+    var /= 12;
+    double y_mean = 0, y_var = 0;
+    for (index_t i = 0; i < 12; ++i) {
+      const double expected = (x.data()[r * 12 + i] - mean) / std::sqrt(var + 1e-5);
+      CHECK(y.data()[r * 12 + i] == Approx(expected).margin(10 * tolerance));
+      CHECK(affine.data()[r * 12 + i] == Approx(expected * w.data()[i] + b.data()[i]).margin(10 * tolerance));
+      y_mean += y.data()[r * 12 + i];
+    }
+    y_mean /= 12;
+    for (index_t i = 0; i < 12; ++i) y_var += (y.data()[r * 12 + i] - y_mean) * (y.data()[r * 12 + i] - y_mean);
+    y_var /= 12;
+    CHECK(y_mean == Approx(0).margin(10 * tolerance));
+    CHECK(y_var == Approx(var / (var + 1e-5)).margin(10 * tolerance));
+    CHECK(y_var == Approx(1).margin(1e-4));
+  }
+
+  // Normalising over (3, 4) is normalising each flattened row of 12 over (12).
+  check_close(heed::layer_norm(x.reshape({2, 12}), Shape{12}).reshape({2, 3, 4}), y, 10 * tolerance);
+  // Over (4) only, each of the 6 rows of 4 has mean 0.
+  const auto last = heed::layer_norm(x, Shape{4});
+  check_values(last.sum(-1), std::vector<double>(6, 0.0), 10 * tolerance);
+}
+
+TEST_CASE("layer_norm matches its decomposition into primitive ops, gradients included", "[ops][gradcheck]") {
+  for (const bool affine : {true, false}) {
+    INFO("affine " << affine);
+    const auto x1 = ops_leaf({2, 3, 5}, 1, -2, 2), x2 = x1.detach().requires_grad_();
+    const auto w1 = affine ? ops_leaf({5}, 2) : heed::Tensord(), w2 = affine ? w1.detach().requires_grad_() : w1;
+    const auto b1 = affine ? ops_leaf({5}, 3) : heed::Tensord(), b2 = affine ? b1.detach().requires_grad_() : b1;
+    const auto fused = heed::layer_norm(x1, Shape{5}, w1, b1);
+    const auto reference = layer_norm_by_primitives(x2, w2, b2, 1e-5);
+    check_close(fused, reference, 1e-12);
+    CHECK(fused.grad_fn_name() == "NativeLayerNormBackward");
+    heed::Generator gen(4);
+    const auto g = heed::randn<double>({2, 3, 5}, gen);
+    fused.backward(g);
+    reference.backward(g);
+    check_close(x1.grad(), x2.grad(), 1e-10);
+    if (affine) {
+      check_close(w1.grad(), w2.grad(), 1e-10);
+      check_close(b1.grad(), b2.grad(), 1e-10);
+    }
+  }
+}
+
+TEST_CASE("layer_norm gradients by hand", "[ops][gradcheck]") {
+  const auto x = heed::tensor<double>({{1, 2}, {2, 3}}).requires_grad_();
+  const auto w = heed::ones<double>({2}).requires_grad_();
+  const auto b = heed::zeros<double>({2}).requires_grad_();
+  heed::layer_norm(x, Shape{2}, w, b).sum().backward();
+  const double a = 0.5 / std::sqrt(0.25 + 1e-5);
+  check_values(x.grad(), {0, 0, 0, 0}, 1e-12);  // each output row sums to 0 whatever x is
+  check_values(w.grad(), {-2 * a, 2 * a});      // Σ_rows x̂
+  check_values(b.grad(), {2, 2});               // Σ_rows 1
+
+  // Only the inputs that require grad get one.
+  const auto x2 = heed::tensor<double>({{1, 2}, {2, 3}});
+  const auto w2 = heed::ones<double>({2}).requires_grad_();
+  const auto y = heed::layer_norm(x2, Shape{2}, w2, heed::zeros<double>({2}));
+  CHECK(y.requires_grad());
+  y.sum().backward();
+  check_values(w2.grad(), {-2 * a, 2 * a});
+  CHECK_FALSE(x2.grad().defined());
+  CHECK_FALSE(heed::layer_norm(x2, Shape{2}).requires_grad());
+  {
+    heed::NoGradGuard no_grad;
+    CHECK_FALSE(heed::layer_norm(x, Shape{2}, w, b).requires_grad());
+  }
+}
+
+TEST_CASE("gradcheck of layer_norm", "[ops][gradcheck]") {
+  const OpsFn last_dim = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1], in[2]); };
+  const OpsFn two_dims = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{3, 4}, in[1], in[2]); };
+  const OpsFn plain_last = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}); };
+  const OpsFn plain_two = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{3, 4}); };
+  const OpsFn weight_only = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1]); };
+  const OpsFn bias_only = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, heed::Tensord(), in[1]); };
+  const OpsFn big_eps = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1], in[2], 0.5); };
+  SECTION("1-D normalized_shape") {
+    CHECK_OPS_GRADIENTS(last_dim, {ops_leaf({2, 3, 4}, 1), ops_leaf({4}, 2), ops_leaf({4}, 3)});
+  }
+  SECTION("2-D normalized_shape") {
+    CHECK_OPS_GRADIENTS(two_dims, {ops_leaf({2, 3, 4}, 4), ops_leaf({3, 4}, 5), ops_leaf({3, 4}, 6)});
+  }
+  SECTION("normalized_shape is the whole input") {
+    CHECK_OPS_GRADIENTS(two_dims, {ops_leaf({3, 4}, 7), ops_leaf({3, 4}, 8), ops_leaf({3, 4}, 9)});
+  }
+  SECTION("without weight and bias") {
+    CHECK_OPS_GRADIENTS(plain_last, {ops_leaf({2, 3, 4}, 10)});
+    CHECK_OPS_GRADIENTS(plain_two, {ops_leaf({2, 3, 4}, 11)});
+    CHECK_OPS_GRADIENTS(plain_last, {ops_leaf({4}, 12)});
+  }
+  SECTION("weight only, bias only, a large eps") {
+    CHECK_OPS_GRADIENTS(weight_only, {ops_leaf({3, 4}, 13), ops_leaf({4}, 14)});
+    CHECK_OPS_GRADIENTS(bias_only, {ops_leaf({3, 4}, 15), ops_leaf({4}, 16)});
+    CHECK_OPS_GRADIENTS(big_eps, {ops_leaf({3, 4}, 17), ops_leaf({4}, 18), ops_leaf({4}, 19)});
+  }
+  SECTION("only some inputs require grad") {
+    heed::Generator gen(20);
+    const auto x = heed::randn<double>({2, 3, 4}, gen), w = heed::randn<double>({4}, gen),
+               b = heed::randn<double>({4}, gen);
+    CHECK_OPS_GRADIENTS(last_dim, {x, ops_leaf({4}, 21), ops_leaf({4}, 22)});
+    CHECK_OPS_GRADIENTS(last_dim, {ops_leaf({2, 3, 4}, 23), w, b});
+    CHECK_OPS_GRADIENTS(last_dim, {x, w, ops_leaf({4}, 24)});
+  }
+}
+
+TEST_CASE("layer_norm checks normalized_shape, weight, bias and eps", "[ops][errors]") {
+  const auto x = heed::zeros<float>({2, 3});
+  CHECK_ERROR(heed::ShapeError, "layer_norm: input of shape (2, 3) does not end in normalized_shape (4)",
+              heed::layer_norm(x, Shape{4}));
+  CHECK_ERROR(heed::ShapeError, "normalized_shape (3, 2)", heed::layer_norm(x, Shape{3, 2}));
+  CHECK_ERROR(heed::ShapeError, "layer_norm: input of shape (2, 3) does not end in normalized_shape (1, 2, 3)",
+              heed::layer_norm(x, Shape{1, 2, 3}));
+  CHECK_ERROR(heed::ShapeError, "layer_norm", heed::layer_norm(x, Shape{}));
+  CHECK_ERROR(heed::ShapeError, "layer_norm: weight of shape (2) does not match normalized_shape (3)",
+              heed::layer_norm(x, Shape{3}, heed::ones<float>({2})));
+  CHECK_ERROR(heed::ShapeError, "layer_norm: weight of shape (1, 3) does not match normalized_shape (3)",
+              heed::layer_norm(x, Shape{3}, heed::ones<float>({1, 3})));
+  CHECK_ERROR(heed::ShapeError, "layer_norm: bias of shape (4) does not match normalized_shape (3)",
+              heed::layer_norm(x, Shape{3}, heed::ones<float>({3}), heed::zeros<float>({4})));
+  CHECK_ERROR(heed::ShapeError, "layer_norm: bias of shape (2) does not match normalized_shape (2, 3)",
+              heed::layer_norm(x, Shape{2, 3}, heed::Tensorf(), heed::zeros<float>({2})));
+  CHECK_ERROR(heed::ValueError, "layer_norm: eps must be finite and >= 0, got -1",
+              heed::layer_norm(x, Shape{3}, {}, {}, -1.0));
+  CHECK_ERROR(heed::ValueError, "layer_norm: eps", heed::layer_norm(x, Shape{3}, {}, {}, -1e-5));
+  CHECK_ERROR(heed::ValueError, "layer_norm: eps",
+              heed::layer_norm(x, Shape{3}, {}, {}, std::numeric_limits<double>::infinity()));
+  CHECK_ERROR(heed::ValueError, "layer_norm: eps",
+              heed::layer_norm(x, Shape{3}, {}, {}, std::numeric_limits<double>::quiet_NaN()));
+}
+
+TEMPLATE_TEST_CASE("embedding picks rows of the table for indices of any shape", "[ops]", float, double) {
+  const auto weight = heed::arange<TestType>(12).reshape({4, 3});
+  const heed::IndexTensor indices({0, 2, 0, 3, 3, 1}, Shape{2, 3});
+  const auto out = heed::embedding(weight, indices);
+  REQUIRE(out.shape() == Shape{2, 3, 3});
+  check_values(out, {0, 1, 2, 6, 7, 8, 0, 1, 2, 9, 10, 11, 9, 10, 11, 3, 4, 5});
+
+  const auto from_vector = heed::embedding(weight, heed::IndexTensor({3, 0}, Shape{2}));
+  REQUIRE(from_vector.shape() == Shape{2, 3});
+  check_values(from_vector, {9, 10, 11, 0, 1, 2});
+
+  const auto from_scalar = heed::embedding(weight, heed::IndexTensor({2}, Shape{}));
+  REQUIRE(from_scalar.shape() == Shape{3});
+  check_values(from_scalar, {6, 7, 8});
+
+  const auto from_empty = heed::embedding(weight, heed::IndexTensor(std::vector<std::int64_t>{}, Shape{0}));
+  CHECK(from_empty.shape() == Shape{0, 3});
+
+  const auto deep = heed::embedding(weight, heed::IndexTensor({1, 1, 1, 1}, Shape{1, 2, 1, 2}));
+  REQUIRE(deep.shape() == Shape{1, 2, 1, 2, 3});
+  check_values(deep, {3, 4, 5, 3, 4, 5, 3, 4, 5, 3, 4, 5});
+
+  // The output is a copy: writing to the table afterwards does not change it.
+  CHECK_FALSE(out.shares_storage(weight));
+}
+
+TEST_CASE("embedding's backward adds the gradients of repeated indices", "[ops][gradcheck]") {
+  auto weight = heed::arange<double>(12).reshape({4, 3}).requires_grad_();
+  const heed::IndexTensor indices({0, 2, 0, 3, 3, 3}, Shape{2, 3});
+  const auto out = heed::embedding(weight, indices);
+  CHECK(out.grad_fn_name() == "EmbeddingBackward");
+  out.backward(heed::arange<double>(18).reshape({2, 3, 3}));
+  // row 0 from positions 0 and 2, row 1 never, row 2 from position 1, row 3 from 3, 4 and 5.
+  CHECK(weight.grad().to_vector() ==
+        std::vector<double>{0 + 6, 1 + 7, 2 + 8, 0, 0, 0, 3, 4, 5, 9 + 12 + 15, 10 + 13 + 16, 11 + 14 + 17});
+
+  // Gradients accumulate over backward passes, counting each use of a row.
+  weight.zero_grad();
+  heed::embedding(weight, indices).sum().backward();
+  heed::embedding(weight, heed::IndexTensor({1}, Shape{1})).sum().backward();
+  CHECK(weight.grad().to_vector() == std::vector<double>{2, 2, 2, 1, 1, 1, 1, 1, 1, 3, 3, 3});
+
+  // A table that does not require grad records nothing.
+  CHECK_FALSE(heed::embedding(heed::ones<double>({4, 3}), indices).requires_grad());
+}
+
+TEST_CASE("gradcheck of embedding", "[ops][gradcheck]") {
+  const heed::IndexTensor repeated({4, 0, 4, 2, 4, 1, 0, 0}, Shape{2, 2, 2});
+  const OpsFn lookup = [repeated](const OpsInputs& in) { return heed::embedding(in[0], repeated); };
+  CHECK_OPS_GRADIENTS(lookup, {ops_leaf({5, 3}, 1)});
+  // Composed with other ops, so that the upstream gradient is not a plain projection.
+  const OpsFn composed = [repeated](const OpsInputs& in) {
+    return heed::tanh(heed::embedding(in[0], repeated) * in[1]).sum(-1);
+  };
+  CHECK_OPS_GRADIENTS(composed, {ops_leaf({5, 3}, 2), ops_leaf({3}, 3)});
+}
+
+TEST_CASE("embedding checks its table and indices", "[ops][errors]") {
+  const auto weight = heed::zeros<float>({4, 3});
+  CHECK_ERROR(heed::IndexError, "embedding: index 4 at flat position 1 of indices (3) is out of range for 4 embeddings",
+              heed::embedding(weight, heed::IndexTensor({0, 4, 1}, Shape{3})));
+  CHECK_ERROR(heed::IndexError, "embedding: index 100", heed::embedding(weight, heed::IndexTensor({100}, Shape{1, 1})));
+  CHECK_ERROR(heed::IndexError, "embedding: index -1 at flat position 3 of indices (2, 2)",
+              heed::embedding(weight, heed::IndexTensor({0, 1, 2, -1}, Shape{2, 2})));
+  CHECK_ERROR(heed::ShapeError, "embedding: weight must be (num_embeddings, embedding_dim), got (12)",
+              heed::embedding(heed::zeros<float>({12}), heed::IndexTensor({0}, Shape{1})));
+  CHECK_ERROR(heed::ShapeError, "embedding: weight must be (num_embeddings, embedding_dim), got (2, 2, 3)",
+              heed::embedding(heed::zeros<float>({2, 2, 3}), heed::IndexTensor({0}, Shape{1})));
+  CHECK_ERROR(heed::ValueError, "embedding: indices are undefined", heed::embedding(weight, heed::IndexTensor()));
+  // A refused lookup records nothing and leaves the gradient alone.
+  const auto table = heed::ones<double>({2, 2}).requires_grad_();
+  CHECK_THROWS_AS(heed::embedding(table, heed::IndexTensor({2}, Shape{1})), heed::IndexError);
+  CHECK_FALSE(table.grad().defined());
+}
+
+TEMPLATE_TEST_CASE("gelu is 0.5 x (1 + erf(x / sqrt 2)), exact as PyTorch's default", "[ops]", float, double) {
+  const std::vector<double> points{-10, -3, -2, -1, -0.5, -1e-3, 0, 1e-3, 0.5, 1, 2, 3, 10, 100};
+  std::vector<TestType> values(points.begin(), points.end());
+  const heed::Tensor<TestType> x(values, Shape{static_cast<index_t>(values.size())});
+  std::vector<double> expected;
+  for (double p : points) expected.push_back(gelu_reference(p));
+  const auto y = heed::gelu(x);
+  REQUIRE(y.shape() == x.shape());
+  // In float, 1 + erf(x/√2) cancels for negative x: an absolute error of a few ulps of |x|.
+  const double margin = std::is_same_v<TestType, float> ? 1e-6 : 1e-14;
+  check_values(y, expected, margin);
+  check_values(x.gelu(), expected, margin);
+
+  // Known values.
+  const auto known = heed::tensor<TestType>({1, -1, 2, -2, 0});
+  check_values(heed::gelu(known),
+               {0.8413447460685429, -0.15865525393145707, 1.9544997361036416, -0.04550026389635842, 0}, margin);
+  // Far out it is the identity on the right and 0 on the left, finite both ways.
+  const auto big = heed::gelu(heed::tensor<TestType>({-1000, 1000}));
+  CHECK(all_finite(big));
+  check_values(big, {0, 1000}, 0.0);
+  CHECK(heed::gelu(heed::tensor<TestType>({{0.5, -0.5}, {1, -1}})).shape() == Shape{2, 2});
+}
+
+TEST_CASE("gelu's gradient is Phi(x) + x phi(x)", "[ops][gradcheck]") {
+  const auto x = heed::tensor<double>({-1, 0, 1, 2}).requires_grad_();
+  const auto y = x.gelu();
+  CHECK(y.grad_fn_name() == "GeluBackward");
+  y.sum().backward();
+  check_values(x.grad(), {-0.08331547058768629, 0.5, 1.0833154705876864, 1.085231801078197}, 1e-12);
+
+  const OpsFn f = [](const OpsInputs& in) { return heed::gelu(in[0]); };
+  CHECK_OPS_GRADIENTS(f, {ops_leaf({3, 4}, 1, -4, 4)});
+  const OpsFn method = [](const OpsInputs& in) { return (in[0] * in[0]).gelu(); };
+  CHECK_OPS_GRADIENTS(method, {ops_leaf({5}, 2, -2, 2)});
+}

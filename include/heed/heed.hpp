@@ -11,7 +11,8 @@
 //
 // Layers, each using only those before it: core (Tensor, Shape, errors, Generator),
 // autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
-// (Module, Linear, Dropout), attention (the scoring modules), models (Nadaraya-Watson),
+// (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
+// positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
 // optim (SGD), io (printing), viz (SVG heatmaps and plots).
 #pragma once
 
@@ -27,6 +28,8 @@
 
 #include "heed/ops/dropout.hpp"
 #include "heed/ops/elementwise.hpp"
+#include "heed/ops/embedding.hpp"
+#include "heed/ops/layer_norm.hpp"
 #include "heed/ops/linear.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
@@ -34,13 +37,25 @@
 #include "heed/ops/shape.hpp"
 #include "heed/ops/softmax.hpp"
 
+#include "heed/nn/activation.hpp"
 #include "heed/nn/dropout.hpp"
+#include "heed/nn/embedding.hpp"
+#include "heed/nn/layer_norm.hpp"
 #include "heed/nn/linear.hpp"
 #include "heed/nn/module.hpp"
+#include "heed/nn/module_list.hpp"
 
 #include "heed/attention/additive.hpp"
 #include "heed/attention/concat.hpp"
 #include "heed/attention/dot_product.hpp"
+#include "heed/attention/multi_head.hpp"
+#include "heed/attention/positional_encoding.hpp"
+
+#include "heed/transformer/add_norm.hpp"
+#include "heed/transformer/decoder.hpp"
+#include "heed/transformer/encoder.hpp"
+#include "heed/transformer/ffn.hpp"
+#include "heed/transformer/options.hpp"
 
 #include "heed/models/nadaraya_watson.hpp"
 

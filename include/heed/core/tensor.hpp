@@ -184,6 +184,7 @@ class Tensor {
   Tensor tanh() const;
   Tensor sigmoid() const;
   Tensor relu() const;
+  Tensor gelu() const;
   Tensor abs() const;
   Tensor sin() const;
   Tensor cos() const;

@@ -259,6 +259,21 @@ Tensor<T> relu(const Tensor<T>& x) {
       [](const auto& g, const auto& x_, const auto&) { return (x_ > T(0)).select(g, T(0)); });
 }
 
+/// GELU with the exact Gaussian CDF, PyTorch's default: x · Φ(x), Φ(x) = (1 + erf(x/√2)) / 2.
+template <typename T>
+Tensor<T> gelu(const Tensor<T>& x) {
+  return detail::unary_op(
+      x, "GeluBackward",
+      [](const auto& a) {
+        return a * (T(0.5) + T(0.5) * a.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }));
+      },
+      [](const auto& g, const auto& x_, const auto&) {
+        // d/dx x·Φ(x) = Φ(x) + x·φ(x)
+        return g * (T(0.5) + T(0.5) * x_.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }) +
+                    x_ * T(0.39894228040143267794) * (T(-0.5) * x_.square()).exp());
+      });
+}
+
 template <typename T>
 Tensor<T> abs(const Tensor<T>& x) {
   return detail::unary_op(
@@ -379,6 +394,7 @@ template <typename T> Tensor<T> Tensor<T>::sqrt() const { return heed::sqrt(*thi
 template <typename T> Tensor<T> Tensor<T>::tanh() const { return heed::tanh(*this); }
 template <typename T> Tensor<T> Tensor<T>::sigmoid() const { return heed::sigmoid(*this); }
 template <typename T> Tensor<T> Tensor<T>::relu() const { return heed::relu(*this); }
+template <typename T> Tensor<T> Tensor<T>::gelu() const { return heed::gelu(*this); }
 template <typename T> Tensor<T> Tensor<T>::abs() const { return heed::abs(*this); }
 template <typename T> Tensor<T> Tensor<T>::sin() const { return heed::sin(*this); }
 template <typename T> Tensor<T> Tensor<T>::cos() const { return heed::cos(*this); }

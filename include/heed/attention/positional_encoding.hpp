@@ -1,0 +1,63 @@
+// heed/attention/positional_encoding.hpp — sinusoidal positional encoding (d2l 10.6.3).
+//
+//   heed::PositionalEncoding<float> pos_encoding(/*num_hiddens=*/32, /*dropout=*/0);
+//   auto Y = pos_encoding(X);              // X: (batch, num_steps, 32) -> X + P[:num_steps]
+//   auto Z = pos_encoding(X_step, /*offset=*/7);   // a step decoded at position 7
+//
+//   P[i, 2j]   = sin(i / 10000^(2j / num_hiddens))
+//   P[i, 2j+1] = cos(i / 10000^(2j / num_hiddens))
+//
+// P is computed once for max_len positions, in double. `offset` is the position of X's
+// first step: a decoder fed one token at a time passes the number of steps decoded so
+// far (d2l adds P[0] to every step in that case, so its incremental decoder disagrees
+// with its full-sequence pass). A sequence reaching past max_len is an error.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "heed/nn/dropout.hpp"
+#include "heed/ops/shape.hpp"
+
+namespace heed {
+
+template <typename T>
+class PositionalEncoding : public Module<T> {
+ public:
+  PositionalEncoding(index_t num_hiddens, double dropout, index_t max_len = 1000)
+      : Module<T>("PositionalEncoding"), dropout_(dropout) {
+    HEED_CHECK(num_hiddens > 0 && max_len > 0, ValueError,
+               "PositionalEncoding: num_hiddens and max_len must be positive, got ", num_hiddens, " and ", max_len);
+    P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens});
+    for (index_t i = 0; i < max_len; ++i)
+      for (index_t c = 0; c < num_hiddens; ++c) {
+        const double angle = static_cast<double>(i) /
+                             std::pow(10000.0, static_cast<double>(c - c % 2) / static_cast<double>(num_hiddens));
+        P.data()[i * num_hiddens + c] = static_cast<T>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
+      }
+    this->register_module("dropout", dropout_);
+    this->register_buffer("P", P);
+  }
+
+  // X: (batch, num_steps, num_hiddens) -> same shape; X's steps sit at positions
+  // offset, offset + 1, ...
+  Tensor<T> forward(const Tensor<T>& X, index_t offset = 0) const {
+    HEED_CHECK(X.dim() == 3 && X.shape()[2] == num_hiddens(), ShapeError,
+               "PositionalEncoding: X must be (batch, num_steps, ", num_hiddens(), "), got ", to_string(X.shape()));
+    const index_t num_steps = X.shape()[1];
+    HEED_CHECK(offset >= 0 && offset + num_steps <= max_len(), ValueError, "PositionalEncoding: positions ", offset,
+               "..", offset + num_steps - 1, " of X ", to_string(X.shape()), " reach past max_len = ", max_len());
+    return dropout_(X + P.narrow(1, offset, num_steps));
+  }
+  Tensor<T> operator()(const Tensor<T>& X, index_t offset = 0) const { return forward(X, offset); }
+
+  index_t num_hiddens() const { return P.shape()[2]; }
+  index_t max_len() const { return P.shape()[1]; }
+
+  Tensor<T> P;  // (1, max_len, num_hiddens), not learnable
+
+ private:
+  Dropout<T> dropout_;
+};
+
+}  // namespace heed

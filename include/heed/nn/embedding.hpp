@@ -1,0 +1,40 @@
+// heed/nn/embedding.hpp — Embedding as torch.nn.Embedding.
+//
+//   heed::Embedding<float> embedding(/*num_embeddings=*/200, /*embedding_dim=*/24);
+//   auto X = embedding(tokens);   // tokens: (batch, steps) int64 -> (batch, steps, 24)
+//
+// weight is (num_embeddings, embedding_dim), drawn from N(0, 1) as PyTorch does.
+#pragma once
+
+#include <string>
+
+#include "heed/core/factory.hpp"
+#include "heed/nn/module.hpp"
+#include "heed/ops/embedding.hpp"
+
+namespace heed {
+
+template <typename T>
+class Embedding : public Module<T> {
+ public:
+  Embedding(index_t num_embeddings, index_t embedding_dim, Generator& gen = default_generator())
+      : Module<T>("Embedding") {
+    HEED_CHECK(num_embeddings > 0 && embedding_dim > 0, ValueError,
+               "Embedding: num_embeddings and embedding_dim must be positive, got ", num_embeddings, " and ",
+               embedding_dim);
+    weight = normal<T>(T(0), T(1), {num_embeddings, embedding_dim}, gen);
+    this->register_parameter("weight", weight);
+  }
+
+  // indices: any shape -> (*indices.shape, embedding_dim)
+  Tensor<T> forward(const IndexTensor& indices) const { return embedding(weight, indices); }
+  Tensor<T> operator()(const IndexTensor& indices) const { return forward(indices); }
+
+  index_t num_embeddings() const { return weight.shape()[0]; }
+  index_t embedding_dim() const { return weight.shape()[1]; }
+  std::string extra_repr() const override { return detail::concat(num_embeddings(), ", ", embedding_dim()); }
+
+  Tensor<T> weight;  // (num_embeddings, embedding_dim)
+};
+
+}  // namespace heed

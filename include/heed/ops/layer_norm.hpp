@@ -1,0 +1,101 @@
+// heed/ops/layer_norm.hpp — layer normalisation over the trailing dims, fused, as
+// PyTorch's F.layer_norm.
+//
+//   x:      (..., *normalized_shape)
+//   weight: normalized_shape (optional; scale)    bias: normalized_shape (optional; shift)
+//   layer_norm(x, normalized_shape, weight, bias, eps): same shape as x
+//
+// Each row of numel(normalized_shape) elements is normalised with its mean and biased
+// variance: x̂ = (x − mean) / √(var + eps), y = x̂·weight + bias. One primitive with
+// a closed-form backward (it saves x and each row's mean and 1/σ, as PyTorch does):
+//   dx = (1/σ) · (ĝ − mean(ĝ) − x̂ · mean(ĝ·x̂)),  ĝ = g·weight
+//   dweight = Σ_rows g·x̂,  dbias = Σ_rows g
+#pragma once
+
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "heed/ops/reduce.hpp"
+
+namespace heed {
+namespace detail {
+
+/// Rows and row length of x for normalising over normalized_shape.
+inline std::pair<index_t, index_t> layer_norm_rows(const Shape& x, const Shape& normalized_shape, const char* op) {
+  const int k = normalized_shape.rank();
+  bool matches = k >= 1 && k <= x.rank();
+  for (int d = 0; matches && d < k; ++d) matches = x[x.rank() - k + d] == normalized_shape[d];
+  HEED_CHECK(matches, ShapeError, op, ": input of shape ", to_string(x), " does not end in normalized_shape ",
+             to_string(normalized_shape));
+  const index_t row = normalized_shape.numel();
+  return {row == 0 ? 0 : x.numel() / row, row};
+}
+
+}  // namespace detail
+
+template <typename T>
+Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Tensor<T>& weight = Tensor<T>(),
+                     const Tensor<T>& bias = Tensor<T>(), double eps = 1e-5) {
+  detail::check_floating<T>("layer_norm");
+  // Plain variables, not a structured binding: the lambdas below use them, and C++17
+  // (and clang before 16, even in C++20) cannot capture a structured binding.
+  const std::pair<index_t, index_t> rows_and_n = detail::layer_norm_rows(x.shape(), normalized_shape, "layer_norm");
+  const index_t rows = rows_and_n.first, n = rows_and_n.second;
+  for (const Tensor<T>* affine : {&weight, &bias})
+    HEED_CHECK(!affine->defined() || affine->shape() == normalized_shape, ShapeError,
+               "layer_norm: ", affine == &weight ? "weight" : "bias", " of shape ", to_string(affine->shape()),
+               " does not match normalized_shape ", to_string(normalized_shape));
+  HEED_CHECK(eps >= 0 && std::isfinite(eps), ValueError, "layer_norm: eps must be finite and >= 0, got ", eps);
+
+  Tensor<T> out = detail::make_tensor<T>(x.shape());
+  Tensor<T> mean = detail::make_tensor<T>(Shape{rows}), rstd = detail::make_tensor<T>(Shape{rows});
+  const T* w = weight.defined() ? weight.data() : nullptr;
+  const T* b = bias.defined() ? bias.data() : nullptr;
+  detail::parallel_for(rows, detail::kParallelGrain / std::max<index_t>(n, 1) + 1, [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r) {
+      const detail::ConstVecMap<T> in(x.data() + r * n, n);
+      detail::VecMap<T> y(out.data() + r * n, n);
+      const T mu = in.mean();
+      const T sigma_inv = T(1) / std::sqrt((in - mu).square().mean() + static_cast<T>(eps));
+      mean.data()[r] = mu;
+      rstd.data()[r] = sigma_inv;
+      y = (in - mu) * sigma_inv;
+      if (w) y *= detail::ConstVecMap<T>(w, n);
+      if (b) y += detail::ConstVecMap<T>(b, n);
+    }
+  });
+
+  if (autograd::needs_grad(x, weight, bias))
+    autograd::record(
+        out, "NativeLayerNormBackward", {x, weight, bias},
+        [rows = rows, n = n, normalized_shape, need_x = x.requires_grad(),
+         need_w = weight.defined() && weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(),
+         saved_x = autograd::save(x), mean, rstd, saved_w_defined = weight.defined(),
+         saved_w = weight.defined() ? autograd::save(weight) : autograd::SavedTensor<T>()](const Tensor<T>& g) {
+          const Tensor<T>& in = saved_x.get();
+          const Tensor<T> w = saved_w_defined ? saved_w.get() : Tensor<T>();
+          autograd::Grads<T> grads(3);
+          if (need_x) grads[0] = detail::make_tensor<T>(in.shape());
+          Eigen::Array<T, Eigen::Dynamic, 1> dw = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_w ? n : 0);
+          Eigen::Array<T, Eigen::Dynamic, 1> db = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_b ? n : 0);
+          Eigen::Array<T, Eigen::Dynamic, 1> x_hat(n), g_hat(n);
+          // Serial over rows: dweight and dbias sum over all of them.
+          for (index_t r = 0; r < rows; ++r) {
+            const detail::ConstVecMap<T> gr(g.data() + r * n, n);
+            x_hat = (detail::ConstVecMap<T>(in.data() + r * n, n) - mean.data()[r]) * rstd.data()[r];
+            if (need_w) dw += gr * x_hat;
+            if (need_b) db += gr;
+            if (!need_x) continue;
+            g_hat = w.defined() ? (gr * detail::ConstVecMap<T>(w.data(), n)).eval() : gr.eval();
+            detail::VecMap<T>(grads[0].data() + r * n, n) =
+                rstd.data()[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
+          }
+          if (need_w) grads[1] = detail::make_tensor<T>(normalized_shape), grads[1].array() = dw;
+          if (need_b) grads[2] = detail::make_tensor<T>(normalized_shape), grads[2].array() = db;
+          return grads;
+        });
+  return out;
+}
+
+}  // namespace heed

@@ -1,0 +1,55 @@
+// heed/transformer/options.hpp — what current Transformers add to d2l's blocks.
+//
+//   heed::TransformerOptions options;
+//   options.norm_first = true;                      // pre-LayerNorm blocks
+//   options.activation = heed::Activation::gelu;
+//   options.num_kv_heads = 2;                       // grouped-query attention
+//   heed::EncoderBlock<float> blk(24, 24, 24, 24, {24}, 24, 48, 8, 0.5, false, options);
+//
+// The defaults are d2l's blocks exactly.
+#pragma once
+
+#include "heed/core/generator.hpp"
+#include "heed/core/tensor.hpp"
+#include "heed/nn/activation.hpp"
+
+namespace heed {
+
+struct TransformerOptions {
+  /// Pre-LayerNorm: each sublayer computes X + dropout(f(LayerNorm(X))), and the
+  /// encoder and decoder normalise the output of their last block ("ln"). The default
+  /// is d2l's (and the original paper's) post-LayerNorm, LayerNorm(X + dropout(f(X))).
+  bool norm_first = false;
+  /// The nonlinearity between the two layers of the position-wise FFN.
+  Activation activation = Activation::relu;
+  /// Key/value heads of every attention; 0 means num_heads (no grouping).
+  index_t num_kv_heads = 0;
+  /// Where the initial weights come from; nullptr means default_generator().
+  Generator* generator = nullptr;
+
+  Generator& init_generator() const { return generator ? *generator : default_generator(); }
+};
+
+namespace detail {
+
+/// A block maps (batch, steps, num_hiddens) to the same shape, so every size that its
+/// sublayers read from the block's input must be num_hiddens.
+inline void check_block_sizes(const char* block, index_t key_size, index_t query_size, index_t value_size,
+                              index_t num_hiddens, const Shape& norm_shape, index_t ffn_num_input) {
+  HEED_CHECK(key_size == num_hiddens && query_size == num_hiddens && value_size == num_hiddens &&
+                 ffn_num_input == num_hiddens && norm_shape.rank() >= 1 && norm_shape[-1] == num_hiddens,
+             ValueError, block, ": key_size, query_size, value_size, ffn_num_input and the last dim of norm_shape ",
+             "must all equal num_hiddens = ", num_hiddens, " (the width of the block's input and output), got ",
+             key_size, ", ", query_size, ", ", value_size, ", ", ffn_num_input, " and ", to_string(norm_shape));
+}
+
+/// X must be (batch, steps, num_hiddens) to enter a block.
+template <typename T>
+void check_block_input(const char* block, const Tensor<T>& X, index_t num_hiddens) {
+  HEED_CHECK(X.dim() == 3 && X.shape()[2] == num_hiddens, ShapeError, block, ": X must be (batch, num_steps, ",
+             num_hiddens, "), got ", to_string(X.shape()));
+}
+
+}  // namespace detail
+
+}  // namespace heed
