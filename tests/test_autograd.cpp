@@ -586,3 +586,43 @@ TEST_CASE("gradcheck of a two-layer MLP with a log-softmax loss", "[gradcheck]")
   };
   CHECK_GRADIENTS(mlp, leaf({3, 5}, 70), leaf({5}, 71), leaf({5, 3}, 72), leaf({3}, 73));
 }
+
+TEST_CASE("the graph keeps what backward saved, not the results of ops", "[autograd]") {
+  auto x = heed::tensor<double>({1, -2, 3}).requires_grad_();
+  Tensord a = x * 2.0;  // mul by a constant saves nothing
+  const Tensord b = a.neg();
+  // Only this handle holds a: the node of b points at a's node, not at a's data.
+  CHECK(a.use_count() == 1);
+  CHECK(a.impl().storage.use_count() == 1);
+  const Tensord c = b.exp();  // exp saves its result
+  CHECK(c.impl().storage.use_count() == 2);
+  a = Tensord();  // a's data goes; b's gradient still reaches x through a's node
+  c.sum().backward();
+  CHECK(x.grad().data()[0] == Approx(-2 * std::exp(-2.0)));
+  CHECK(x.grad().data()[1] == Approx(-2 * std::exp(4.0)));
+}
+
+TEST_CASE("a leaf keeps an incoming gradient without a copy only when nothing else sees it", "[autograd]") {
+  auto x = heed::tensor<double>({1, 2}).requires_grad_();
+  auto y = heed::tensor<double>({3, 4}).requires_grad_();
+  const Tensord g = heed::tensor<double>({5, 6});
+  (x + y).backward(g);  // add hands one gradient to both inputs
+  CHECK(x.grad().data() != y.grad().data());
+  CHECK(x.grad().data() != g.data());
+  x.grad().add_(x.grad(), 1.0);
+  CHECK(values(y.grad()) == std::vector<double>{5, 6});
+  CHECK(values(g) == std::vector<double>{5, 6});
+  // A leaf as the root gets a copy of the caller's gradient, never the caller's tensor.
+  auto z = heed::tensor<double>({7}).requires_grad_();
+  const Tensord seed = heed::tensor<double>({1});
+  z.backward(seed);
+  CHECK(z.grad().data() != seed.data());
+}
+
+TEST_CASE("a graph of 200000 ops is dropped without recursion", "[autograd]") {
+  auto x = heed::tensor<double>({1}).requires_grad_();
+  Tensord y = x;
+  for (int i = 0; i < 200000; ++i) y = y * 1.0;
+  y = Tensord();  // would overflow the stack if each node freed the next one deeper
+  CHECK(x.use_count() == 1);
+}

@@ -746,3 +746,24 @@ TEST_CASE("large buffers are reused through the cache, which can be bounded and 
   { auto small = heed::zeros({16}); }  // small buffers are left to malloc
   CHECK(heed::buffer_cache_idle_bytes() == 0);
 }
+
+TEST_CASE("the buffer cache reuses a resident buffer up to twice the size and frees idle ones on a miss", "[tensor]") {
+  heed::empty_buffer_cache();
+  const index_t n = index_t(1) << 16;  // 256 KiB of floats
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  { auto a = heed::zeros({n}); }
+  REQUIRE(heed::buffer_cache_idle_bytes() == bytes);
+  {
+    auto smaller = heed::zeros({n * 2 / 3});  // fits in the idle buffer: no fresh memory
+    CHECK(heed::buffer_cache_idle_bytes() == 0);
+  }
+  REQUIRE(heed::buffer_cache_idle_bytes() == bytes);  // returned at its full size
+  {
+    auto larger = heed::zeros({n * 4});  // no idle buffer fits: the idle one is released first
+    CHECK(heed::buffer_cache_idle_bytes() == 0);
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 4 * bytes);
+  { auto tiny = heed::zeros({n / 2}); }  // more than twice too big: a miss, which frees the idle one
+  CHECK(heed::buffer_cache_idle_bytes() == bytes / 2);
+  heed::empty_buffer_cache();
+}

@@ -22,11 +22,23 @@ void check_gradient_shape(const Tensor<T>& grad, const Shape& expected, const ch
              " for a tensor of shape ", to_string(expected));
 }
 
-/// Adds g into the leaf's .grad(), copying on first arrival: g may be shared with
-/// another input's gradient (add passes one gradient to both its inputs).
+/// True when nothing but this handle reaches g's data (not another input's gradient,
+/// not a view, not a tensor of the graph), so that it may be kept or updated in place.
 template <typename T>
-void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, const Tensor<T>& g) {
+bool sole_owner(const Tensor<T>& g) {
+  return g.use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().grad_fn;
+}
+
+/// Adds g into the leaf's .grad(). On first arrival the leaf keeps g itself when it is
+/// the sole owner, and a copy otherwise: g may be shared with another input's gradient
+/// (add passes one gradient to both its inputs) or with the caller.
+template <typename T>
+void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
   if (!leaf.grad.defined()) {
+    if (sole_owner(g)) {
+      leaf.grad = std::move(g);
+      return;
+    }
     leaf.grad = heed::detail::make_tensor<T>(g.shape());
     leaf.grad.array() = g.array();
   } else {
@@ -35,10 +47,14 @@ void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, const Tensor<T>& g)
   }
 }
 
+/// Sums gradients arriving at a node: in place when the node holds the only handle to
+/// its running sum, into a new buffer otherwise.
 template <typename T>
-void accumulate_into_node(Node<T>& node, const Tensor<T>& g) {
+void accumulate_into_node(Node<T>& node, Tensor<T>&& g) {
   if (!node.grad_output.defined()) {
-    node.grad_output = g;
+    node.grad_output = std::move(g);
+  } else if (sole_owner(node.grad_output)) {
+    node.grad_output.array() += g.array();
   } else {
     Tensor<T> sum = heed::detail::make_tensor<T>(g.shape());
     sum.array() = node.grad_output.array() + g.array();
@@ -69,7 +85,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
   NoGradGuard no_grad;
   Node<T>* root_node = root.impl().grad_fn.get();
   if (root_node == nullptr) {  // a leaf: its gradient is the seed itself
-    accumulate_into_leaf(root.impl(), seed);
+    accumulate_into_leaf(root.impl(), std::move(seed));
     return;
   }
 
@@ -84,9 +100,8 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
     HEED_CHECK(node->backward, AutogradError, "backward: the graph through ", node->name,
                " was already freed by an earlier backward(); pass retain_graph = true to the first call "
                "to go through it twice");
-    for (const Tensor<T>& input : node->inputs) {
-      if (!input.defined()) continue;
-      Node<T>* next = input.impl().grad_fn.get();
+    for (const Edge<T>& input : node->inputs) {
+      Node<T>* next = input.grad_fn.get();
       if (next == nullptr) continue;
       if (next->visit_mark != mark) {
         next->visit_mark = mark;
@@ -116,17 +131,18 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
       }
       HEED_CHECK(grads.size() == node->inputs.size(), AutogradError, node->name, ": backward returned ", grads.size(),
                  " gradients for ", node->inputs.size(), " inputs");
+      grad_output = Tensor<T>();  // a gradient that is a view of it may then be kept in place
     }
     for (std::size_t i = 0; i < node->inputs.size(); ++i) {
-      const Tensor<T>& input = node->inputs[i];
+      const Edge<T>& input = node->inputs[i];
       if (!input.defined()) continue;
-      const std::shared_ptr<Node<T>>& next = input.impl().grad_fn;
+      const std::shared_ptr<Node<T>>& next = input.grad_fn;
       if (i < grads.size() && grads[i].defined()) {
-        check_gradient_shape(grads[i], input.shape(), node->name);
+        check_gradient_shape(grads[i], input.shape, node->name);
         if (next == nullptr)
-          accumulate_into_leaf(input.impl(), grads[i]);
+          accumulate_into_leaf(input.leaf.impl(), std::move(grads[i]));
         else
-          accumulate_into_node(*next, grads[i]);
+          accumulate_into_node(*next, std::move(grads[i]));
       }
       if (next != nullptr && --next->pending == 0) ready.push_back(next);
     }

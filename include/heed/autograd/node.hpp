@@ -44,18 +44,56 @@ template <typename T>
 using Grads = std::vector<Tensor<T>>;
 
 template <typename T>
+struct Node;
+
+/// Where the gradient of one input of a node goes: to the node that produced the input,
+/// or into the .grad() of a leaf. An edge does not hold the input's data: the graph
+/// keeps alive only what backward functions saved, as PyTorch's does, so an
+/// intermediate result is freed as soon as nothing else uses it.
+template <typename T>
+struct Edge {
+  std::shared_ptr<Node<T>> grad_fn;  // the op that produced the input; null for a leaf
+  Tensor<T> leaf;                    // the leaf itself; undefined for an op's result
+  Shape shape;                       // the input's, which its gradient must have
+
+  bool defined() const { return grad_fn != nullptr || leaf.defined(); }
+};
+
+template <typename T>
 struct Node {
   using BackwardFn = std::function<Grads<T>(const Tensor<T>& grad_output)>;
 
   const char* name;
-  std::vector<Tensor<T>> inputs;  // undefined where that input needs no gradient
-  BackwardFn backward;            // empty once the graph is freed
+  std::vector<Edge<T>> inputs;  // undefined where that input needs no gradient
+  BackwardFn backward;          // empty once the graph is freed
   Shape output_shape;
 
   // Engine bookkeeping for one backward pass.
   Tensor<T> grad_output;
   std::size_t pending = 0;
   std::uint64_t visit_mark = 0;
+
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+  /// Frees the nodes upstream with a loop, not recursion: each would otherwise be freed
+  /// one stack frame deeper, and a long chain (a loss summed over many steps) would
+  /// overflow the stack.
+  ~Node() {
+    thread_local std::vector<std::shared_ptr<Node>>* deferred = nullptr;
+    std::vector<std::shared_ptr<Node>> upstream;
+    std::vector<std::shared_ptr<Node>>& sink = deferred != nullptr ? *deferred : upstream;
+    for (Edge<T>& edge : inputs)
+      if (edge.grad_fn != nullptr) sink.push_back(std::move(edge.grad_fn));
+    if (deferred != nullptr) return;  // inside an outer release: its loop drops them
+    deferred = &upstream;
+    while (!upstream.empty()) {
+      std::shared_ptr<Node> node = std::move(upstream.back());
+      upstream.pop_back();
+      node.reset();  // may push the nodes upstream of it
+    }
+    deferred = nullptr;
+  }
 };
 
 /// True when an op on these inputs must record a node.
@@ -102,9 +140,15 @@ void record(Tensor<T>& out, const char* name, std::vector<Tensor<T>> inputs, Fn&
   if constexpr (std::is_floating_point_v<T>) {
     auto node = std::make_shared<Node<T>>();
     node->name = name;
-    for (auto& input : inputs)
-      if (!input.requires_grad()) input = Tensor<T>();
-    node->inputs = std::move(inputs);
+    node->inputs.resize(inputs.size());
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor<T>& input = inputs[i];
+      if (!input.requires_grad()) continue;
+      Edge<T>& edge = node->inputs[i];
+      edge.grad_fn = input.impl().grad_fn;
+      if (edge.grad_fn == nullptr) edge.leaf = input;
+      edge.shape = input.shape();
+    }
     node->backward = std::forward<Fn>(backward);
     node->output_shape = out.shape();
     out.impl().grad_fn = std::move(node);

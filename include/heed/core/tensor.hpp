@@ -201,6 +201,9 @@ class Tensor {
     HEED_CHECK(impl_ != nullptr, ValueError, "Tensor: use of an undefined tensor");
     return *impl_;
   }
+  /// How many handles share this tensor (0 when undefined): autograd reuses a gradient
+  /// buffer in place only when nothing else can see it.
+  long use_count() const { return impl_.use_count(); }
 
  private:
   index_t offset_of(std::initializer_list<index_t> index) const;

@@ -192,16 +192,21 @@ Tensor<T> pow(const Tensor<T>& x, T p) {
 
 namespace detail {
 
+/// What a unary op's backward reads besides the incoming gradient: its input x or its
+/// result y. Only that one is kept alive for backward (ReLU keeps y, as PyTorch does,
+/// which the next layer holds anyway).
+enum class BackwardReads { input, output };
+
 /// Defines a differentiable unary op: forward is an Eigen expression of x, backward
-/// maps (g, x, y) to dx, where y is the forward result.
+/// maps (g, x or y) to dx.
 template <typename T, typename Forward, typename Backward>
-Tensor<T> unary_op(const Tensor<T>& x, const char* name, Forward forward, Backward backward) {
+Tensor<T> unary_op(const Tensor<T>& x, const char* name, BackwardReads reads, Forward forward, Backward backward) {
   check_floating<T>(name);
   Tensor<T> out = zip_map<T>(forward, x);
   if (autograd::needs_grad(x))
     autograd::record(out, name, {x},
-                     [backward, saved_x = autograd::save(x), saved_y = autograd::save(out)](const Tensor<T>& g) {
-                       return autograd::Grads<T>{zip_map<T>(backward, g, saved_x.get(), saved_y.get())};
+                     [backward, saved = autograd::save(reads == BackwardReads::input ? x : out)](const Tensor<T>& g) {
+                       return autograd::Grads<T>{zip_map<T>(backward, g, saved.get())};
                      });
   return out;
 }
@@ -219,55 +224,56 @@ Tensor<T> neg(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> exp(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "ExpBackward", [](const auto& a) { return a.exp(); },
-      [](const auto& g, const auto&, const auto& y) { return g * y; });
+      x, "ExpBackward", detail::BackwardReads::output, [](const auto& a) { return a.exp(); },
+      [](const auto& g, const auto& y) { return g * y; });
 }
 
 template <typename T>
 Tensor<T> log(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "LogBackward", [](const auto& a) { return a.log(); },
-      [](const auto& g, const auto& x_, const auto&) { return g / x_; });
+      x, "LogBackward", detail::BackwardReads::input, [](const auto& a) { return a.log(); },
+      [](const auto& g, const auto& x_) { return g / x_; });
 }
 
 template <typename T>
 Tensor<T> sqrt(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "SqrtBackward", [](const auto& a) { return a.sqrt(); },
-      [](const auto& g, const auto&, const auto& y) { return g / (T(2) * y); });
+      x, "SqrtBackward", detail::BackwardReads::output, [](const auto& a) { return a.sqrt(); },
+      [](const auto& g, const auto& y) { return g / (T(2) * y); });
 }
 
 template <typename T>
 Tensor<T> tanh(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "TanhBackward", [](const auto& a) { return a.tanh(); },
-      [](const auto& g, const auto&, const auto& y) { return g * (T(1) - y.square()); });
+      x, "TanhBackward", detail::BackwardReads::output, [](const auto& a) { return a.tanh(); },
+      [](const auto& g, const auto& y) { return g * (T(1) - y.square()); });
 }
 
 template <typename T>
 Tensor<T> sigmoid(const Tensor<T>& x) {
   // 1 / (1 + e^-x), written so that neither branch overflows.
   return detail::unary_op(
-      x, "SigmoidBackward", [](const auto& a) { return (T(0.5) * a).tanh() * T(0.5) + T(0.5); },
-      [](const auto& g, const auto&, const auto& y) { return g * y * (T(1) - y); });
+      x, "SigmoidBackward", detail::BackwardReads::output,
+      [](const auto& a) { return (T(0.5) * a).tanh() * T(0.5) + T(0.5); },
+      [](const auto& g, const auto& y) { return g * y * (T(1) - y); });
 }
 
 template <typename T>
 Tensor<T> relu(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "ReluBackward", [](const auto& a) { return a.max(T(0)); },
-      [](const auto& g, const auto& x_, const auto&) { return (x_ > T(0)).select(g, T(0)); });
+      x, "ReluBackward", detail::BackwardReads::output, [](const auto& a) { return a.max(T(0)); },
+      [](const auto& g, const auto& y) { return (y > T(0)).select(g, T(0)); });
 }
 
 /// GELU with the exact Gaussian CDF, PyTorch's default: x · Φ(x), Φ(x) = (1 + erf(x/√2)) / 2.
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "GeluBackward",
+      x, "GeluBackward", detail::BackwardReads::input,
       [](const auto& a) {
         return a * (T(0.5) + T(0.5) * a.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }));
       },
-      [](const auto& g, const auto& x_, const auto&) {
+      [](const auto& g, const auto& x_) {
         // d/dx x·Φ(x) = Φ(x) + x·φ(x)
         return g * (T(0.5) + T(0.5) * x_.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }) +
                     x_ * T(0.39894228040143267794) * (T(-0.5) * x_.square()).exp());
@@ -277,22 +283,22 @@ Tensor<T> gelu(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> abs(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "AbsBackward", [](const auto& a) { return a.abs(); },
-      [](const auto& g, const auto& x_, const auto&) { return g * x_.sign(); });
+      x, "AbsBackward", detail::BackwardReads::input, [](const auto& a) { return a.abs(); },
+      [](const auto& g, const auto& x_) { return g * x_.sign(); });
 }
 
 template <typename T>
 Tensor<T> sin(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "SinBackward", [](const auto& a) { return a.sin(); },
-      [](const auto& g, const auto& x_, const auto&) { return g * x_.cos(); });
+      x, "SinBackward", detail::BackwardReads::input, [](const auto& a) { return a.sin(); },
+      [](const auto& g, const auto& x_) { return g * x_.cos(); });
 }
 
 template <typename T>
 Tensor<T> cos(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "CosBackward", [](const auto& a) { return a.cos(); },
-      [](const auto& g, const auto& x_, const auto&) { return -g * x_.sin(); });
+      x, "CosBackward", detail::BackwardReads::input, [](const auto& a) { return a.cos(); },
+      [](const auto& g, const auto& x_) { return -g * x_.sin(); });
 }
 
 /// A differentiable copy.
