@@ -8,7 +8,8 @@
 #                          and by g++ in C++20 mode
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
-#   scripts/dev.sh compare heed and PyTorch side by side on attention (1 and 2 threads)
+#   scripts/dev.sh compare heed and PyTorch side by side on attention and the Transformer
+#                          blocks (1 and 2 threads; speed and peak memory)
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,13 +56,14 @@ case "${1:-}" in
   compare)
     install_deps python3-torch
     cmake --preset release >/dev/null
-    cmake --build --preset release --target bench_attention
+    cmake --build --preset release --target bench_attention bench_transformer
     for threads in 1 2; do
       /usr/bin/python3 benchmarks/compare_attention.py --bench build/release/benchmarks/bench_attention --threads "$threads"
     done
+    /usr/bin/python3 benchmarks/compare_transformer.py --bench build/release/benchmarks/bench_transformer --threads 1,2
     ;;
   *)
-    sed -n '2,13p' "$0"
+    sed -n '2,14p' "$0"
     exit 2
     ;;
 esac
