@@ -259,7 +259,7 @@ def run_heed(bench, threads, bench_filter, repetitions, min_time):
         f"--benchmark_min_time={min_time}",
     ]
     if not os.path.isfile(bench):
-        raise SystemExit(f"no heed benchmark binary at {bench}: build the bench_attention target and pass --bench")
+        raise SystemExit(f"no heed benchmark binary at {bench}: build its target (scripts/dev.sh compare) or pass --bench")
     proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)

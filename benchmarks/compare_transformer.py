@@ -69,7 +69,7 @@ sys.path.insert(0, HERE)
 from d2l_reference import (AddNorm, DotProductAttention, EncoderBlock,  # noqa: E402
                            MultiHeadAttention, PositionWiseFFN, transpose_qkv)
 # heed::Generator's randint in Python, the median timer and the BLAS line.
-from compare_attention import blas_info, heed_randint, time_ms  # noqa: E402
+from compare_attention import blas_info, heed_randint, run_heed, time_ms  # noqa: E402
 
 BATCH, ENC_STEPS, HIDDENS, FFN_HIDDENS, HEADS = 8, 128, 512, 2048, 8
 MHA_STEPS = 512
@@ -274,33 +274,7 @@ def measure_peaks(bench, threads, runs, cases):
     return out
 
 
-# ---- heed --------------------------------------------------------------------------------
-
-
-def run_heed(bench, threads, bench_filter, repetitions, min_time):
-    env = dict(os.environ)
-    env["OMP_NUM_THREADS"] = str(threads)
-    env.setdefault("OMP_WAIT_POLICY", "passive")  # README: spinning idle threads steal the core
-    cmd = [
-        bench,
-        "--benchmark_format=json",
-        f"--benchmark_filter={bench_filter}",
-        f"--benchmark_repetitions={repetitions}",
-        f"--benchmark_min_time={min_time}",
-    ]
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(f"{bench} failed with exit status {proc.returncode}")
-    data = json.loads(proc.stdout)
-    samples = {}
-    scale = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
-    for b in data["benchmarks"]:
-        if b.get("run_type") != "iteration":
-            continue
-        name = b["run_name"].replace("/real_time", "")
-        samples.setdefault(name, []).append(b["real_time"] * scale[b["time_unit"]])
-    return samples
+# ---- timings -----------------------------------------------------------------------------
 
 
 def compare_times(args, threads, torch_cases, names):

@@ -21,6 +21,11 @@ namespace heed_test {
 using heed::index_t;
 using heed::Shape;
 
+/// Valid lengths (or any int64 tensor) from values and a shape: lens({2, 6}, {2}).
+inline heed::IndexTensor lens(const std::vector<std::int64_t>& values, const Shape& shape) {
+  return heed::IndexTensor(values, shape);
+}
+
 /// Every element of x, in row-major order, matches `expected` within a relative
 /// epsilon suited to T and an absolute `margin` (for values near zero).
 template <typename T>

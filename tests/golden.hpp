@@ -15,6 +15,8 @@
 
 #include <heed/heed.hpp>
 
+#include "check.hpp"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -153,5 +155,34 @@ class Golden {
   std::map<std::string, Entry> entries_;
   std::vector<std::string> order_;
 };
+
+/// Golden values match in float to 1e-5 and in double to 1e-10 (the scripts round every
+/// input and weight to float32 values, so both read the same numbers).
+template <typename T>
+double tolerance() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-10;
+}
+
+/// The golden tensor `name` as a leaf that requires grad.
+template <typename T>
+heed::Tensor<T> leaf(const Golden& golden, const std::string& name) {
+  return golden.tensor<T>(name).requires_grad_();
+}
+
+/// Copies the golden `<prefix>.<name>` into each of the module's parameters.
+template <typename T>
+void load_parameters(const Golden& golden, heed::Module<T>& module, const std::string& prefix) {
+  heed::NoGradGuard no_grad;
+  for (auto& [name, p] : module.named_parameters()) p.copy_(golden.tensor<T>(prefix + "." + name));
+}
+
+/// Every parameter's gradient equals the golden `<prefix>.grad.<name>`.
+template <typename T>
+void check_parameter_grads(const Golden& golden, const heed::Module<T>& module, const std::string& prefix) {
+  for (auto& [name, p] : module.named_parameters()) {
+    INFO("gradient of " << name);
+    check_close(p.grad(), golden.tensor<T>(prefix + ".grad." + name), tolerance<T>());
+  }
+}
 
 }  // namespace heed_test

@@ -21,7 +21,12 @@ using heed::Tensor;
 using heed::Tensord;
 using heed::Tensorf;
 using heed_test::check_close;
+using heed_test::check_parameter_grads;
 using heed_test::check_values;
+using heed_test::leaf;
+using heed_test::lens;
+using heed_test::load_parameters;
+using heed_test::tolerance;
 
 namespace {
 
@@ -30,40 +35,13 @@ const heed_test::Golden& golden() {
   return g;
 }
 
-template <typename T>
-double tolerance() {
-  return std::is_same_v<T, float> ? 1e-5 : 1e-10;
-}
-
-IndexTensor lens(std::vector<std::int64_t> values, const Shape& shape) { return IndexTensor(values, shape); }
-
-/// Copies the golden parameters `<prefix>.<name>` into the module's parameters.
-template <typename T>
-void load_parameters(heed::Module<T>& module, const std::string& prefix) {
-  heed::NoGradGuard no_grad;
-  for (auto& [name, p] : module.named_parameters()) p.copy_(golden().tensor<T>(prefix + "." + name));
-}
-
-/// Every parameter's gradient equals the golden `<prefix>.grad.<name>`.
-template <typename T>
-void check_parameter_grads(const heed::Module<T>& module, const std::string& prefix) {
-  for (auto& [name, p] : module.named_parameters()) {
-    INFO("gradient of " << name);
-    check_close(p.grad(), golden().tensor<T>(prefix + ".grad." + name), tolerance<T>());
-  }
-}
-
-template <typename T>
-Tensor<T> leaf(const std::string& name) {
-  return golden().tensor<T>(name).requires_grad_();
-}
-
 /// Runs `attention` on the golden case's inputs and checks the output, the attention
 /// weights and the gradients of the inputs (and parameters) against d2l's.
 template <typename T, typename Attention>
 void check_golden_attention(Attention& attention, const std::string& c) {
   INFO("case " << c);
-  Tensor<T> q = leaf<T>(c + ".queries"), k = leaf<T>(c + ".keys"), v = leaf<T>(c + ".values");
+  Tensor<T> q = leaf<T>(golden(), c + ".queries"), k = leaf<T>(golden(), c + ".keys"),
+            v = leaf<T>(golden(), c + ".values");
   const Tensor<T> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
   check_close(out, golden().tensor<T>(c + ".output"), tolerance<T>());
   check_close(attention.attention_weights(), golden().tensor<T>(c + ".attention_weights"), tolerance<T>());
@@ -71,7 +49,7 @@ void check_golden_attention(Attention& attention, const std::string& c) {
   check_close(q.grad(), golden().tensor<T>(c + ".grad.queries"), tolerance<T>());
   check_close(k.grad(), golden().tensor<T>(c + ".grad.keys"), tolerance<T>());
   check_close(v.grad(), golden().tensor<T>(c + ".grad.values"), tolerance<T>());
-  check_parameter_grads(attention, c);
+  check_parameter_grads(golden(), attention, c);
 }
 
 /// The d2l listing's inputs: keys of ones, values 0..39, valid_lens [2, 6].
@@ -186,7 +164,7 @@ TEST_CASE("masked_softmax reproduces the d2l listings", "[attention]") {
 TEMPLATE_TEST_CASE("masked_softmax matches d2l's PyTorch code", "[attention][golden]", float, double) {
   for (const std::string c : {"ms0", "ms1", "ms2"}) {
     INFO("case " << c);
-    Tensor<TestType> x = leaf<TestType>(c + ".X");
+    Tensor<TestType> x = leaf<TestType>(golden(), c + ".X");
     const IndexTensor valid_lens =
         golden().has(c + ".valid_lens") ? golden().tensor<std::int64_t>(c + ".valid_lens") : IndexTensor();
     const Tensor<TestType> out = heed::masked_softmax(x, valid_lens);
@@ -415,7 +393,7 @@ TEST_CASE("AdditiveAttention reproduces the d2l listing", "[attention]") {
 TEMPLATE_TEST_CASE("AdditiveAttention matches d2l's PyTorch code", "[attention][golden]", float, double) {
   for (const std::string c : {"additive", "additive_d2l"}) {
     heed::AdditiveAttention<TestType> attention(2, 20, 8, 0.0);
-    load_parameters(attention, c);
+    load_parameters(golden(), attention, c);
     check_golden_attention<TestType>(attention, c);
   }
 }
@@ -456,9 +434,10 @@ TEST_CASE("ConcatAttention with the tutorial's sizes", "[attention]") {
 }
 
 TEMPLATE_TEST_CASE("ConcatAttention matches the tutorial's PyTorch code", "[attention][golden]", float, double) {
-  Tensor<TestType> Q = leaf<TestType>("concat.Q"), K = leaf<TestType>("concat.K"), V = leaf<TestType>("concat.V");
+  Tensor<TestType> Q = leaf<TestType>(golden(), "concat.Q"), K = leaf<TestType>(golden(), "concat.K"),
+                   V = leaf<TestType>(golden(), "concat.V");
   heed::ConcatAttention<TestType> attention(4, 3, 5, 6, 7);
-  load_parameters(attention, "concat");
+  load_parameters(golden(), attention, "concat");
   const auto [output, weights] = attention(Q, K, V);
   check_close(output, golden().tensor<TestType>("concat.output"), tolerance<TestType>());
   check_close(weights, golden().tensor<TestType>("concat.attention_weights"), tolerance<TestType>());
@@ -466,7 +445,7 @@ TEMPLATE_TEST_CASE("ConcatAttention matches the tutorial's PyTorch code", "[atte
   check_close(Q.grad(), golden().tensor<TestType>("concat.grad.Q"), tolerance<TestType>());
   check_close(K.grad(), golden().tensor<TestType>("concat.grad.K"), tolerance<TestType>());
   check_close(V.grad(), golden().tensor<TestType>("concat.grad.V"), tolerance<TestType>());
-  check_parameter_grads(attention, "concat");
+  check_parameter_grads(golden(), attention, "concat");
 }
 
 TEST_CASE("ConcatAttention passes gradcheck", "[attention][autograd]") {

@@ -330,8 +330,8 @@ TEST_CASE("NWKernelRegression checks shapes", "[models]") {
 
 TEMPLATE_TEST_CASE("Nadaraya-Watson matches d2l's PyTorch code", "[models][golden]", float, double) {
   const heed_test::Golden golden("attention_golden.txt");
-  const double tolerance = std::is_same_v<TestType, float> ? 1e-5 : 1e-10;
-  auto leaf = [&](const std::string& name) { return golden.tensor<TestType>(name).requires_grad_(); };
+  const double tolerance = heed_test::tolerance<TestType>();
+  auto leaf = [&](const std::string& name) { return heed_test::leaf<TestType>(golden, name); };
   SECTION("non-parametric") {
     auto x_test = leaf("nw_np.x_test"), x_train = leaf("nw_np.x_train"), y_train = leaf("nw_np.y_train");
     const auto [y_hat, weights] = heed::nadaraya_watson(x_test, x_train, y_train);
@@ -345,15 +345,12 @@ TEMPLATE_TEST_CASE("Nadaraya-Watson matches d2l's PyTorch code", "[models][golde
   SECTION("NWKernelRegression") {
     auto queries = leaf("nw.queries"), keys = leaf("nw.keys"), values = leaf("nw.values");
     heed::NWKernelRegression<TestType> net;
-    {
-      heed::NoGradGuard no_grad;
-      net.w.copy_(golden.tensor<TestType>("nw.w"));
-    }
+    heed_test::load_parameters(golden, net, "nw");
     const auto out = net(queries, keys, values);
     heed_test::check_close(out, golden.tensor<TestType>("nw.output"), tolerance);
     heed_test::check_close(net.attention_weights(), golden.tensor<TestType>("nw.attention_weights"), tolerance);
     out.backward(golden.tensor<TestType>("nw.R"));
-    heed_test::check_close(net.w.grad(), golden.tensor<TestType>("nw.grad.w"), tolerance);
+    heed_test::check_parameter_grads(golden, net, "nw");
     heed_test::check_close(queries.grad(), golden.tensor<TestType>("nw.grad.queries"), tolerance);
     heed_test::check_close(keys.grad(), golden.tensor<TestType>("nw.grad.keys"), tolerance);
     heed_test::check_close(values.grad(), golden.tensor<TestType>("nw.grad.values"), tolerance);

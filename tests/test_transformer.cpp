@@ -21,6 +21,10 @@ using heed::Tensord;
 using heed::Tensorf;
 using heed::TransformerOptions;
 using heed_test::check_close;
+using heed_test::check_parameter_grads;
+using heed_test::leaf;
+using heed_test::lens;
+using heed_test::tolerance;
 
 namespace {
 
@@ -29,22 +33,10 @@ const heed_test::Golden& golden() {
   return g;
 }
 
-template <typename T>
-double tolerance() {
-  return std::is_same_v<T, float> ? 1e-5 : 1e-10;
-}
-
-IndexTensor lens(std::vector<std::int64_t> values, const Shape& shape) { return IndexTensor(values, shape); }
-
-template <typename T>
-Tensor<T> leaf(const std::string& name) {
-  return golden().tensor<T>(name).requires_grad_();
-}
-
 /// Copies the golden parameters `<prefix>.<name>` into the module, after checking that
 /// the module has exactly d2l's state_dict() names.
 template <typename T>
-void load_parameters(heed::Module<T>& module, const std::string& prefix) {
+void load_d2l_parameters(heed::Module<T>& module, const std::string& prefix) {
   std::set<std::string> expected, actual;
   for (const auto& name : golden().names()) {
     const std::string head = prefix + ".";
@@ -53,20 +45,9 @@ void load_parameters(heed::Module<T>& module, const std::string& prefix) {
     // Parameters have dotted names and a gradient; inputs have neither a dot nor both.
     if (rest.find('.') != std::string::npos && golden().has(head + "grad." + rest)) expected.insert(rest);
   }
-  heed::NoGradGuard no_grad;
-  for (auto& [name, p] : module.named_parameters()) {
-    actual.insert(name);
-    p.copy_(golden().tensor<T>(prefix + "." + name));
-  }
+  for (auto& [name, p] : module.named_parameters()) actual.insert(name);
   CHECK(actual == expected);
-}
-
-template <typename T>
-void check_parameter_grads(const heed::Module<T>& module, const std::string& prefix) {
-  for (auto& [name, p] : module.named_parameters()) {
-    INFO("gradient of " << name);
-    check_close(p.grad(), golden().tensor<T>(prefix + ".grad." + name), tolerance<T>());
-  }
+  heed_test::load_parameters(golden(), module, prefix);
 }
 
 /// d2l builds P in float32 whatever the model's dtype; the double tests use its table
@@ -152,8 +133,9 @@ TEMPLATE_TEST_CASE("MultiHeadAttention matches d2l", "[transformer][golden]", fl
   for (const std::string c : {"mha", "mha_bias"}) {
     INFO("case " << c);
     heed::MultiHeadAttention<T> attention(5, 3, 4, 8, 2, 0.0, c == "mha_bias");
-    load_parameters(attention, c);
-    Tensor<T> q = leaf<T>(c + ".queries"), k = leaf<T>(c + ".keys"), v = leaf<T>(c + ".values");
+    load_d2l_parameters(attention, c);
+    Tensor<T> q = leaf<T>(golden(), c + ".queries"), k = leaf<T>(golden(), c + ".keys"),
+              v = leaf<T>(golden(), c + ".values");
     const Tensor<T> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
     check_close(out, golden().tensor<T>(c + ".output"), tolerance<T>());
     check_close(attention.attention_weights(), golden().tensor<T>(c + ".attention_weights"), tolerance<T>());
@@ -161,7 +143,7 @@ TEMPLATE_TEST_CASE("MultiHeadAttention matches d2l", "[transformer][golden]", fl
     check_close(q.grad(), golden().tensor<T>(c + ".grad.queries"), tolerance<T>());
     check_close(k.grad(), golden().tensor<T>(c + ".grad.keys"), tolerance<T>());
     check_close(v.grad(), golden().tensor<T>(c + ".grad.values"), tolerance<T>());
-    check_parameter_grads(attention, c);
+    check_parameter_grads(golden(), attention, c);
   }
 }
 
@@ -173,7 +155,7 @@ TEMPLATE_TEST_CASE("PositionalEncoding, PositionWiseFFN and AddNorm match d2l", 
     // heed's table is computed in double, d2l's in float32.
     check_close(pos_encoding.P, golden().tensor<T>("pos.P"), 1e-6);
     use_d2l_table(pos_encoding);
-    Tensor<T> X = leaf<T>("pos.X");
+    Tensor<T> X = leaf<T>(golden(), "pos.X");
     const Tensor<T> out = pos_encoding(X);
     check_close(out, golden().tensor<T>("pos.output"), tolerance<T>());
     out.backward(golden().tensor<T>("pos.R"));
@@ -181,24 +163,24 @@ TEMPLATE_TEST_CASE("PositionalEncoding, PositionWiseFFN and AddNorm match d2l", 
   }
   SECTION("position-wise FFN") {
     heed::PositionWiseFFN<T> ffn(8, 16, 8);
-    load_parameters(ffn, "ffn");
-    Tensor<T> X = leaf<T>("ffn.X");
+    load_d2l_parameters(ffn, "ffn");
+    Tensor<T> X = leaf<T>(golden(), "ffn.X");
     const Tensor<T> out = ffn(X);
     check_close(out, golden().tensor<T>("ffn.output"), tolerance<T>());
     out.backward(golden().tensor<T>("ffn.R"));
     check_close(X.grad(), golden().tensor<T>("ffn.grad.X"), tolerance<T>());
-    check_parameter_grads(ffn, "ffn");
+    check_parameter_grads(golden(), ffn, "ffn");
   }
   SECTION("AddNorm over two dims") {
     heed::AddNorm<T> add_norm({3, 4}, 0.0);
-    load_parameters(add_norm, "addnorm");
-    Tensor<T> X = leaf<T>("addnorm.X"), Y = leaf<T>("addnorm.Y");
+    load_d2l_parameters(add_norm, "addnorm");
+    Tensor<T> X = leaf<T>(golden(), "addnorm.X"), Y = leaf<T>(golden(), "addnorm.Y");
     const Tensor<T> out = add_norm(X, Y);
     check_close(out, golden().tensor<T>("addnorm.output"), tolerance<T>());
     out.backward(golden().tensor<T>("addnorm.R"));
     check_close(X.grad(), golden().tensor<T>("addnorm.grad.X"), tolerance<T>());
     check_close(Y.grad(), golden().tensor<T>("addnorm.grad.Y"), tolerance<T>());
-    check_parameter_grads(add_norm, "addnorm");
+    check_parameter_grads(golden(), add_norm, "addnorm");
   }
 }
 
@@ -207,19 +189,19 @@ TEMPLATE_TEST_CASE("EncoderBlock and TransformerEncoder match d2l", "[transforme
   SECTION("encoder block") {
     heed::EncoderBlock<T> blk(8, 8, 8, 8, {8}, 8, 16, 2, 0.0);
     blk.eval();
-    load_parameters(blk, "enc_blk");
-    Tensor<T> X = leaf<T>("enc_blk.X");
+    load_d2l_parameters(blk, "enc_blk");
+    Tensor<T> X = leaf<T>(golden(), "enc_blk.X");
     const Tensor<T> out = blk(X, golden().tensor<std::int64_t>("enc_blk.valid_lens"));
     check_close(out, golden().tensor<T>("enc_blk.output"), tolerance<T>());
     check_close(blk.attention.attention_weights(), golden().tensor<T>("enc_blk.attention_weights"), tolerance<T>());
     out.backward(golden().tensor<T>("enc_blk.R"));
     check_close(X.grad(), golden().tensor<T>("enc_blk.grad.X"), tolerance<T>());
-    check_parameter_grads(blk, "enc_blk");
+    check_parameter_grads(golden(), blk, "enc_blk");
   }
   SECTION("encoder") {
     heed::TransformerEncoder<T> encoder(11, 8, 8, 8, 8, {8}, 8, 16, 2, 2, 0.0);
     encoder.eval();
-    load_parameters(encoder, "encoder");
+    load_d2l_parameters(encoder, "encoder");
     use_d2l_table(encoder.pos_encoding);
     const Tensor<T> out =
         encoder(golden().tensor<std::int64_t>("encoder.tokens"), golden().tensor<std::int64_t>("encoder.valid_lens"));
@@ -230,7 +212,7 @@ TEMPLATE_TEST_CASE("EncoderBlock and TransformerEncoder match d2l", "[transforme
                   tolerance<T>());
     }
     out.backward(golden().tensor<T>("encoder.R"));
-    check_parameter_grads(encoder, "encoder");
+    check_parameter_grads(golden(), encoder, "encoder");
   }
 }
 
@@ -239,8 +221,8 @@ TEMPLATE_TEST_CASE("DecoderBlock and TransformerDecoder match d2l in training mo
   using T = TestType;
   SECTION("decoder block") {
     heed::DecoderBlock<T> blk(8, 8, 8, 8, {8}, 8, 16, 2, 0.0, 0);
-    load_parameters(blk, "dec_blk");
-    Tensor<T> X = leaf<T>("dec_blk.X"), enc_outputs = leaf<T>("dec_blk.enc_outputs");
+    load_d2l_parameters(blk, "dec_blk");
+    Tensor<T> X = leaf<T>(golden(), "dec_blk.X"), enc_outputs = leaf<T>(golden(), "dec_blk.enc_outputs");
     heed::TransformerDecoderState<T> state;
     state.enc_outputs = enc_outputs;
     state.enc_valid_lens = golden().tensor<std::int64_t>("dec_blk.enc_valid_lens");
@@ -253,13 +235,13 @@ TEMPLATE_TEST_CASE("DecoderBlock and TransformerDecoder match d2l in training mo
     out.backward(golden().tensor<T>("dec_blk.R"));
     check_close(X.grad(), golden().tensor<T>("dec_blk.grad.X"), tolerance<T>());
     check_close(enc_outputs.grad(), golden().tensor<T>("dec_blk.grad.enc_outputs"), tolerance<T>());
-    check_parameter_grads(blk, "dec_blk");
+    check_parameter_grads(golden(), blk, "dec_blk");
   }
   SECTION("decoder") {
     heed::TransformerDecoder<T> decoder(13, 8, 8, 8, 8, {8}, 8, 16, 2, 2, 0.0);
-    load_parameters(decoder, "decoder");
+    load_d2l_parameters(decoder, "decoder");
     use_d2l_table(decoder.pos_encoding);
-    Tensor<T> enc_outputs = leaf<T>("decoder.enc_outputs");
+    Tensor<T> enc_outputs = leaf<T>(golden(), "decoder.enc_outputs");
     auto state = decoder.init_state(enc_outputs, golden().tensor<std::int64_t>("decoder.enc_valid_lens"));
     const Tensor<T> logits = decoder(golden().tensor<std::int64_t>("decoder.tokens"), state);
     check_close(logits, golden().tensor<T>("decoder.output"), tolerance<T>());
@@ -273,7 +255,7 @@ TEMPLATE_TEST_CASE("DecoderBlock and TransformerDecoder match d2l in training mo
     }
     logits.backward(golden().tensor<T>("decoder.R"));
     check_close(enc_outputs.grad(), golden().tensor<T>("decoder.grad.enc_outputs"), tolerance<T>());
-    check_parameter_grads(decoder, "decoder");
+    check_parameter_grads(golden(), decoder, "decoder");
   }
 }
 
