@@ -4,8 +4,9 @@
 #   scripts/dev.sh demo    install what is missing, build, run the demo
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
-#   scripts/dev.sh compat  the whole test suite built by clang++ in C++20 and C++17
-#                          and by g++ in C++20 mode
+#   scripts/dev.sh compat  the whole test suite built by clang++ and by g++ in C++20
+#                          mode, and every header compiled alone by clang++ in C++17
+#                          (g++ builds the tests in C++17 for `test` and `asan`)
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh compare heed and PyTorch side by side on attention and the Transformer
@@ -63,7 +64,7 @@ case "${1:-}" in
     /usr/bin/python3 benchmarks/compare_transformer.py --bench build/release/benchmarks/bench_transformer --threads 1,2
     ;;
   *)
-    sed -n '2,14p' "$0"
+    sed -n '2,15p' "$0"
     exit 2
     ;;
 esac
