@@ -185,4 +185,22 @@ void check_parameter_grads(const Golden& golden, const heed::Module<T>& module, 
   }
 }
 
+/// Runs `attention` on the golden case's inputs (`<c>.queries`, `.keys`, `.values`,
+/// `.valid_lens`) and checks the output, the attention weights and the gradients of the
+/// inputs and parameters against d2l's.
+template <typename T, typename Attention>
+void check_golden_attention(const Golden& golden, Attention& attention, const std::string& c) {
+  INFO("case " << c);
+  heed::Tensor<T> q = leaf<T>(golden, c + ".queries"), k = leaf<T>(golden, c + ".keys"),
+                  v = leaf<T>(golden, c + ".values");
+  const heed::Tensor<T> out = attention(q, k, v, golden.tensor<std::int64_t>(c + ".valid_lens"));
+  check_close(out, golden.tensor<T>(c + ".output"), tolerance<T>());
+  check_close(attention.attention_weights(), golden.tensor<T>(c + ".attention_weights"), tolerance<T>());
+  out.backward(golden.tensor<T>(c + ".R"));
+  check_close(q.grad(), golden.tensor<T>(c + ".grad.queries"), tolerance<T>());
+  check_close(k.grad(), golden.tensor<T>(c + ".grad.keys"), tolerance<T>());
+  check_close(v.grad(), golden.tensor<T>(c + ".grad.values"), tolerance<T>());
+  check_parameter_grads(golden, attention, c);
+}
+
 }  // namespace heed_test

@@ -21,6 +21,7 @@ using heed::Tensor;
 using heed::Tensord;
 using heed::Tensorf;
 using heed_test::check_close;
+using heed_test::check_golden_attention;
 using heed_test::check_parameter_grads;
 using heed_test::check_values;
 using heed_test::leaf;
@@ -33,23 +34,6 @@ namespace {
 const heed_test::Golden& golden() {
   static const heed_test::Golden g("attention_golden.txt");
   return g;
-}
-
-/// Runs `attention` on the golden case's inputs and checks the output, the attention
-/// weights and the gradients of the inputs (and parameters) against d2l's.
-template <typename T, typename Attention>
-void check_golden_attention(Attention& attention, const std::string& c) {
-  INFO("case " << c);
-  Tensor<T> q = leaf<T>(golden(), c + ".queries"), k = leaf<T>(golden(), c + ".keys"),
-            v = leaf<T>(golden(), c + ".values");
-  const Tensor<T> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
-  check_close(out, golden().tensor<T>(c + ".output"), tolerance<T>());
-  check_close(attention.attention_weights(), golden().tensor<T>(c + ".attention_weights"), tolerance<T>());
-  out.backward(golden().tensor<T>(c + ".R"));
-  check_close(q.grad(), golden().tensor<T>(c + ".grad.queries"), tolerance<T>());
-  check_close(k.grad(), golden().tensor<T>(c + ".grad.keys"), tolerance<T>());
-  check_close(v.grad(), golden().tensor<T>(c + ".grad.values"), tolerance<T>());
-  check_parameter_grads(golden(), attention, c);
 }
 
 /// The d2l listing's inputs: keys of ones, values 0..39, valid_lens [2, 6].
@@ -297,7 +281,7 @@ TEST_CASE("DotProductAttention reproduces the d2l listing", "[attention]") {
 TEMPLATE_TEST_CASE("DotProductAttention matches d2l's PyTorch code", "[attention][golden]", float, double) {
   for (const std::string c : {"dot", "dot1", "dot_d2l"}) {
     heed::DotProductAttention<TestType> attention(0.0);
-    check_golden_attention<TestType>(attention, c);
+    check_golden_attention<TestType>(golden(), attention, c);
   }
 }
 
@@ -394,7 +378,7 @@ TEMPLATE_TEST_CASE("AdditiveAttention matches d2l's PyTorch code", "[attention][
   for (const std::string c : {"additive", "additive_d2l"}) {
     heed::AdditiveAttention<TestType> attention(2, 20, 8, 0.0);
     load_parameters(golden(), attention, c);
-    check_golden_attention<TestType>(attention, c);
+    check_golden_attention<TestType>(golden(), attention, c);
   }
 }
 

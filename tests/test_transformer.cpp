@@ -131,19 +131,9 @@ TEST_CASE("transpose_qkv and transpose_output follow d2l's layout", "[transforme
 TEMPLATE_TEST_CASE("MultiHeadAttention matches d2l", "[transformer][golden]", float, double) {
   using T = TestType;
   for (const std::string c : {"mha", "mha_bias"}) {
-    INFO("case " << c);
     heed::MultiHeadAttention<T> attention(5, 3, 4, 8, 2, 0.0, c == "mha_bias");
     load_d2l_parameters(attention, c);
-    Tensor<T> q = leaf<T>(golden(), c + ".queries"), k = leaf<T>(golden(), c + ".keys"),
-              v = leaf<T>(golden(), c + ".values");
-    const Tensor<T> out = attention(q, k, v, golden().tensor<std::int64_t>(c + ".valid_lens"));
-    check_close(out, golden().tensor<T>(c + ".output"), tolerance<T>());
-    check_close(attention.attention_weights(), golden().tensor<T>(c + ".attention_weights"), tolerance<T>());
-    out.backward(golden().tensor<T>(c + ".R"));
-    check_close(q.grad(), golden().tensor<T>(c + ".grad.queries"), tolerance<T>());
-    check_close(k.grad(), golden().tensor<T>(c + ".grad.keys"), tolerance<T>());
-    check_close(v.grad(), golden().tensor<T>(c + ".grad.values"), tolerance<T>());
-    check_parameter_grads(golden(), attention, c);
+    heed_test::check_golden_attention<T>(golden(), attention, c);
   }
 }
 
