@@ -320,65 +320,41 @@ int report_peak(const char* which, Run&& run) {
   return 0;
 }
 
+/// The peak of one forward(X) + backward on `in`, X a fresh leaf; the module is built
+/// by the caller, before the baseline.
+template <typename Forward>
+int report_fwd_bwd_peak(const char* which, const Inputs& in, Forward&& forward) {
+  auto X = in.X.detach().requires_grad_();
+  return report_peak(which, [&] {
+    forward(X).backward(in.out_gradient);
+    benchmark::DoNotOptimize(X.grad().data());
+  });
+}
+
 int peak_memory(const std::string& which) {
+  const heed::AttentionMask<float> enc_mask = encoder_inputs().valid_lens;
   if (which == "encoder_block") {
-    const auto& in = encoder_inputs();
-    auto X = in.X.detach().requires_grad_();
-    const heed::AttentionMask<float> mask = in.valid_lens;
     EncoderBlockModel m;
     m.block.train();
-    return report_peak("encoder_block", [&] {
-      auto out = m.block(X, mask);
-      out.backward(in.out_gradient);
-      benchmark::DoNotOptimize(X.grad().data());
-    });
+    return report_fwd_bwd_peak("encoder_block", encoder_inputs(), [&](const auto& X) { return m.block(X, enc_mask); });
   }
-  if (which == "multi_head_attention") {
-    const auto& in = mha_inputs();
-    auto X = in.X.detach().requires_grad_();
+  if (which == "multi_head_attention" || which == "enc_attention") {
+    // The second at the block's size, like the sublayers below: where the block's memory goes.
+    const Inputs& in = which == "enc_attention" ? encoder_inputs() : mha_inputs();
     const heed::AttentionMask<float> mask = in.valid_lens;
     MultiHeadAttentionModel m;
     m.attention.train();
-    return report_peak("multi_head_attention", [&] {
-      auto out = m.attention(X, X, X, mask);
-      out.backward(in.out_gradient);
-      benchmark::DoNotOptimize(X.grad().data());
-    });
-  }
-  // The block's sublayers at the block's size, to show where its memory goes.
-  if (which == "enc_attention") {
-    const auto& in = encoder_inputs();
-    auto X = in.X.detach().requires_grad_();
-    const heed::AttentionMask<float> mask = in.valid_lens;
-    MultiHeadAttentionModel m;
-    m.attention.train();
-    return report_peak("enc_attention", [&] {
-      auto out = m.attention(X, X, X, mask);
-      out.backward(in.out_gradient);
-      benchmark::DoNotOptimize(X.grad().data());
-    });
+    return report_fwd_bwd_peak(which.c_str(), in, [&](const auto& X) { return m.attention(X, X, X, mask); });
   }
   if (which == "enc_addnorm") {
-    const auto& in = encoder_inputs();
-    auto X = in.X.detach().requires_grad_();
-    auto Y = in.out_gradient.detach().requires_grad_();
+    auto Y = encoder_inputs().out_gradient.detach().requires_grad_();
     heed::AddNorm<float> add_norm(heed::Shape{kHiddens}, 0.0);
-    return report_peak("enc_addnorm", [&] {
-      auto out = add_norm(X, Y);
-      out.backward(in.out_gradient);
-      benchmark::DoNotOptimize(X.grad().data());
-    });
+    return report_fwd_bwd_peak("enc_addnorm", encoder_inputs(), [&](const auto& X) { return add_norm(X, Y); });
   }
   if (which == "enc_ffn") {
-    const auto& in = encoder_inputs();
-    auto X = in.X.detach().requires_grad_();
     heed::Generator gen(kInitSeed);
     heed::PositionWiseFFN<float> ffn(kHiddens, kFfnHiddens, kHiddens, heed::Activation::relu, gen);
-    return report_peak("enc_ffn", [&] {
-      auto out = ffn(X);
-      out.backward(in.out_gradient);
-      benchmark::DoNotOptimize(X.grad().data());
-    });
+    return report_fwd_bwd_peak("enc_ffn", encoder_inputs(), [&](const auto& X) { return ffn(X); });
   }
   std::fprintf(stderr,
                "--peak-memory: unknown case '%s' (encoder_block, multi_head_attention, enc_attention, "
