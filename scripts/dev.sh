@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # scripts/dev.sh — set-up, build and run in one command, on Debian 12.
 #
-#   scripts/dev.sh demo    install what is missing, build, run the demo
+#   scripts/dev.sh demo    install what is missing, build, run the demo (English→French
+#                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
-#   scripts/dev.sh compat  the whole test suite built by clang++ and by g++ in C++20
-#                          mode, and every header compiled alone by clang++ in C++17
-#                          (g++ builds the tests in C++17 for `test` and `asan`)
+#   scripts/dev.sh compat  the whole test suite built and run by clang++ in C++20 mode,
+#                          and every header compiled alone by g++ (C++20, -O3) and by
+#                          clang++ (C++17); g++ builds the tests in C++17 for `test`
+#                          and `asan`
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh compare heed and PyTorch side by side on attention and the Transformer
-#                          blocks (1 and 2 threads; speed and peak memory)
+#                          blocks (1 and 2 threads; speed and peak memory), and d2l's
+#                          translation training runs when ../shared/data/fra-eng exists
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake ninja-build libeigen3-dev catch2 libbenchmark-dev)
+packages=(g++ cmake ninja-build libeigen3-dev nlohmann-json3-dev catch2 libbenchmark-dev)
 
 install_deps() {
   local wanted=("${packages[@]}" "$@") missing=()
@@ -35,8 +38,8 @@ case "${1:-}" in
   demo)
     install_deps
     cmake --preset release >/dev/null
-    cmake --build --preset release --target fit_curve
-    build/release/examples/fit_curve
+    cmake --build --preset release --target translate
+    build/release/examples/translate
     ;;
   test) install_deps && cmake --workflow --preset release ;;
   asan) install_deps && cmake --workflow --preset asan ;;
@@ -62,9 +65,14 @@ case "${1:-}" in
       /usr/bin/python3 benchmarks/compare_attention.py --bench build/release/benchmarks/bench_attention --threads "$threads"
     done
     /usr/bin/python3 benchmarks/compare_transformer.py --bench build/release/benchmarks/bench_transformer --threads 1,2
+    if [ -f ../shared/data/fra-eng/fra.txt ]; then
+      cmake --build --preset release --target translate
+      /usr/bin/python3 benchmarks/compare_seq2seq.py --translate build/release/examples/translate \
+        --data ../shared/data/fra-eng/fra.txt --threads 1,2
+    fi
     ;;
   *)
-    sed -n '2,15p' "$0"
+    sed -n '2,18p' "$0"
     exit 2
     ;;
 esac

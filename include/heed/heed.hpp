@@ -26,20 +26,25 @@
 #include "heed/autograd/gradcheck.hpp"
 #include "heed/autograd/node.hpp"
 
+#include "heed/ops/cross_entropy.hpp"
 #include "heed/ops/dropout.hpp"
 #include "heed/ops/elementwise.hpp"
 #include "heed/ops/embedding.hpp"
+#include "heed/ops/gru.hpp"
 #include "heed/ops/layer_norm.hpp"
 #include "heed/ops/linear.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/reduce.hpp"
+#include "heed/ops/sequence_mask.hpp"
 #include "heed/ops/shape.hpp"
 #include "heed/ops/softmax.hpp"
 
 #include "heed/nn/activation.hpp"
 #include "heed/nn/dropout.hpp"
 #include "heed/nn/embedding.hpp"
+#include "heed/nn/gru.hpp"
+#include "heed/nn/init.hpp"
 #include "heed/nn/layer_norm.hpp"
 #include "heed/nn/linear.hpp"
 #include "heed/nn/module.hpp"
@@ -59,9 +64,24 @@
 
 #include "heed/models/nadaraya_watson.hpp"
 
+#include "heed/optim/adam.hpp"
+#include "heed/optim/clip.hpp"
 #include "heed/optim/sgd.hpp"
+#include "heed/seq2seq/alignment.hpp"
+#include "heed/seq2seq/bahdanau_decoder.hpp"
+#include "heed/seq2seq/bleu.hpp"
+#include "heed/seq2seq/corpus.hpp"
+#include "heed/seq2seq/data.hpp"
+#include "heed/seq2seq/encoder_decoder.hpp"
+#include "heed/seq2seq/gru_encoder.hpp"
+#include "heed/seq2seq/loss.hpp"
+#include "heed/seq2seq/predict.hpp"
+#include "heed/seq2seq/train.hpp"
 
 #include "heed/io/print.hpp"
+#if __has_include(<nlohmann/json.hpp>)
+#include "heed/io/safetensors.hpp"  // checkpoints need nlohmann/json (Debian: nlohmann-json3-dev)
+#endif
 
 #include "heed/viz/colormap.hpp"
 #include "heed/viz/heatmap.hpp"

@@ -1,6 +1,7 @@
-"""What the golden-value scripts share: inputs and weights that float32 holds exactly,
-modules prepared the same way, and the writer of the text format that
-tests/golden.hpp reads.
+"""What the golden-value scripts share: inputs and weights that float32 holds exactly
+(f32, leaf, and the 1/64 grid: grid, rand, randomize), modules prepared the same way,
+the writer of the text format that tests/golden.hpp reads, and a safetensors writer
+and reader (save_file, load_file).
 
     golden = GoldenFile("tests/data/make_attention_golden.py")
     golden.finish("additive", output, {"queries": q, ...}, module, {"attention_weights": w})
@@ -14,14 +15,22 @@ File format, one tensor per line:
 dtype is float64 or int64; floats are written with repr() and so round-trip.
 """
 
+import json
 import os
+import struct
 
 import torch
+from torch import nn
 
 
 def f32(x):
     """x as float64 holding only float32-representable values."""
     return x.float().double()
+
+
+def leaf(x):
+    """A float64 leaf that requires grad, rounded to float32 values."""
+    return f32(x).detach().requires_grad_(True)
 
 
 def prepare(module):
@@ -31,6 +40,101 @@ def prepare(module):
         for p in module.parameters():
             p.copy_(f32(p))
     return module
+
+
+def expect_shape(x, shape):
+    assert tuple(x.shape) == tuple(shape), (tuple(x.shape), tuple(shape))
+
+
+# ---- the 1/64 grid (make_transformer_golden.py, make_seq2seq_golden.py) ----------------
+
+
+STEP = 1 / 64
+
+
+def grid(x):
+    """x rounded to a nonzero multiple of 1/64: float32-exact, and short on file."""
+    y = torch.round(x / STEP) * STEP
+    y[y == 0] = STEP
+    return f32(y)
+
+
+def rand(*shape):
+    """A random input: standard normal values on the 1/64 grid, as a leaf."""
+    return grid(torch.randn(*shape)).requires_grad_(True)
+
+
+def randomize(module):
+    """Overwrites every parameter with random values on the 1/64 grid, in the order of
+    module.parameters(), one torch.randn each.
+
+    Linear and GRU weights get randn / sqrt(fan_in) (so that attention scores and gates
+    stay O(1) and the softmax does not saturate), LayerNorm weights 1 + 0.3 * randn,
+    everything else (Linear, GRU and LayerNorm biases, embeddings) 0.5 * randn.
+    """
+    fan_in_weights = set()
+    ln_weights = set()
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            fan_in_weights.add(id(m.weight))
+        elif isinstance(m, nn.GRU):
+            fan_in_weights.update(id(p) for n, p in m.named_parameters() if n.startswith("weight"))
+        elif isinstance(m, nn.LayerNorm):
+            ln_weights.add(id(m.weight))
+    with torch.no_grad():
+        for p in module.parameters():
+            if id(p) in fan_in_weights:
+                p.copy_(grid(torch.randn(p.shape) / p.shape[1]**0.5))
+            elif id(p) in ln_weights:
+                p.copy_(grid(1 + 0.3 * torch.randn(p.shape)))
+            else:
+                p.copy_(grid(0.5 * torch.randn(p.shape)))
+    return module
+
+
+# ---- safetensors (make_safetensors_golden.py, make_interop_golden.py) -------------------
+
+
+def save_file(tensors, path, metadata=None):
+    """safetensors.torch.save_file for float32 tensors (the safetensors package is not in
+    Debian): names sorted, F32 little-endian, the JSON header compact, raw UTF-8 (as
+    safetensors' serde_json writes it) and padded with spaces to a multiple of 8 bytes,
+    under "__metadata__" the metadata if any."""
+    header = {}
+    if metadata:
+        header["__metadata__"] = metadata
+    chunks, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous()
+        assert t.dtype == torch.float32, (name, t.dtype)
+        values = t.reshape(-1).tolist()
+        data = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
+        chunks.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as out_file:
+        out_file.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def load_file(path):
+    """The tensors and metadata of a safetensors file of float32 tensors."""
+    with open(path, "rb") as in_file:
+        blob = in_file.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8 : 8 + n].decode("utf-8"))
+    data = blob[8 + n :]
+    metadata = header.pop("__metadata__", {})
+    tensors = {}
+    for name, entry in header.items():
+        begin, end = entry["data_offsets"]
+        values = struct.unpack(f"<{(end - begin) // 4}f", data[begin:end])
+        tensors[name] = torch.tensor(values, dtype=torch.float32).reshape(entry["shape"])
+    return tensors, metadata
+
+
+# ---- the golden text file -----------------------------------------------------------------
 
 
 class GoldenFile:

@@ -32,7 +32,7 @@ import os
 
 import torch
 
-from golden_file import GoldenFile, f32, prepare
+from golden_file import GoldenFile, f32, leaf, prepare
 from d2l_reference import (Attn, AdditiveAttention, DotProductAttention, NWKernelRegression, masked_softmax,
                            nw_nonparametric)
 
@@ -40,11 +40,6 @@ OUT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attention_g
 
 
 # ---- helpers ---------------------------------------------------------------------
-
-
-def leaf(x):
-    """A float64 leaf that requires grad, rounded to float32 values."""
-    return f32(x).detach().requires_grad_(True)
 
 
 golden = GoldenFile("tests/data/make_attention_golden.py")

@@ -85,49 +85,14 @@ import os
 
 import torch
 
-from golden_file import GoldenFile, f32, prepare
+from golden_file import GoldenFile, expect_shape, f32, grid, prepare, rand, randomize
 from d2l_reference import (AddNorm, DecoderBlock, EncoderBlock, MultiHeadAttention, PositionalEncoding,
                            PositionWiseFFN, TransformerDecoder, TransformerEncoder)
 
 OUT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformer_golden.txt")
 
 
-# ---- helpers (as in make_attention_golden.py) --------------------------------------
-
-
-STEP = 1 / 64
-
-
-def grid(x):
-    """x rounded to a nonzero multiple of 1/64: float32-exact, and short on file."""
-    y = torch.round(x / STEP) * STEP
-    y[y == 0] = STEP
-    return f32(y)
-
-
-def rand(*shape):
-    """A random input: standard normal values on the 1/64 grid, as a leaf."""
-    return grid(torch.randn(*shape)).requires_grad_(True)
-
-
-def randomize(module):
-    """Overwrites every parameter with random values on the 1/64 grid.
-
-    Linear weights get randn / sqrt(in_features) (so that attention scores stay
-    O(1) and the softmax does not saturate), LayerNorm weights 1 + 0.3 * randn,
-    everything else (Linear and LayerNorm biases, embeddings) 0.5 * randn.
-    """
-    linear_weights = {id(m.weight) for m in module.modules() if isinstance(m, torch.nn.Linear)}
-    ln_weights = {id(m.weight) for m in module.modules() if isinstance(m, torch.nn.LayerNorm)}
-    with torch.no_grad():
-        for p in module.parameters():
-            if id(p) in linear_weights:
-                p.copy_(grid(torch.randn(p.shape) / p.shape[1]**0.5))
-            elif id(p) in ln_weights:
-                p.copy_(grid(1 + 0.3 * torch.randn(p.shape)))
-            else:
-                p.copy_(grid(0.5 * torch.randn(p.shape)))
-    return module
+# ---- helpers (grid, rand and randomize: golden_file.py) ---------------------------
 
 
 golden = GoldenFile("tests/data/make_transformer_golden.py")
@@ -143,10 +108,6 @@ def heads(weights, batch_size, num_heads):
     """d2l's (batch * num_heads, q, k) attention weights as (batch, num_heads, q, k)."""
     assert weights.dim() == 3 and weights.shape[0] == batch_size * num_heads, weights.shape
     return weights.reshape(batch_size, num_heads, weights.shape[1], weights.shape[2])
-
-
-def expect_shape(x, shape):
-    assert tuple(x.shape) == tuple(shape), (tuple(x.shape), tuple(shape))
 
 
 def expect_masked(weights, valid_lens):

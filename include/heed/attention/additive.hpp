@@ -42,16 +42,31 @@ class AdditiveAttention : public Module<T> {
     detail::check_attention_inputs(queries, keys, values, "AdditiveAttention", false);
     HEED_CHECK(queries.dim() == 3, ShapeError, "AdditiveAttention: expected 3-D inputs, got queries ",
                to_string(queries.shape()));
-    // (batch, num_queries, 1, h) + (batch, 1, num_keys, h): every query with every key.
-    const Tensor<T> features = tanh(W_q(queries).unsqueeze(2) + W_k(keys).unsqueeze(1));
-    const Tensor<T> scores = w_v(features).squeeze(-1);  // (batch, num_queries, num_keys)
-    const Tensor<T> weights = masked_softmax(scores, mask);
-    attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
-    return bmm(dropout_(weights), values);
+    return attend(queries, W_k(keys), values, mask);
   }
   Tensor<T> operator()(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
                        const AttentionMask<T>& mask = {}) {
     return forward(queries, keys, values, mask);
+  }
+
+  /// forward() with the keys already through W_k: a decoder that asks the same keys at
+  /// every step (Bahdanau's) projects them once per sequence instead of once per step.
+  // projected_keys: (batch, num_keys, num_hiddens), W_k(keys)
+  Tensor<T> attend(const Tensor<T>& queries, const Tensor<T>& projected_keys, const Tensor<T>& values,
+                   const AttentionMask<T>& mask = {}) {
+    HEED_CHECK(queries.dim() == 3 && projected_keys.dim() == 3 && values.dim() == 3 &&
+                   projected_keys.shape()[2] == W_k.out_features() && queries.shape()[0] == projected_keys.shape()[0] &&
+                   values.shape()[0] == queries.shape()[0] && values.shape()[1] == projected_keys.shape()[1],
+               ShapeError, "AdditiveAttention.attend: expected queries (batch, num_queries, query_size), ",
+               "projected_keys (batch, num_keys, ", W_k.out_features(),
+               ") and values (batch, num_keys, value_dim), got ", to_string(queries.shape()), ", ",
+               to_string(projected_keys.shape()), " and ", to_string(values.shape()));
+    // (batch, num_queries, 1, h) + (batch, 1, num_keys, h): every query with every key.
+    const Tensor<T> features = tanh(W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1));
+    const Tensor<T> scores = w_v(features).squeeze(-1);  // (batch, num_queries, num_keys)
+    const Tensor<T> weights = masked_softmax(scores, mask);
+    attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
+    return bmm(dropout_(weights), values);
   }
 
   /// The weights of the last forward (before dropout), cut from the graph.

@@ -38,6 +38,14 @@ class ValueError : public Error {
   using Error::Error;
 };
 
+/// A file that cannot be read or written, or whose contents are malformed (a dataset
+/// line without a tab, a corrupt checkpoint). The message names the file and the line
+/// or field.
+class FileError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// Misuse of the autograd engine (backward on a non-scalar, a freed graph, …).
 class AutogradError : public Error {
  public:

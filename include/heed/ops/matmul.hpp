@@ -16,6 +16,7 @@
 
 #include <vector>
 
+#include "heed/detail/parallel.hpp"
 #include "heed/ops/shape.hpp"
 
 namespace heed {
@@ -25,6 +26,35 @@ template <typename T>
 using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 /// c (m × n) = op(a) · op(b), row-major; op(a) is m × k, op(b) is k × n.
+/// Multiply-adds below which a product runs on the calling thread. Eigen splits a
+/// product over every OpenMP thread once each gets 50k multiply-adds; at d2l's
+/// translation sizes (a few million) the hand-off costs more than it saves: training
+/// took 1.4× longer on 2 threads than on 1, and 4× with passive waiting.
+constexpr index_t kParallelGemmWork = index_t(1) << 24;
+
+/// Makes Eigen's products in its scope single-threaded (the OpenMP setting is per
+/// thread, so other threads are not affected).
+class SerialGemmScope {
+ public:
+  explicit SerialGemmScope(bool serial) {
+#ifdef _OPENMP
+    if (serial && !omp_in_parallel()) saved_ = omp_get_max_threads(), omp_set_num_threads(1);
+#else
+    (void)serial;
+#endif
+  }
+  ~SerialGemmScope() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  SerialGemmScope(const SerialGemmScope&) = delete;
+  SerialGemmScope& operator=(const SerialGemmScope&) = delete;
+
+ private:
+  int saved_ = 0;
+};
+
 template <typename T>
 void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
   using ConstMap = Eigen::Map<const RowMajorMatrix<T>>;
@@ -33,6 +63,7 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
     out.setZero();
     return;
   }
+  const SerialGemmScope serial(m * n * k < kParallelGemmWork);
   if (!trans_a && !trans_b)
     out.noalias() = ConstMap(a, m, k) * ConstMap(b, k, n);
   else if (trans_a && !trans_b)

@@ -1,0 +1,724 @@
+// heed/io/safetensors.hpp — checkpoints in the safetensors format, the one PyTorch users
+// write with safetensors.torch.save_file(model.state_dict(), path).
+//
+//   heed::save_checkpoint(net, "transformer.safetensors", {{"num_hiddens", "32"}});
+//   auto meta = heed::read_safetensors_metadata("transformer.safetensors");  // rebuild net from it
+//   heed::load_checkpoint(net, "transformer.safetensors");                   // returns meta too
+//
+// A checkpoint holds the module's named_parameters(), not its buffers (d2l's state_dict()
+// has no positional-encoding table either), under their dotted names, which are the keys
+// of d2l's state_dict(): float models save F32, double models F64.
+//
+// The format: an 8-byte little-endian length N, N bytes of UTF-8 JSON (padded with spaces),
+// then the data section, each tensor little-endian and row-major at data_offsets
+// [begin, end) counted from the start of the data section:
+//
+//   {"__metadata__": {"epochs": "200"},   (optional; values are strings)
+//    "fc.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
+//
+// The reader accepts any valid file (any key order, any safetensors dtype in the low-level
+// read_safetensors) and checks what safetensors' own validator checks: the header is at
+// most 100 MB and an object; every entry has a known dtype, a shape of non-negative
+// integers and data_offsets whose size is numel × element size; the tensors cover the
+// data section exactly, without overlaps, holes or trailing bytes. Anything else throws
+// FileError naming the file and the field. save writes a temporary file beside the target,
+// fsyncs it and renames it over the target, so a checkpoint is never half-written; load
+// reads and checks everything before it touches a parameter, so a failed load leaves the
+// module bit-for-bit as it was.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if defined(_WIN32)
+#include <io.h>
+#include <process.h>
+#else
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
+#include "heed/autograd/node.hpp"
+#include "heed/nn/module.hpp"
+#include "heed/ops/elementwise.hpp"
+
+namespace heed {
+
+/// One tensor as a safetensors file stores it.
+struct TensorRecord {
+  std::string dtype;                // "F32", "F64", "I64", "I32", or any other safetensors dtype ("BF16", …)
+  std::vector<index_t> shape;       // any rank (a heed Tensor stops at 6)
+  std::vector<unsigned char> data;  // numel × element size bytes, little-endian, row-major
+
+  /// Number of elements (1 for shape []).
+  index_t numel() const;
+  /// The tensor's shape and data as a record: float → F32, double → F64,
+  /// std::int64_t → I64, std::int32_t → I32.
+  template <typename T>
+  static TensorRecord from_tensor(const Tensor<T>& tensor);
+  /// A new tensor holding the record; dtype must be T's (no conversion) and the rank at most 6.
+  template <typename T>
+  Tensor<T> to_tensor() const;
+};
+
+/// Everything in a safetensors file.
+struct SafetensorsFile {
+  std::map<std::string, TensorRecord> tensors;
+  std::map<std::string, std::string> metadata;  // the "__metadata__" object, empty when absent
+};
+
+namespace detail {
+
+/// The largest header safetensors reads (its MAX_HEADER_SIZE); a bigger length means a
+/// corrupt file or not a safetensors file at all.
+inline constexpr std::uint64_t kSafetensorsMaxHeader = 100000000;
+
+/// The dtypes safetensors defines, with their sizes in bytes.
+inline const std::map<std::string, std::size_t>& safetensors_dtypes() {
+  static const std::map<std::string, std::size_t> sizes = {
+      {"BOOL", 1}, {"U8", 1},   {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"I16", 2}, {"U16", 2},
+      {"F16", 2},  {"BF16", 2}, {"I32", 4}, {"U32", 4},     {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
+  return sizes;
+}
+
+/// Bytes per element of a safetensors dtype; 0 for a name safetensors does not define.
+inline std::size_t safetensors_dtype_size(const std::string& dtype) {
+  const auto it = safetensors_dtypes().find(dtype);
+  return it == safetensors_dtypes().end() ? 0 : it->second;
+}
+
+inline std::string safetensors_dtype_list() {
+  std::string names;
+  for (const auto& entry : safetensors_dtypes()) names += (names.empty() ? "" : ", ") + entry.first;
+  return names;
+}
+
+/// The safetensors dtype that holds T.
+template <typename T>
+constexpr const char* safetensors_dtype() {
+  if constexpr (std::is_same_v<T, float>)
+    return "F32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "F64";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "I64";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "I32";
+  else
+    static_assert(sizeof(T) == 0, "safetensors: T must be float, double, std::int64_t or std::int32_t");
+}
+
+inline bool host_is_little_endian() {
+  const std::uint16_t one = 1;
+  unsigned char first = 0;
+  std::memcpy(&first, &one, 1);
+  return first == 1;
+}
+
+/// Reverses the bytes of each of `count` elements of `size` bytes (little- ↔ big-endian).
+inline void swap_bytes(unsigned char* bytes, std::size_t count, std::size_t size) {
+  for (std::size_t i = 0; i < count; ++i) std::reverse(bytes + i * size, bytes + (i + 1) * size);
+}
+
+inline std::string errno_message(int error) {
+  return error != 0 ? std::error_code(error, std::generic_category()).message() : std::string("unknown error");
+}
+
+/// "(2, 3)"; "()" for a scalar: the form of heed's other messages.
+inline std::string format_shape(const std::vector<index_t>& shape) {
+  std::string out = "(";
+  for (std::size_t d = 0; d < shape.size(); ++d) out += (d ? ", " : "") + std::to_string(shape[d]);
+  return out + ")";
+}
+
+/// 'a', 'b', 'c' — at most 20 of them, then how many more.
+inline std::string format_names(const std::vector<std::string>& names) {
+  constexpr std::size_t kShown = 20;
+  std::string out;
+  for (std::size_t i = 0; i < names.size() && i < kShown; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > kShown) out += concat(" and ", names.size() - kShown, " more");
+  return out;
+}
+
+/// A JSON value as it would be written, cut short for a message.
+inline std::string json_excerpt(const nlohmann::json& value) {
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+/// A non-negative JSON integer ("3", not "3.0", "-1" or "\"3\"").
+inline bool json_to_size(const nlohmann::json& value, std::uint64_t& out) {
+  if (value.is_number_unsigned()) {
+    out = value.get<std::uint64_t>();
+    return true;
+  }
+  if (value.is_number_integer() && value.get<std::int64_t>() >= 0) {  // "-0"
+    out = static_cast<std::uint64_t>(value.get<std::int64_t>());
+    return true;
+  }
+  return false;
+}
+
+/// a × b, or false when it would not fit in 64 bits.
+inline bool checked_multiply(std::uint64_t a, std::uint64_t b, std::uint64_t& out) {
+  if (a != 0 && b > std::numeric_limits<std::uint64_t>::max() / a) return false;
+  out = a * b;
+  return true;
+}
+
+struct FileCloser {
+  void operator()(std::FILE* file) const { std::fclose(file); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+// ---- reading ------------------------------------------------------------------------
+
+/// Opens a safetensors file, reads and validates its header; read_data() then reads the
+/// tensors. Every error is a FileError "<op>: <path>: <what is wrong>".
+class SafetensorsReader {
+ public:
+  struct Entry {
+    std::string name, dtype;
+    std::vector<index_t> shape;
+    std::uint64_t begin = 0, end = 0;  // bytes, from the start of the data section
+  };
+
+  SafetensorsReader(std::string op, std::string path) : op_(std::move(op)), path_(std::move(path)) {
+    open();
+    read_header();
+  }
+
+  /// The tensors in the order of their data.
+  const std::vector<Entry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  /// Reads each tensor's bytes (as in the file: little-endian) into destination(entry),
+  /// which returns memory for entry.end - entry.begin bytes. Call once.
+  template <typename Destination>
+  void read_data(Destination&& destination) {
+    // The header was read up to its end, and the entries cover the data section in
+    // order, so the tensors follow one another without a seek.
+    for (const Entry& e : entries_) read_exact(destination(e), e.end - e.begin, "tensor '" + e.name + "'");
+  }
+
+  template <typename... Args>
+  [[noreturn]] void fail(Args&&... args) const {
+    throw FileError(concat(op_, ": ", path_, ": ", std::forward<Args>(args)...));
+  }
+
+ private:
+  void open() {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path_, ec)) fail("is a directory, not a safetensors file");
+    errno = 0;
+    file_.reset(std::fopen(path_.c_str(), "rb"));
+    if (!file_) fail("cannot open: ", errno_message(errno));
+    const std::uintmax_t size = std::filesystem::file_size(path_, ec);
+    if (ec) fail("cannot tell the size: ", ec.message());
+    size_ = static_cast<std::uint64_t>(size);
+  }
+
+  void read_exact(void* destination, std::uint64_t bytes, const std::string& what) {
+    if (bytes == 0) return;
+    if (std::fread(destination, 1, static_cast<std::size_t>(bytes), file_.get()) == bytes) return;
+    if (std::feof(file_.get())) fail("the file ended while reading ", what, " (was it changed while being read?)");
+    fail("cannot read ", what, ": ", errno_message(errno));
+  }
+
+  void read_header() {
+    if (size_ < 8)
+      fail("the file has ", size_, " bytes, fewer than the 8-byte header length that starts a safetensors file");
+    unsigned char length_bytes[8];
+    read_exact(length_bytes, 8, "the header length");
+    std::uint64_t length = 0;
+    for (int i = 7; i >= 0; --i) length = length << 8 | length_bytes[i];
+    if (length > kSafetensorsMaxHeader)
+      fail("header length ", length, " is over the ", kSafetensorsMaxHeader,
+           "-byte limit (a corrupt file, or not a safetensors file)");
+    if (length > size_ - 8)
+      fail("header length ", length, " runs past the end of the file (", size_ - 8,
+           " bytes follow the length; truncated?)");
+    std::string header(static_cast<std::size_t>(length), '\0');
+    read_exact(header.data(), length, "the header");
+    data_size_ = size_ - 8 - length;
+    parse_header(header);
+  }
+
+  void parse_header(const std::string& header) {
+    // nlohmann takes a NUL byte for the end of the input; serde_json, as JSON, refuses it.
+    const std::size_t nul = header.find('\0');
+    if (nul != std::string::npos)
+      fail("the header is not valid JSON: it has a NUL byte at offset ", nul, " (only spaces may pad it)");
+    // nlohmann keeps the last of two equal keys; a valid file has none, so they are
+    // looked for while parsing.
+    using Event = nlohmann::json::parse_event_t;
+    std::vector<std::set<std::string>> open_objects;
+    std::string duplicate;
+    const nlohmann::json::parser_callback_t find_duplicates = [&](int, Event event, nlohmann::json& parsed) {
+      if (event == Event::object_start) {
+        open_objects.emplace_back();
+      } else if (event == Event::object_end) {
+        if (!open_objects.empty()) open_objects.pop_back();
+      } else if (event == Event::key && !open_objects.empty() && duplicate.empty()) {
+        if (!open_objects.back().insert(parsed.get<std::string>()).second) duplicate = parsed.get<std::string>();
+      }
+      return true;
+    };
+    nlohmann::json root;
+    try {
+      root = nlohmann::json::parse(header.begin(), header.end(), find_duplicates);
+    } catch (const nlohmann::json::parse_error& e) {
+      std::string what = e.what();  // "[json.exception.parse_error.101] parse error at ..."
+      const std::size_t bracket = what.find("] ");
+      fail("the header is not valid JSON: ", bracket == std::string::npos ? what : what.substr(bracket + 2));
+    }
+    if (!duplicate.empty()) fail("the header has the key '", duplicate, "' twice");
+    if (!root.is_object()) fail("the header is a JSON ", root.type_name(), ", not an object");
+    if (header[0] != '{') fail("the header must start with '{' (only trailing spaces may pad it)");
+
+    for (auto it = root.begin(); it != root.end(); ++it) {
+      if (it.key() == "__metadata__")
+        parse_metadata(it.value());
+      else
+        entries_.push_back(parse_entry(it.key(), it.value()));
+    }
+    check_layout();
+  }
+
+  void parse_metadata(const nlohmann::json& value) {
+    if (value.is_null()) return;  // safetensors reads "__metadata__": null as no metadata
+    if (!value.is_object()) fail("__metadata__ is a JSON ", value.type_name(), ", not an object of strings");
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      if (!it.value().is_string())
+        fail("__metadata__ '", it.key(), "' is a JSON ", it.value().type_name(), " (", json_excerpt(it.value()),
+             "), not a string");
+      metadata_.emplace(it.key(), it.value().get<std::string>());
+    }
+  }
+
+  Entry parse_entry(const std::string& name, const nlohmann::json& value) const {
+    const std::string where = "tensor '" + name + "'";
+    if (!value.is_object())
+      fail(where, ": the entry is a JSON ", value.type_name(), ", not an object with dtype, shape and data_offsets");
+    Entry e;  // other fields an entry may have are ignored, as safetensors ignores them
+    e.name = name;
+
+    const auto dtype = value.find("dtype");
+    if (dtype == value.end()) fail(where, ": no \"dtype\"");
+    if (!dtype->is_string()) fail(where, ": dtype is ", json_excerpt(*dtype), ", not a string");
+    e.dtype = dtype->get<std::string>();
+    const std::size_t element_size = safetensors_dtype_size(e.dtype);
+    if (element_size == 0)
+      fail(where, ": unknown dtype '", e.dtype, "' (safetensors has ", safetensors_dtype_list(), ")");
+
+    const auto shape = value.find("shape");
+    if (shape == value.end()) fail(where, ": no \"shape\"");
+    if (!shape->is_array()) fail(where, ": shape is ", json_excerpt(*shape), ", not an array");
+    std::uint64_t numel = 1;
+    bool overflow = false;
+    for (std::size_t d = 0; d < shape->size(); ++d) {
+      std::uint64_t size = 0;
+      if (!json_to_size((*shape)[d], size) || size > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
+        fail(where, ": shape entry ", d, " is ", json_excerpt((*shape)[d]), ", not a non-negative integer");
+      e.shape.push_back(static_cast<index_t>(size));
+      overflow = overflow || !checked_multiply(numel, size, numel);
+    }
+
+    const auto offsets = value.find("data_offsets");
+    if (offsets == value.end()) fail(where, ": no \"data_offsets\"");
+    if (!offsets->is_array() || offsets->size() != 2 || !json_to_size((*offsets)[0], e.begin) ||
+        !json_to_size((*offsets)[1], e.end))
+      fail(where, ": data_offsets is ", json_excerpt(*offsets), ", not [begin, end] with non-negative integers");
+    const std::string span = concat("data_offsets [", e.begin, ", ", e.end, "]");
+    if (e.begin > e.end) fail(where, ": ", span, " end before they begin");
+
+    std::uint64_t bytes = 0;
+    if (overflow || !checked_multiply(numel, element_size, bytes))
+      fail(where, ": shape ", format_shape(e.shape), " has too many elements");
+    if (e.end - e.begin != bytes)
+      fail(where, ": shape ", format_shape(e.shape), " of ", e.dtype, " needs ", bytes, " bytes, but ", span, " span ",
+           e.end - e.begin);
+    if (e.end > data_size_)
+      fail(where, ": ", span, " run past the end of the data section, which has ", data_size_,
+           " bytes (the file is truncated?)");
+    return e;
+  }
+
+  /// As safetensors' validator: sorted by offset, the tensors follow one another from
+  /// byte 0 to the end of the file with neither overlap nor hole.
+  void check_layout() {
+    std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) {
+      return a.begin != b.begin ? a.begin < b.begin : a.end != b.end ? a.end < b.end : a.name < b.name;
+    });
+    std::uint64_t covered = 0;
+    for (std::size_t i = 0; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      if (e.begin < covered)
+        fail("tensors '", entries_[i - 1].name, "' (data_offsets [", entries_[i - 1].begin, ", ", entries_[i - 1].end,
+             "]) and '", e.name, "' (data_offsets [", e.begin, ", ", e.end, "]) overlap");
+      if (e.begin > covered)
+        fail("the data section has a hole: bytes ", covered, " to ", e.begin, " before tensor '", e.name,
+             "' belong to no tensor (safetensors requires the tensors to cover it without gaps)");
+      covered = e.end;
+    }
+    if (covered != data_size_)
+      fail("the data section has ", data_size_ - covered, " bytes after the last tensor (it has ", data_size_,
+           " bytes, the tensors cover ", covered, "; safetensors requires them to cover it exactly)");
+  }
+
+  std::string op_, path_;
+  FilePtr file_;
+  std::uint64_t size_ = 0, data_size_ = 0;
+  std::vector<Entry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// ---- writing ------------------------------------------------------------------------
+
+/// A tensor to write: its bytes, in host order (a Tensor) or already little-endian (a record).
+struct SafetensorsItem {
+  std::string name;
+  std::string dtype;
+  std::vector<index_t> shape;
+  const unsigned char* bytes = nullptr;
+  std::size_t size = 0;          // in bytes
+  std::size_t element_size = 1;  // for the byte swap on a big-endian host
+  bool host_order = false;
+};
+
+template <typename T>
+SafetensorsItem safetensors_item(const std::string& op, const std::string& path, const std::string& name,
+                                 const Tensor<T>& tensor) {
+  HEED_CHECK(tensor.defined(), ValueError, op, ": ", path, ": tensor '", name, "' is undefined");
+  return {name,
+          safetensors_dtype<T>(),
+          tensor.shape().to_vector(),
+          reinterpret_cast<const unsigned char*>(tensor.data()),
+          static_cast<std::size_t>(tensor.numel()) * sizeof(T),
+          sizeof(T),
+          true};
+}
+
+/// Throws ValueError unless `text` is valid UTF-8, which the JSON header must be.
+inline void check_utf8(const std::string& op, const std::string& path, const char* what, const std::string& text) {
+  try {
+    (void)nlohmann::json(text).dump();
+  } catch (const nlohmann::json::type_error&) {
+    throw ValueError(
+        concat(op, ": ", path, ": ", what, " ", json_excerpt(nlohmann::json(text)), " is not valid UTF-8"));
+  }
+}
+
+/// path + ".tmp-<pid>-<n>": unique within the process by n, across processes by pid.
+inline std::string temporary_path(const std::string& path) {
+  static std::atomic<unsigned long long> counter{0};
+#if defined(_WIN32)
+  const long pid = static_cast<long>(_getpid());
+#else
+  const long pid = static_cast<long>(getpid());
+#endif
+  return concat(path, ".tmp-", pid, "-", counter.fetch_add(1));
+}
+
+/// Removes the temporary file unless the save got as far as renaming it.
+class TemporaryFile {
+ public:
+  explicit TemporaryFile(std::string path) : path_(std::move(path)) {}
+  TemporaryFile(const TemporaryFile&) = delete;
+  TemporaryFile& operator=(const TemporaryFile&) = delete;
+  ~TemporaryFile() {
+    if (!committed_) std::remove(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  std::string path_;
+  bool committed_ = false;
+};
+
+/// Makes the rename itself durable; a failure here loses nothing, so it is not reported.
+inline void sync_directory([[maybe_unused]] const std::string& path) {
+#if !defined(_WIN32)
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  (void)::fsync(fd);
+  ::close(fd);
+#endif
+}
+
+inline void write_safetensors(const std::string& op, const std::string& path, std::vector<SafetensorsItem> items,
+                              const std::map<std::string, std::string>& metadata) {
+  // Check every argument before a file is created.
+  std::set<std::string> names;
+  for (const SafetensorsItem& item : items) {
+    HEED_CHECK(item.name != "__metadata__", ValueError, op, ": ", path,
+               ": '__metadata__' is the metadata's key and cannot name a tensor");
+    HEED_CHECK(names.insert(item.name).second, ValueError, op, ": ", path, ": tensor name '", item.name,
+               "' appears twice");
+    check_utf8(op, path, "tensor name", item.name);
+  }
+  for (const auto& [key, value] : metadata) {
+    check_utf8(op, path, "metadata key", key);
+    check_utf8(op, path, "metadata value", value);
+  }
+
+  // As safetensors' writer: the largest elements first, then by name, so that each tensor
+  // starts at a multiple of its element size once the header is padded to 8 bytes.
+  std::stable_sort(items.begin(), items.end(), [](const SafetensorsItem& a, const SafetensorsItem& b) {
+    return a.element_size != b.element_size ? a.element_size > b.element_size : a.name < b.name;
+  });
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json& meta = header["__metadata__"] = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+  }
+  std::uint64_t offset = 0;
+  for (const SafetensorsItem& item : items) {
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = item.dtype;
+    entry["shape"] = item.shape;
+    entry["data_offsets"] = {offset, offset + item.size};
+    header[item.name] = std::move(entry);
+    offset += item.size;
+  }
+  std::string text = header.dump();  // compact, UTF-8 written as it is
+  text.append((8 - text.size() % 8) % 8, ' ');
+  HEED_CHECK(text.size() <= kSafetensorsMaxHeader, ValueError, op, ": ", path, ": the header would take ", text.size(),
+             " bytes, over the ", kSafetensorsMaxHeader, " that readers accept");
+
+  // Write a temporary file beside the target and rename it over the target only once
+  // it is complete and on disk: the target is the old file or the new one, never half.
+  auto fail = [&](auto&&... what) { throw FileError(concat(op, ": ", path, ": ", what...)); };
+  std::string temp_path;
+  std::FILE* raw = nullptr;
+  for (int attempt = 0; attempt < 100 && raw == nullptr; ++attempt) {
+    temp_path = temporary_path(path);
+    errno = 0;
+    raw = std::fopen(temp_path.c_str(), "wbx");  // x: never reuse an existing file
+    if (raw == nullptr && errno != EEXIST) break;
+  }
+  if (raw == nullptr) fail("cannot create the temporary file '", temp_path, "': ", errno_message(errno));
+  TemporaryFile temporary(temp_path);  // declared before `file`, so closed before removed
+  FilePtr file(raw);
+
+  auto write = [&](const void* bytes, std::size_t size) {
+    if (size != 0 && std::fwrite(bytes, 1, size, file.get()) != size)
+      fail("cannot write '", temp_path, "': ", errno_message(errno));
+  };
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> 8 * i);
+  write(length, 8);
+  write(text.data(), text.size());
+  const bool swap = !host_is_little_endian();
+  for (const SafetensorsItem& item : items) {
+    if (swap && item.host_order) {
+      std::vector<unsigned char> little(item.bytes, item.bytes + item.size);
+      swap_bytes(little.data(), item.size / item.element_size, item.element_size);
+      write(little.data(), little.size());
+    } else {
+      write(item.bytes, item.size);
+    }
+  }
+  if (std::fflush(file.get()) != 0) fail("cannot write '", temp_path, "': ", errno_message(errno));
+#if defined(_WIN32)
+  if (_commit(_fileno(file.get())) != 0) fail("cannot sync '", temp_path, "' to disk: ", errno_message(errno));
+#else
+  if (::fsync(fileno(file.get())) != 0) fail("cannot sync '", temp_path, "' to disk: ", errno_message(errno));
+#endif
+  if (std::fclose(file.release()) != 0) fail("cannot close '", temp_path, "': ", errno_message(errno));
+
+  std::error_code ec;
+  std::filesystem::rename(temp_path, path, ec);
+  if (ec) fail("cannot rename '", temp_path, "' over it: ", ec.message());
+  temporary.commit();
+  sync_directory(path);
+}
+
+}  // namespace detail
+
+// ---- TensorRecord -------------------------------------------------------------------
+
+inline index_t TensorRecord::numel() const {
+  std::uint64_t n = 1;
+  for (index_t size : shape)
+    HEED_CHECK(size >= 0 && detail::checked_multiply(n, static_cast<std::uint64_t>(size), n), ValueError,
+               "TensorRecord: shape ", detail::format_shape(shape), " is negative or too large");
+  HEED_CHECK(n <= static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()), ValueError, "TensorRecord: shape ",
+             detail::format_shape(shape), " is too large");
+  return static_cast<index_t>(n);
+}
+
+template <typename T>
+TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
+  HEED_CHECK(tensor.defined(), ValueError, "TensorRecord::from_tensor: the tensor is undefined");
+  TensorRecord record;
+  record.dtype = detail::safetensors_dtype<T>();
+  record.shape = tensor.shape().to_vector();
+  const auto* bytes = reinterpret_cast<const unsigned char*>(tensor.data());
+  record.data.assign(bytes, bytes + static_cast<std::size_t>(tensor.numel()) * sizeof(T));
+  if (!detail::host_is_little_endian())
+    detail::swap_bytes(record.data.data(), static_cast<std::size_t>(tensor.numel()), sizeof(T));
+  return record;
+}
+
+template <typename T>
+Tensor<T> TensorRecord::to_tensor() const {
+  HEED_CHECK(dtype == detail::safetensors_dtype<T>(), ValueError, "TensorRecord::to_tensor: dtype ", dtype, ", wanted ",
+             detail::safetensors_dtype<T>(), " for a ", Tensor<T>::dtype(), " tensor");
+  const index_t n = numel();
+  HEED_CHECK(data.size() == static_cast<std::size_t>(n) * sizeof(T), ValueError,
+             "TensorRecord::to_tensor: ", data.size(), " bytes for shape ", detail::format_shape(shape), " of ", dtype,
+             " (", static_cast<std::size_t>(n) * sizeof(T), " expected)");
+  Tensor<T> out = Tensor<T>::empty(Shape(shape));
+  if (n != 0) std::memcpy(out.data(), data.data(), data.size());
+  if (!detail::host_is_little_endian())
+    detail::swap_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<std::size_t>(n), sizeof(T));
+  return out;
+}
+
+// ---- files --------------------------------------------------------------------------
+
+/// Reads and validates a whole safetensors file; tensors of any safetensors dtype come
+/// back as raw records. Throws FileError naming the file and what is wrong with it.
+inline SafetensorsFile read_safetensors(const std::string& path) {
+  detail::SafetensorsReader reader("read_safetensors", path);
+  SafetensorsFile file;
+  file.metadata = reader.metadata();
+  for (const auto& e : reader.entries()) {
+    TensorRecord& record = file.tensors[e.name];
+    record.dtype = e.dtype;
+    record.shape = e.shape;
+    record.data.resize(static_cast<std::size_t>(e.end - e.begin));
+  }
+  reader.read_data([&](const detail::SafetensorsReader::Entry& e) { return file.tensors[e.name].data.data(); });
+  return file;
+}
+
+/// The "__metadata__" of a safetensors file, without reading its tensors (the header is
+/// validated all the same): enough to rebuild a model from its hyper-parameters before
+/// loading its weights.
+inline std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  return detail::SafetensorsReader("read_safetensors_metadata", path).metadata();
+}
+
+/// Writes records (of any safetensors dtype, mixed) atomically. Bad arguments (two
+/// tensors of one name, a record whose bytes do not fit its shape, text that is not
+/// UTF-8) throw ValueError before any file is created; a failure to write throws
+/// FileError and leaves an existing file at `path` as it was.
+inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorRecord>>& tensors,
+                             const std::map<std::string, std::string>& metadata = {}) {
+  const std::string op = "save_safetensors";
+  std::vector<detail::SafetensorsItem> items;
+  for (const auto& [name, record] : tensors) {
+    const std::size_t element_size = detail::safetensors_dtype_size(record.dtype);
+    HEED_CHECK(element_size != 0, ValueError, op, ": ", path, ": tensor '", name, "' has unknown dtype '", record.dtype,
+               "' (safetensors has ", detail::safetensors_dtype_list(), ")");
+    const std::size_t expected = static_cast<std::size_t>(record.numel()) * element_size;
+    HEED_CHECK(record.data.size() == expected, ValueError, op, ": ", path, ": tensor '", name, "' has ",
+               record.data.size(), " bytes; shape ", detail::format_shape(record.shape), " of ", record.dtype,
+               " needs ", expected);
+    items.push_back({name, record.dtype, record.shape, record.data.data(), record.data.size(), element_size, false});
+  }
+  detail::write_safetensors(op, path, std::move(items), metadata);
+}
+
+/// Writes named tensors atomically (float as F32, double F64, std::int64_t I64,
+/// std::int32_t I32); errors as the overload for records.
+template <typename T>
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {}) {
+  std::vector<detail::SafetensorsItem> items;
+  for (const auto& [name, tensor] : tensors)
+    items.push_back(detail::safetensors_item("save_safetensors", path, name, tensor));
+  detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
+}
+
+// ---- checkpoints --------------------------------------------------------------------
+
+/// Saves module.named_parameters() (not the buffers) under their dotted names, which are
+/// d2l's state_dict() keys, with the given metadata. Atomic: see save_safetensors.
+template <typename T>
+void save_checkpoint(const Module<T>& module, const std::string& path,
+                     const std::map<std::string, std::string>& metadata = {}) {
+  std::vector<detail::SafetensorsItem> items;
+  for (const auto& [name, parameter] : module.named_parameters())
+    items.push_back(detail::safetensors_item("save_checkpoint", path, name, parameter));
+  detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
+}
+
+/// Loads every parameter of `module` from a safetensors file (heed's or PyTorch's) and
+/// returns the file's metadata. The file must hold exactly the module's parameter names,
+/// each with T's dtype (F32 for float, F64 for double) and the parameter's shape. Any
+/// difference or damage throws FileError naming the file and saying what differs, and
+/// leaves the module bit-for-bit as it was: everything is read and checked first.
+template <typename T>
+std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std::string& path) {
+  using Entry = detail::SafetensorsReader::Entry;
+  detail::SafetensorsReader reader("load_checkpoint", path);
+  auto parameters = module.named_parameters();
+
+  std::map<std::string, const Entry*> in_file;
+  for (const Entry& e : reader.entries()) in_file[e.name] = &e;
+  std::set<std::string> in_model;
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [name, parameter] : parameters) {
+    in_model.insert(name);
+    if (in_file.count(name) == 0) missing.push_back(name);
+  }
+  for (const auto& [name, entry] : in_file)
+    if (in_model.count(name) == 0) unexpected.push_back(name);
+  if (!missing.empty() || !unexpected.empty())
+    reader.fail("the tensors do not match the model's parameters: ",
+                missing.empty() ? "" : "missing from the file: " + detail::format_names(missing),
+                !missing.empty() && !unexpected.empty() ? "; " : "",
+                unexpected.empty() ? "" : "not parameters of the model: " + detail::format_names(unexpected));
+
+  const std::string dtype = detail::safetensors_dtype<T>();
+  std::string problems;
+  for (const auto& [name, parameter] : parameters) {
+    const Entry& e = *in_file.at(name);
+    const std::vector<index_t> shape = parameter.shape().to_vector();
+    if (e.dtype != dtype)
+      problems +=
+          detail::concat(problems.empty() ? "" : "; ", "tensor '", name, "': dtype ", e.dtype, ", model wants ", dtype);
+    if (e.shape != shape)
+      problems +=
+          detail::concat(problems.empty() ? "" : "; ", "tensor '", name, "': shape ", detail::format_shape(e.shape),
+                         " in the file, model wants ", detail::format_shape(shape));
+  }
+  if (!problems.empty()) reader.fail(problems);
+
+  std::map<std::string, Tensor<T>> values;
+  for (const auto& [name, parameter] : parameters) values.emplace(name, Tensor<T>::empty(parameter.shape()));
+  reader.read_data([&](const Entry& e) { return reinterpret_cast<unsigned char*>(values.at(e.name).data()); });
+  if (!detail::host_is_little_endian())
+    for (auto& [name, value] : values)
+      detail::swap_bytes(reinterpret_cast<unsigned char*>(value.data()), static_cast<std::size_t>(value.numel()),
+                         sizeof(T));
+
+  // Everything is read and checked: from here on nothing can fail.
+  NoGradGuard no_grad;
+  for (auto& [name, parameter] : parameters) parameter.copy_(values.at(name));
+  return reader.metadata();
+}
+
+}  // namespace heed

@@ -1,0 +1,159 @@
+// heed/ops/cross_entropy.hpp — softmax cross entropy over the last dim, fused, as
+// PyTorch's F.cross_entropy but with the classes on the LAST dim.
+//
+//   logits: (..., num_classes)   labels: (...), int64 class indices in [0, num_classes)
+//   cross_entropy(logits, labels, Reduction::none): (...)  one loss per row
+//   cross_entropy(logits, labels)                  : ()    their mean (the default)
+//   cross_entropy(logits, labels, Reduction::sum)  : ()    their sum
+//
+//   auto loss = heed::cross_entropy(net(X), y);   // y: (batch), net(X): (batch, classes)
+//
+// PyTorch puts the classes on dim 1 (d2l permutes (B, T, V) to (B, V, T) for that);
+// heed keeps them last, where they are contiguous, so d2l's
+// `F.cross_entropy(pred.permute(0, 2, 1), label)` is `cross_entropy(pred, label)`.
+//
+// One primitive, not log_softmax + gather: each row is read twice in the forward (its
+// max, then Σ exp) and once in the backward, and only two numbers per row (its max and
+// log Σ exp) are kept for backward besides the logits themselves:
+//   loss_r = log_sum_r − (x_r[y_r] − max_r),  log_sum_r = log Σ_c exp(x_rc − max_r)
+//   d loss_r / d x_rc = softmax(x_r)_c − [c = y_r] = exp(x_rc − max_r − log_sum_r) − [c = y_r]
+// (x − max first, as PyTorch's log_softmax: with logits near 1000, x − (max + log_sum)
+// in float would round the log-sum-exp to 6e-5 and the probabilities with it.)
+// The mean over zero rows is NaN (0/0), as in PyTorch.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "heed/ops/reduce.hpp"
+
+namespace heed {
+
+/// How a loss over many rows is reduced, as PyTorch's `reduction=` argument.
+enum class Reduction { none, mean, sum };
+
+namespace detail {
+
+/// "(1, 2)": the multi-index of flat position i in shape s, for error messages.
+inline std::string position_string(index_t i, const Shape& s) {
+  std::vector<index_t> index(static_cast<std::size_t>(s.rank()));
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    index[static_cast<std::size_t>(d)] = s[d] > 0 ? i % s[d] : 0;
+    i = s[d] > 0 ? i / s[d] : 0;
+  }
+  std::string out = "(";
+  for (std::size_t d = 0; d < index.size(); ++d) out += (d ? ", " : "") + std::to_string(index[d]);
+  return out + ")";
+}
+
+/// Every label is a class index: label_r in [0, classes).
+inline void check_labels(const IndexTensor& labels, index_t classes, const char* op) {
+  const std::int64_t* y = labels.data();
+  for (index_t i = 0; i < labels.numel(); ++i)
+    HEED_CHECK(y[i] >= 0 && y[i] < classes, IndexError, op, ": label ", y[i], " at position ",
+               position_string(i, labels.shape()), " of labels ", to_string(labels.shape()), " is out of range for ",
+               classes, " classes");
+}
+
+/// The rows of a cross entropy and which of them count: rows come in groups of
+/// `steps` (one per sequence), and only the first lens[g] rows of group g are computed;
+/// the others get loss 0 and gradient 0. No lens: every row counts.
+struct CrossEntropyRows {
+  index_t rows = 0, classes = 0, steps = 1;
+  std::vector<index_t> lens;
+
+  bool counts(index_t r) const { return lens.empty() || r % steps < lens[static_cast<std::size_t>(r / steps)]; }
+};
+
+/// Fills loss[r] and stats[2r], stats[2r + 1] (the row's max and log Σ exp(x − max))
+/// for each row of x (rows × classes); uncounted rows get 0 (their stats never read).
+template <typename T>
+void cross_entropy_forward(const T* x, const std::int64_t* y, const CrossEntropyRows& rows, T* stats, T* loss) {
+  const index_t c = rows.classes;
+  parallel_for(rows.rows, kParallelGrain / std::max<index_t>(c, 1) + 1, [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r) {
+      if (!rows.counts(r)) {
+        stats[2 * r] = stats[2 * r + 1] = loss[r] = T(0);
+        continue;
+      }
+      const ConstVecMap<T> row(x + r * c, c);
+      const T max = row.maxCoeff();  // subtracted so that exp cannot overflow
+      const T log_sum = std::log((row - max).exp().sum());
+      stats[2 * r] = max;
+      stats[2 * r + 1] = log_sum;
+      loss[r] = log_sum - (x[r * c + y[r]] - max);
+    }
+  });
+}
+
+/// d loss / d x for loss rows whose upstream gradient is coef(r):
+///   dx_r = coef(r) · (exp(x_r − max_r − log_sum_r) − one_hot(y_r)); 0 for uncounted rows.
+template <typename T, typename Coef>
+Tensor<T> cross_entropy_backward(const Tensor<T>& logits, const IndexTensor& labels, const Tensor<T>& stats,
+                                 const CrossEntropyRows& rows, Coef&& coef) {
+  Tensor<T> dx = make_tensor<T>(logits.shape());
+  const index_t c = rows.classes;
+  const T* x = logits.data();
+  const T* st = stats.data();
+  const std::int64_t* y = labels.data();
+  T* d = dx.data();
+  parallel_for(rows.rows, kParallelGrain / std::max<index_t>(c, 1) + 1, [&](index_t begin, index_t end) {
+    for (index_t r = begin; r < end; ++r) {
+      VecMap<T> out(d + r * c, c);
+      if (!rows.counts(r)) {
+        out.setZero();
+        continue;
+      }
+      const T k = coef(r);
+      out = ((ConstVecMap<T>(x + r * c, c) - st[2 * r]) - st[2 * r + 1]).exp() * k;
+      out[y[r]] -= k;
+    }
+  });
+  return dx;
+}
+
+}  // namespace detail
+
+/// Softmax cross entropy of `logits` (..., num_classes) against class indices `labels`
+/// (...), reduced as asked. See the top of this file.
+template <typename T>
+Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Reduction reduction = Reduction::mean) {
+  detail::check_floating<T>("cross_entropy");
+  HEED_CHECK(labels.defined(), ValueError, "cross_entropy: labels are undefined");
+  HEED_CHECK(logits.dim() >= 1, ShapeError, "cross_entropy: logits must be (..., num_classes), got shape ",
+             to_string(logits.shape()));
+  const Shape rows_shape = detail::dropped_shape(logits.shape(), logits.dim() - 1);
+  HEED_CHECK(labels.shape() == rows_shape, ShapeError, "cross_entropy: labels of shape ", to_string(labels.shape()),
+             " do not match logits of shape ", to_string(logits.shape()), "; expected labels of shape ",
+             to_string(rows_shape));
+  detail::CrossEntropyRows rows;
+  rows.classes = logits.shape()[-1];
+  rows.rows = rows_shape.numel();
+  detail::check_labels(labels, rows.classes, "cross_entropy");
+
+  Tensor<T> stats = detail::make_tensor<T>(Shape{rows.rows, 2});
+  Tensor<T> losses = detail::make_tensor<T>(rows_shape);
+  detail::cross_entropy_forward(logits.data(), labels.data(), rows, stats.data(), losses.data());
+  Tensor<T> out = losses;
+  if (reduction != Reduction::none) {
+    const T total = losses.array().sum();
+    out = scalar_tensor<T>(reduction == Reduction::sum ? total : total / static_cast<T>(rows.rows));
+  }
+
+  if (autograd::needs_grad(logits))
+    autograd::record(
+        out, "CrossEntropyBackward", {logits},
+        [saved = autograd::save(logits), labels, stats, rows, reduction](const Tensor<T>& g) {
+          const T* gd = g.data();
+          const T count = reduction == Reduction::mean ? static_cast<T>(rows.rows) : T(1);
+          const auto coef = [&](index_t r) { return reduction == Reduction::none ? gd[r] : gd[0] / count; };
+          return autograd::Grads<T>{detail::cross_entropy_backward(saved.get(), labels, stats, rows, coef)};
+        });
+  return out;
+}
+
+}  // namespace heed

@@ -1,0 +1,63 @@
+// heed/optim/clip.hpp — gradient clipping by the global norm, as d2l's grad_clipping
+// (d2l 8.5), which train_seq2seq calls with theta = 1.
+//
+//   loss.backward();
+//   heed::grad_clipping(net, 1.0);                      // d2l's spelling
+//   heed::clip_grad_norm(net.parameters(), 1.0);        // the same on a list of tensors
+//   optimizer.step();
+//
+// norm = √(Σ over every parameter that has a gradient of Σ grad²); when norm > max_norm,
+// every gradient is multiplied by max_norm / norm, so the global norm becomes max_norm.
+// Parameters without a gradient are skipped (d2l's would fail on them).
+//
+// This is d2l's rule, not torch.nn.utils.clip_grad_norm_'s: PyTorch scales by
+// max_norm / (norm + 1e-6) whenever that is below 1, so its clipped norm falls just
+// short of max_norm, and a norm within 1e-6 above max_norm is left alone here but
+// scaled (by a factor just under 1) there. A NaN norm clips nothing, as in d2l.
+#pragma once
+
+#include <cmath>
+#include <vector>
+
+#include "heed/nn/module.hpp"
+#include "heed/ops/elementwise.hpp"
+
+namespace heed {
+
+/// Scales the gradients of `params` so that their global norm is at most max_norm
+/// (d2l's rule above). Returns the global norm before clipping, as
+/// torch.nn.utils.clip_grad_norm_ does; 0 when no parameter has a gradient.
+template <typename T>
+T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
+  static_assert(std::is_floating_point_v<T>, "clip_grad_norm needs floating-point parameters");
+  HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  // Σ grad² in double: float would lose the small gradients' share of a large sum.
+  double sum_of_squares = 0.0;
+  for (const Tensor<T>& p : params) {
+    if (!p.defined()) continue;
+    const Tensor<T> g = p.grad();
+    if (g.defined()) sum_of_squares += g.array().template cast<double>().square().sum();
+  }
+  const double norm = std::sqrt(sum_of_squares);
+  if (norm > max_norm) {
+    const T scale = static_cast<T>(max_norm / norm);
+    for (const Tensor<T>& p : params) {
+      if (!p.defined()) continue;
+      Tensor<T> g = p.grad();  // a handle: scaling it scales the parameter's gradient
+      if (g.defined()) g.mul_(scale);
+    }
+  }
+  return static_cast<T>(norm);
+}
+
+/// d2l's grad_clipping(net, theta): clip_grad_norm over the module's parameters that
+/// require grad. Returns the norm before clipping.
+template <typename T>
+T grad_clipping(const Module<T>& net, double theta) {
+  std::vector<Tensor<T>> params;
+  for (const Tensor<T>& p : net.parameters())
+    if (p.requires_grad()) params.push_back(p);
+  return clip_grad_norm(params, theta);
+}
+
+}  // namespace heed

@@ -1,0 +1,85 @@
+// heed/seq2seq/loss.hpp — d2l's MaskedSoftmaxCELoss (d2l 9.7.3): the softmax cross
+// entropy of a batch of padded sequences, counting only each sequence's valid steps.
+//
+//   pred:      (batch, num_steps, vocab_size)   the decoder's logits
+//   label:     (batch, num_steps)               int64 token indices
+//   valid_len: (batch)                          int64, how many steps of each sequence count
+//   loss(pred, label, valid_len): (batch)       per sequence: Σ_{t < valid_len} CE(pred_bt, label_bt) / num_steps
+//
+//   heed::MaskedSoftmaxCELoss loss;
+//   auto l = loss(Y_hat, Y, Y_valid_len);   // as d2l's train_seq2seq
+//   l.sum().backward();
+//
+// d2l computes the cross entropy at every step, then multiplies the padded ones by 0
+// and takes the mean over num_steps (dividing by num_steps, not by valid_len). heed
+// computes only the valid steps: the values and gradients are the same (padded steps
+// get gradient exactly 0), as long as the padded logits are finite — d2l's 0 · inf is
+// NaN where heed's is 0. As in PyTorch, every label, padded ones included, must be a
+// valid index. A valid_len at or above num_steps counts every step; a negative one is
+// refused.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "heed/ops/cross_entropy.hpp"
+#include "heed/ops/sequence_mask.hpp"
+
+namespace heed {
+
+/// MaskedSoftmaxCELoss as a function: see the top of this file.
+template <typename T>
+Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len) {
+  detail::check_floating<T>("MaskedSoftmaxCELoss");
+  HEED_CHECK(label.defined(), ValueError, "MaskedSoftmaxCELoss: label is undefined");
+  HEED_CHECK(pred.dim() == 3, ShapeError, "MaskedSoftmaxCELoss: pred must be (batch, num_steps, vocab_size), got ",
+             to_string(pred.shape()));
+  const index_t batch = pred.shape()[0], num_steps = pred.shape()[1];
+  HEED_CHECK(label.shape() == (Shape{batch, num_steps}), ShapeError, "MaskedSoftmaxCELoss: label of shape ",
+             to_string(label.shape()), " does not match pred of shape ", to_string(pred.shape()),
+             "; expected label of shape (", batch, ", ", num_steps, ")");
+  detail::CrossEntropyRows rows;
+  rows.rows = batch * num_steps;
+  rows.classes = pred.shape()[2];
+  rows.steps = num_steps;
+  rows.lens = detail::sequence_lens(valid_len, batch, num_steps, "MaskedSoftmaxCELoss");
+  detail::check_labels(label, rows.classes, "MaskedSoftmaxCELoss");
+
+  Tensor<T> stats = detail::make_tensor<T>(Shape{rows.rows, 2});
+  std::vector<T> losses(static_cast<std::size_t>(rows.rows));
+  detail::cross_entropy_forward(pred.data(), label.data(), rows, stats.data(), losses.data());
+  // (unweighted_loss * weights).mean(dim=1): the padded steps are 0 in the sum.
+  Tensor<T> out = detail::make_tensor<T>(Shape{batch});
+  const T steps = static_cast<T>(num_steps);
+  for (index_t b = 0; b < batch; ++b) {
+    T total = 0;
+    for (index_t t = 0; t < num_steps; ++t) total += losses[static_cast<std::size_t>(b * num_steps + t)];
+    out.data()[b] = total / steps;
+  }
+
+  if (autograd::needs_grad(pred))
+    autograd::record(out, "MaskedSoftmaxCELossBackward", {pred},
+                     [saved = autograd::save(pred), label, stats, rows = std::move(rows), steps](const Tensor<T>& g) {
+                       const T* gd = g.data();
+                       const auto coef = [&](index_t r) { return gd[r / rows.steps] / steps; };
+                       return autograd::Grads<T>{detail::cross_entropy_backward(saved.get(), label, stats, rows, coef)};
+                     });
+  return out;
+}
+
+/// The softmax cross-entropy loss with masks, spelled as d2l's class:
+///   heed::MaskedSoftmaxCELoss loss;  auto l = loss(pred, label, valid_len);  // l: (batch)
+class MaskedSoftmaxCELoss {
+ public:
+  // pred: (batch, num_steps, vocab_size)  label: (batch, num_steps)  valid_len: (batch)
+  template <typename T>
+  Tensor<T> forward(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len) const {
+    return masked_softmax_ce_loss(pred, label, valid_len);
+  }
+  template <typename T>
+  Tensor<T> operator()(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len) const {
+    return forward(pred, label, valid_len);
+  }
+};
+
+}  // namespace heed

@@ -1,0 +1,336 @@
+// heed/seq2seq/predict.hpp — d2l's predict_seq2seq (9.7.5) for a batch of sentences,
+// greedy or with beam search (9.8), through the decoder's incremental state.
+//
+//   auto t = heed::predict_seq2seq(*net, "he's calm .", src_vocab, tgt_vocab, /*num_steps=*/10);
+//   // t.text == "il est calme .", t.cross_attention: (layers, heads, output steps, source steps)
+//
+//   heed::PredictOptions options;
+//   options.beam_size = 4;                 // beam search; options.n_best hypotheses kept
+//   auto all = heed::predict_seq2seq(*net, {"go .", "i lost ."}, src_vocab, tgt_vocab, 10, options);
+//
+// Sentences go through preprocess_nmt (d2l only lowercases; the rest is a no-op on
+// already tokenised text and lets users type "He's calm."), are split on spaces, get
+// <eos>, and are padded or cut to num_steps with their untruncated length as valid
+// length, as d2l does. Decoding feeds one token per step; the decoder keeps its own
+// state (the GRU hidden state, the Transformer's key/value caches), so a step costs
+// one position, not the whole prefix. A hypothesis ends at <eos> or after num_steps
+// tokens. Greedy decoding equals beam search with beam_size 1.
+//
+// Beam search keeps, per sentence, the beam_size best partial hypotheses by summed
+// log-probability; a hypothesis that emits <eos> is finished and scored
+// log P / L^length_penalty (L its length counting <eos>, d2l's 9.8 rule); search stops
+// when every sentence has n_best finished hypotheses that no live one can still beat,
+// or after num_steps.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "heed/ops/softmax.hpp"
+#include "heed/seq2seq/bahdanau_decoder.hpp"
+#include "heed/seq2seq/data.hpp"
+#include "heed/seq2seq/gru_encoder.hpp"
+#include "heed/transformer/decoder.hpp"
+
+namespace heed {
+
+struct PredictOptions {
+  index_t beam_size = 1;         // 1: greedy
+  index_t n_best = 1;            // hypotheses returned per sentence (<= beam_size)
+  double length_penalty = 0.75;  // α in log P / L^α (beam search only)
+  bool save_attention_weights = true;
+};
+
+template <typename T>
+struct Hypothesis {
+  std::string text;             // the tokens joined by spaces, without <eos>
+  std::vector<index_t> tokens;  // without <eos>
+  double log_prob = 0.0;        // Σ log P of the chosen tokens, <eos> included when emitted
+  double score = 0.0;           // log_prob for greedy; log_prob / L^α for beam search
+  // Encoder-decoder attention of each output step (the <eos> step included), one
+  // (num_layers, num_heads, output steps, source steps) tensor; the Bahdanau decoder
+  // has one layer and one head. Source steps are the sentence's valid length.
+  Tensor<T> cross_attention;
+  // The decoder's self-attention, (num_layers, num_heads, output steps, output steps),
+  // zero above the diagonal; undefined for decoders without one (Bahdanau).
+  Tensor<T> self_attention;
+};
+
+template <typename T>
+struct Translation : Hypothesis<T> {
+  std::vector<std::string> source_tokens;  // with <eos>, before padding
+  // The encoder's self-attention, (num_layers, num_heads, source steps, source
+  // steps); undefined for encoders without one (the GRU).
+  Tensor<T> encoder_attention;
+  std::vector<Hypothesis<T>> n_best;  // best first; n_best[0] is *this
+};
+
+namespace detail {
+
+// ---- what differs between decoders: the weights to keep, reordering the state ----
+
+template <typename T>
+std::vector<Tensor<T>> step_cross_attention(const Seq2SeqAttentionDecoder<T>& decoder) {
+  return {decoder.attention_weights().back().unsqueeze(1)};  // (batch, 1, 1, num_enc_steps)
+}
+template <typename T>
+std::vector<Tensor<T>> step_cross_attention(const TransformerDecoder<T>& decoder) {
+  return decoder.cross_attention_weights();  // per layer (batch, heads, 1, num_enc_steps)
+}
+template <typename T>
+std::vector<Tensor<T>> step_self_attention(const Seq2SeqAttentionDecoder<T>&) {
+  return {};
+}
+template <typename T>
+std::vector<Tensor<T>> step_self_attention(const TransformerDecoder<T>& decoder) {
+  return decoder.self_attention_weights();  // per layer (batch, heads, 1, steps so far)
+}
+template <typename T>
+std::vector<Tensor<T>> encoder_attention(const Seq2SeqEncoder<T>&) {
+  return {};
+}
+template <typename T>
+std::vector<Tensor<T>> encoder_attention(const TransformerEncoder<T>& encoder) {
+  return encoder.attention_weights();  // per layer (batch, heads, steps, steps)
+}
+
+/// Keeps the rows `index` of the batch, in that order: beams follow their parents.
+template <typename T>
+void reorder_state(Seq2SeqAttentionState<T>& state, const IndexTensor& index) {
+  state.enc_outputs = index_select(state.enc_outputs, 0, index);
+  state.hidden_state = index_select(state.hidden_state, 1, index);
+  if (state.enc_valid_lens.defined()) state.enc_valid_lens = index_select(state.enc_valid_lens, 0, index);
+  state.projected_keys = index_select(state.projected_keys, 0, index);
+}
+template <typename T>
+void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index) {
+  state.enc_outputs = index_select(state.enc_outputs, 0, index);
+  if (state.enc_valid_lens.valid_lens().defined())
+    state.enc_valid_lens.with_valid_lens(index_select(state.enc_valid_lens.valid_lens(), 0, index));
+  for (auto* caches : {&state.key_values, &state.cross_key_values})
+    for (KVCache<T>& cache : *caches)
+      if (!cache.empty()) {
+        cache.keys = index_select(cache.keys, 0, index);
+        cache.values = index_select(cache.values, 0, index);
+      }
+}
+
+/// Row `row` of each layer's (batch, heads, 1, k) weights, as (layers, heads, k).
+template <typename T>
+Tensor<T> rows_of(const std::vector<Tensor<T>>& per_layer, index_t row) {
+  std::vector<Tensor<T>> layers;
+  for (const Tensor<T>& w : per_layer) layers.push_back(select(select(w, 0, row), 1, 0));
+  return stack(layers, 0);
+}
+
+/// Per-step (layers, heads, k_t) weights → (layers, heads, steps, width), zero-padded.
+template <typename T>
+Tensor<T> stack_steps(const std::vector<Tensor<T>>& steps, index_t width) {
+  if (steps.empty()) return Tensor<T>();
+  const index_t layers = steps[0].shape()[0], heads = steps[0].shape()[1], n = static_cast<index_t>(steps.size());
+  Tensor<T> out = zeros<T>({layers, heads, n, width});
+  for (index_t t = 0; t < n; ++t) {
+    const Tensor<T>& w = steps[static_cast<std::size_t>(t)];
+    const index_t k = std::min(w.shape()[2], width);
+    for (index_t l = 0; l < layers; ++l)
+      for (index_t h = 0; h < heads; ++h)
+        std::copy(w.data() + (l * heads + h) * w.shape()[2], w.data() + (l * heads + h) * w.shape()[2] + k,
+                  out.data() + ((l * heads + h) * n + t) * width);
+  }
+  return out;
+}
+
+/// A hypothesis being decoded: its tokens and the weights of each of its steps.
+template <typename T>
+struct LiveHypothesis {
+  std::vector<index_t> tokens;
+  double log_prob = 0.0;
+  bool ended = false;                  // emitted <eos>
+  std::vector<Tensor<T>> cross, self;  // per step: (layers, heads, k)
+  index_t length() const { return static_cast<index_t>(tokens.size()) + (ended ? 1 : 0); }
+};
+
+}  // namespace detail
+
+/// Translates a batch of sentences; returns one Translation per sentence.
+template <typename T, typename Net>
+std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::string>& src_sentences,
+                                            const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
+                                            const PredictOptions& options = {}) {
+  HEED_CHECK(num_steps > 0, ValueError, "predict_seq2seq: num_steps must be positive, got ", num_steps);
+  HEED_CHECK(options.beam_size >= 1 && options.n_best >= 1 && options.n_best <= options.beam_size, ValueError,
+             "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = ", options.n_best,
+             ", beam_size = ", options.beam_size);
+  HEED_CHECK(options.length_penalty >= 0.0, ValueError, "predict_seq2seq: length_penalty must be >= 0, got ",
+             options.length_penalty);
+  for (const char* token : {"<pad>", "<bos>", "<eos>"}) {
+    HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
+    HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
+  }
+  std::vector<Translation<T>> results(src_sentences.size());
+  if (src_sentences.empty()) return results;
+  NoGradGuard no_grad;
+  net.eval();
+  const index_t batch = static_cast<index_t>(src_sentences.size()), K = options.beam_size;
+  const index_t eos = tgt_vocab["<eos>"];
+
+  // ---- encode the batch once ----
+  IndexTensor enc_X = detail::make_tensor<std::int64_t>(Shape{batch, num_steps});
+  IndexTensor enc_valid_len = detail::make_tensor<std::int64_t>(Shape{batch});
+  for (index_t b = 0; b < batch; ++b) {
+    Translation<T>& r = results[static_cast<std::size_t>(b)];
+    r.source_tokens = detail::split(preprocess_nmt(src_sentences[static_cast<std::size_t>(b)]), ' ');
+    r.source_tokens.push_back("<eos>");
+    std::vector<index_t> ids = src_vocab[r.source_tokens];
+    enc_valid_len.data()[b] = static_cast<index_t>(ids.size());
+    ids = truncate_pad(ids, num_steps, src_vocab["<pad>"]);
+    std::copy(ids.begin(), ids.end(), enc_X.data() + b * num_steps);
+  }
+  auto enc_outputs = net.encoder()(enc_X, enc_valid_len);
+  const std::vector<Tensor<T>> enc_weights = detail::encoder_attention(net.encoder());
+  for (index_t b = 0; b < batch && options.save_attention_weights; ++b) {
+    if (enc_weights.empty() || !enc_weights[0].defined()) break;
+    const index_t n = std::min(enc_valid_len.data()[b], num_steps);
+    std::vector<Tensor<T>> layers;
+    for (const Tensor<T>& w : enc_weights) layers.push_back(narrow(narrow(select(w, 0, b), 1, 0, n), 2, 0, n));
+    results[static_cast<std::size_t>(b)].encoder_attention = stack(layers, 0);
+  }
+
+  // ---- decode batch × K beams, row b·K + k ----
+  IndexTensor expand = detail::make_tensor<std::int64_t>(Shape{batch * K});
+  for (index_t i = 0; i < batch * K; ++i) expand.data()[i] = i / K;
+  auto state = net.decoder().init_state(enc_outputs, enc_valid_len);
+  if (K > 1) detail::reorder_state(state, expand);
+
+  using Live = detail::LiveHypothesis<T>;
+  std::vector<std::vector<Live>> live(static_cast<std::size_t>(batch));
+  std::vector<std::vector<Live>> finished(static_cast<std::size_t>(batch));
+  for (auto& beams : live) beams.resize(static_cast<std::size_t>(K));  // all start at <bos>
+  std::vector<bool> done(static_cast<std::size_t>(batch), false);
+  auto score_of = [&](const Live& h, index_t length) {
+    return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
+  };
+  IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab["<bos>"]);
+  const index_t V = tgt_vocab.size();
+  for (index_t step = 0; step < num_steps; ++step) {
+    const Tensor<T> log_probs = log_softmax(net.decoder()(dec_X, state), -1);  // (batch·K, 1, V)
+    const std::vector<Tensor<T>> cross =
+        options.save_attention_weights ? detail::step_cross_attention(net.decoder()) : std::vector<Tensor<T>>();
+    const std::vector<Tensor<T>> self =
+        options.save_attention_weights ? detail::step_self_attention(net.decoder()) : std::vector<Tensor<T>>();
+    IndexTensor parents = detail::make_tensor<std::int64_t>(Shape{batch * K});
+    for (index_t b = 0; b < batch; ++b) {
+      auto& beams = live[static_cast<std::size_t>(b)];
+      // Candidates (log P, beam, token); at the first step every beam is the same <bos>.
+      struct Candidate {
+        double log_prob;
+        index_t beam, token;
+      };
+      std::vector<Candidate> candidates;
+      const index_t first_beams = step == 0 ? 1 : K;
+      for (index_t k = 0; k < first_beams && !done[static_cast<std::size_t>(b)]; ++k) {
+        const T* lp = log_probs.data() + (b * K + k) * V;
+        // Only the K best tokens of a beam can be among the K best continuations.
+        std::vector<index_t> order(static_cast<std::size_t>(V));
+        for (index_t v = 0; v < V; ++v) order[static_cast<std::size_t>(v)] = v;
+        std::partial_sort(order.begin(), order.begin() + std::min(K, V), order.end(),
+                          [&](index_t a, index_t c) { return lp[a] > lp[c] || (lp[a] == lp[c] && a < c); });
+        for (index_t j = 0; j < std::min(K, V); ++j) {
+          const index_t v = order[static_cast<std::size_t>(j)];
+          candidates.push_back({beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(lp[v]), k, v});
+        }
+      }
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [](const Candidate& a, const Candidate& c) { return a.log_prob > c.log_prob; });
+      std::vector<Live> next;
+      for (const Candidate& c : candidates) {
+        if (static_cast<index_t>(next.size()) == K) break;
+        Live h = beams[static_cast<std::size_t>(c.beam)];
+        h.log_prob = c.log_prob;
+        if (!cross.empty()) h.cross.push_back(detail::rows_of(cross, b * K + c.beam));
+        if (!self.empty()) h.self.push_back(detail::rows_of(self, b * K + c.beam));
+        if (c.token == eos) {
+          h.ended = true;
+          finished[static_cast<std::size_t>(b)].push_back(std::move(h));
+          if (K == 1) break;  // greedy: the sentence is done
+          continue;
+        }
+        h.tokens.push_back(c.token);
+        parents.data()[b * K + static_cast<index_t>(next.size())] = b * K + c.beam;
+        dec_X.data()[b * K + static_cast<index_t>(next.size())] = c.token;
+        next.push_back(std::move(h));
+      }
+      // Rows of a finished sentence (or spare beams) keep decoding something harmless.
+      for (index_t k = static_cast<index_t>(next.size()); k < K; ++k) {
+        parents.data()[b * K + k] = b * K;
+        dec_X.data()[b * K + k] = eos;
+      }
+      auto& ended = finished[static_cast<std::size_t>(b)];
+      if (!done[static_cast<std::size_t>(b)]) {
+        // Done when n_best hypotheses have ended and no live one can beat the worst of
+        // them (log P only falls; with α > 0 the length term can still help it, so
+        // compare against the best score a live hypothesis could reach by num_steps).
+        if (static_cast<index_t>(ended.size()) >= options.n_best) {
+          std::vector<double> scores;
+          for (const Live& h : ended) scores.push_back(score_of(h, h.length()));
+          std::sort(scores.rbegin(), scores.rend());
+          const double worst_kept = scores[static_cast<std::size_t>(options.n_best - 1)];
+          bool can_beat = false;
+          for (const Live& h : next) {
+            const double best_possible =
+                K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(num_steps + 1), options.length_penalty);
+            can_beat = can_beat || best_possible > worst_kept;
+          }
+          done[static_cast<std::size_t>(b)] = !can_beat || next.empty();
+        }
+        if (next.empty()) done[static_cast<std::size_t>(b)] = true;
+      }
+      beams = std::move(next);
+      beams.resize(static_cast<std::size_t>(K));
+    }
+    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
+    if (K > 1) detail::reorder_state(state, parents);
+  }
+
+  // ---- collect: finished hypotheses, else the live ones cut at num_steps ----
+  for (index_t b = 0; b < batch; ++b) {
+    auto& ended = finished[static_cast<std::size_t>(b)];
+    if (static_cast<index_t>(ended.size()) < options.n_best)
+      for (Live& h : live[static_cast<std::size_t>(b)])
+        if (!h.tokens.empty() || !h.cross.empty()) ended.push_back(std::move(h));
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (std::size_t i = 0; i < ended.size(); ++i)
+      ranked.emplace_back(score_of(ended[i], std::max<index_t>(ended[i].length(), 1)), i);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
+    Translation<T>& r = results[static_cast<std::size_t>(b)];
+    const index_t src_len = std::min(enc_valid_len.data()[b], num_steps);
+    for (std::size_t i = 0; i < ranked.size() && static_cast<index_t>(i) < options.n_best; ++i) {
+      Live& h = ended[ranked[i].second];
+      Hypothesis<T> out;
+      out.tokens = h.tokens;
+      std::vector<std::string> words;
+      for (index_t t : h.tokens) words.push_back(tgt_vocab.to_tokens(t));
+      for (std::size_t w = 0; w < words.size(); ++w) out.text += (w ? " " : "") + words[w];
+      out.log_prob = h.log_prob;
+      out.score = ranked[i].first;
+      if (!h.cross.empty()) out.cross_attention = narrow(detail::stack_steps(h.cross, num_steps), 3, 0, src_len);
+      if (!h.self.empty()) out.self_attention = detail::stack_steps(h.self, static_cast<index_t>(h.self.size()));
+      r.n_best.push_back(std::move(out));
+    }
+    static_cast<Hypothesis<T>&>(r) = r.n_best.front();
+  }
+  return results;
+}
+
+/// One sentence: d2l's predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps).
+template <typename T, typename Net>
+Translation<T> predict_seq2seq(Net& net, const std::string& src_sentence, const Vocab& src_vocab,
+                               const Vocab& tgt_vocab, index_t num_steps, const PredictOptions& options = {}) {
+  return predict_seq2seq<T>(net, std::vector<std::string>{src_sentence}, src_vocab, tgt_vocab, num_steps, options)
+      .front();
+}
+
+}  // namespace heed

@@ -1,0 +1,192 @@
+// heed/seq2seq/train.hpp — d2l's train_seq2seq (9.7.4): teacher forcing, Adam, the
+// masked cross-entropy, gradient clipping at norm 1.
+//
+//   auto data = heed::load_data_nmt("fra.txt", /*batch_size=*/64, /*num_steps=*/10, 600);
+//   auto result = heed::train_seq2seq<float>(*net, data.data_iter, /*lr=*/0.005, /*num_epochs=*/200,
+//                                            data.tgt_vocab);
+//   // result.losses: the loss per token of each epoch; result.tokens_per_second
+//
+// Each batch: the decoder reads <bos> followed by the target minus its last token and
+// learns to predict the target; the loss of each sequence is d2l's (the mean over its
+// steps of the masked cross-entropy), and the epoch's reported loss is the summed loss
+// over the number of target tokens, as d2l's Animator plots it. Progress goes to
+// stderr: a bar with the ETA when stderr is a terminal, a plain line per tenth of the
+// run otherwise. The loss curve is written as SVG and CSV when paths are given.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "heed/nn/init.hpp"
+#include "heed/optim/adam.hpp"
+#include "heed/optim/clip.hpp"
+#include "heed/seq2seq/data.hpp"
+#include "heed/seq2seq/loss.hpp"
+#include "heed/viz/plot.hpp"
+
+#if __has_include(<unistd.h>)
+#include <unistd.h>
+#define HEED_HAVE_ISATTY 1
+#endif
+
+namespace heed {
+
+struct EpochStats {
+  index_t epoch = 0;  // 1-based
+  index_t num_epochs = 0;
+  double loss = 0.0;  // summed sequence losses / target tokens, as d2l reports it
+  double tokens_per_second = 0.0;
+  double elapsed_seconds = 0.0;  // since training started
+};
+
+struct TrainOptions {
+  double grad_clip = 1.0;                           // d2l's grad_clipping(net, 1); 0 turns clipping off
+  bool xavier_init = true;                          // d2l's net.apply(xavier_init_weights)
+  Generator* generator = nullptr;                   // for the initialisation; default_generator() when null
+  bool progress = true;                             // report on stderr
+  std::string loss_svg;                             // write the loss curve here when not empty
+  std::string loss_csv;                             // epoch,loss,tokens_per_second per line when not empty
+  std::function<void(const EpochStats&)> on_epoch;  // called after each epoch
+};
+
+struct TrainResult {
+  std::vector<double> losses;  // per epoch
+  double seconds = 0.0;
+  index_t tokens = 0;  // target tokens processed in all epochs
+  double tokens_per_second = 0.0;
+};
+
+namespace detail {
+
+/// d2l's teacher forcing: cat([<bos>], Y[:, :-1]) along the steps.
+inline IndexTensor shift_right(const IndexTensor& Y, index_t bos) {
+  const index_t batch = Y.shape()[0], num_steps = Y.shape()[1];
+  IndexTensor dec_input = make_tensor<std::int64_t>(Y.shape());
+  for (index_t b = 0; b < batch; ++b) {
+    dec_input.data()[b * num_steps] = bos;
+    std::copy(Y.data() + b * num_steps, Y.data() + (b + 1) * num_steps - 1, dec_input.data() + b * num_steps + 1);
+  }
+  return dec_input;
+}
+
+inline bool stderr_is_terminal() {
+#ifdef HEED_HAVE_ISATTY
+  return isatty(fileno(stderr)) != 0;
+#else
+  return false;
+#endif
+}
+
+inline std::string format_seconds(double s) {
+  char text[32];
+  if (s < 60)
+    std::snprintf(text, sizeof text, "%.1f s", s);
+  else
+    std::snprintf(text, sizeof text, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  return text;
+}
+
+inline void report_progress(const EpochStats& stats, bool terminal) {
+  char line[160];
+  const double eta =
+      stats.elapsed_seconds / static_cast<double>(stats.epoch) * static_cast<double>(stats.num_epochs - stats.epoch);
+  if (terminal) {
+    const int width = 24, filled = static_cast<int>(width * stats.epoch / std::max<index_t>(stats.num_epochs, 1));
+    std::snprintf(line, sizeof line, "\r  epoch %lld/%lld [%s%s] loss %.3f, %.0f tokens/s, ETA %s   ",
+                  static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs),
+                  std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                  std::string(static_cast<std::size_t>(width - filled), '.').c_str(), stats.loss,
+                  stats.tokens_per_second, format_seconds(eta).c_str());
+    std::cerr << line << (stats.epoch == stats.num_epochs ? "\n" : "") << std::flush;
+    return;
+  }
+  const index_t every = std::max<index_t>(stats.num_epochs / 10, 1);
+  if (stats.epoch % every != 0 && stats.epoch != stats.num_epochs) return;
+  std::snprintf(line, sizeof line, "  epoch %lld/%lld: loss %.3f, %.0f tokens/s, %s elapsed, ETA %s\n",
+                static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs), stats.loss,
+                stats.tokens_per_second, format_seconds(stats.elapsed_seconds).c_str(), format_seconds(eta).c_str());
+  std::cerr << line << std::flush;
+}
+
+inline void write_loss_files(const TrainResult& result, const std::vector<double>& tokens_per_second,
+                             const TrainOptions& options) {
+  std::vector<double> epochs;
+  for (std::size_t i = 0; i < result.losses.size(); ++i) epochs.push_back(static_cast<double>(i + 1));
+  if (!options.loss_csv.empty()) {
+    std::ofstream out(options.loss_csv);
+    HEED_CHECK(out, FileError, "train_seq2seq: cannot write ", options.loss_csv);
+    out << "epoch,loss,tokens_per_second\n";
+    for (std::size_t i = 0; i < result.losses.size(); ++i)
+      out << i + 1 << ',' << result.losses[i] << ',' << tokens_per_second[i] << '\n';
+    out.flush();
+    HEED_CHECK(out, FileError, "train_seq2seq: error writing ", options.loss_csv);
+  }
+  if (!options.loss_svg.empty() && !epochs.empty()) {
+    Plot plot;
+    plot.line(epochs, result.losses, "", "-").xlabel("epoch").ylabel("loss");
+    plot.save(options.loss_svg);
+  }
+}
+
+}  // namespace detail
+
+/// Trains `net` (an EncoderDecoder) on the batches of `data_iter` (anything whose
+/// iteration yields batches with X, X_valid_len, Y, Y_valid_len, as NmtDataLoader).
+template <typename T, typename Net, typename Loader>
+TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_epochs, const Vocab& tgt_vocab,
+                          const TrainOptions& options = {}) {
+  HEED_CHECK(lr > 0.0, ValueError, "train_seq2seq: lr must be positive, got ", lr);
+  HEED_CHECK(num_epochs >= 0, ValueError, "train_seq2seq: num_epochs must be >= 0, got ", num_epochs);
+  HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
+  HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
+  if (options.xavier_init) init::xavier_init_weights(net, options.generator ? *options.generator : default_generator());
+  const std::vector<Tensor<T>> params = net.parameters();
+  Adam<T> optimizer(params, lr);
+  MaskedSoftmaxCELoss loss;
+  net.train();
+  const index_t bos = tgt_vocab["<bos>"];
+  const bool terminal = detail::stderr_is_terminal();
+  const auto start = std::chrono::steady_clock::now();
+  auto seconds_since = [](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
+  TrainResult result;
+  std::vector<double> tokens_per_second;
+  for (index_t epoch = 1; epoch <= num_epochs; ++epoch) {
+    const auto epoch_start = std::chrono::steady_clock::now();
+    double loss_sum = 0.0;
+    index_t num_tokens = 0;
+    for (const auto& batch : data_iter) {
+      optimizer.zero_grad();
+      const Tensor<T> Y_hat = net(batch.X, detail::shift_right(batch.Y, bos), batch.X_valid_len);
+      const Tensor<T> l = sum(loss(Y_hat, batch.Y, batch.Y_valid_len));
+      l.backward();
+      if (options.grad_clip > 0.0) clip_grad_norm(params, options.grad_clip);
+      optimizer.step();
+      loss_sum += static_cast<double>(l.item());
+      for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
+    }
+    EpochStats stats;
+    stats.epoch = epoch;
+    stats.num_epochs = num_epochs;
+    stats.loss = num_tokens > 0 ? loss_sum / static_cast<double>(num_tokens) : 0.0;
+    stats.tokens_per_second = static_cast<double>(num_tokens) / std::max(seconds_since(epoch_start), 1e-9);
+    stats.elapsed_seconds = seconds_since(start);
+    result.losses.push_back(stats.loss);
+    result.tokens += num_tokens;
+    tokens_per_second.push_back(stats.tokens_per_second);
+    if (options.progress) detail::report_progress(stats, terminal);
+    if (options.on_epoch) options.on_epoch(stats);
+  }
+  result.seconds = seconds_since(start);
+  result.tokens_per_second = static_cast<double>(result.tokens) / std::max(result.seconds, 1e-9);
+  detail::write_loss_files(result, tokens_per_second, options);
+  return result;
+}
+
+}  // namespace heed

@@ -1,0 +1,549 @@
+// Tests of heed/seq2seq/data.hpp (d2l's NMT data pipeline) and heed/seq2seq/corpus.hpp
+// (the built-in corpus), against d2l's own functions run by tests/data/make_nmt_golden.py.
+#include <heed/seq2seq/corpus.hpp>
+#include <heed/seq2seq/data.hpp>
+
+#include "check.hpp"
+#include "golden.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+using heed::index_t;
+using heed::IndexTensor;
+
+namespace {
+
+const heed_test::Golden& golden() {
+  static const heed_test::Golden file("nmt_golden.txt");
+  return file;
+}
+
+std::vector<index_t> ints(const std::string& name) { return golden().tensor<std::int64_t>(name).to_vector(); }
+
+/// A golden string: the int64 tensor of its UTF-8 bytes.
+std::string text(const std::string& name) {
+  std::string out;
+  for (index_t byte : ints(name)) out += static_cast<char>(byte);
+  return out;
+}
+
+/// A golden list of strings, stored joined by '\n'.
+std::vector<std::string> lines(const std::string& name) { return heed::detail::split(text(name), '\n'); }
+
+std::string join(const std::vector<std::string>& parts, char sep) {
+  std::string out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out += (i ? std::string(1, sep) : "") + parts[i];
+  return out;
+}
+
+/// Token sequences as golden stores them: tokens joined by ' ', one sequence a line.
+std::vector<std::string> joined(const std::vector<std::vector<std::string>>& sequences) {
+  std::vector<std::string> out;
+  for (const auto& tokens : sequences) out.push_back(join(tokens, ' '));
+  return out;
+}
+
+/// The vocabulary matches golden's `name`: size, then idx_to_token and token_freqs as far
+/// as golden stores them.
+void check_vocab(const heed::Vocab& vocab, const std::string& name) {
+  INFO("vocabulary " << name);
+  CHECK(vocab.size() == ints(name + ".size").at(0));
+  const auto idx_to_token = lines(name + ".idx_to_token");
+  REQUIRE(static_cast<index_t>(idx_to_token.size()) <= vocab.size());
+  for (std::size_t i = 0; i < idx_to_token.size(); ++i) {
+    CHECK(vocab.idx_to_token()[i] == idx_to_token[i]);
+    CHECK(vocab[idx_to_token[i]] == static_cast<index_t>(i));
+  }
+  const auto tokens = lines(name + ".freq_tokens");
+  const auto freqs = ints(name + ".freqs");
+  REQUIRE(tokens.size() == freqs.size());
+  REQUIRE(tokens.size() <= vocab.token_freqs().size());
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    CHECK(vocab.token_freqs()[i].first == tokens[i]);
+    CHECK(vocab.token_freqs()[i].second == freqs[i]);
+  }
+}
+
+/// build_array_nmt's output matches golden's `name`: shape, the rows stored, the
+/// position-weighted checksum of the whole array and the valid lengths.
+void check_array(const heed::NmtArray& got, const std::string& name) {
+  INFO("array " << name);
+  const auto shape = ints(name + ".shape");
+  REQUIRE(got.array.shape() == heed::Shape({shape[0], shape[1]}));
+  REQUIRE(got.valid_len.shape() == heed::Shape({shape[0]}));
+  const IndexTensor rows = golden().tensor<std::int64_t>(name + ".array");
+  CHECK(std::equal(rows.data(), rows.data() + rows.numel(), got.array.data()));
+  std::int64_t checksum = 0;
+  for (index_t i = 0; i < got.array.numel(); ++i) checksum += got.array.data()[i] * (i + 1);
+  CHECK(checksum == ints(name + ".checksum").at(0));
+  const auto valid_len = ints(name + ".valid_len");
+  const auto got_len = got.valid_len.to_vector();
+  CHECK(std::equal(valid_len.begin(), valid_len.end(), got_len.begin()));
+  std::int64_t sum = 0;
+  for (index_t v : got_len) sum += v;
+  CHECK(sum == ints(name + ".valid_len_sum").at(0));
+}
+
+/// The first part of d2l's load_data_nmt (up to the arrays) on text read from a file,
+/// checked against golden's `case`.
+void check_pipeline(const std::string& raw, std::optional<std::size_t> num_examples, index_t num_steps,
+                    const std::string& c) {
+  const heed::NmtTokens tokens = heed::tokenize_nmt(heed::preprocess_nmt(raw), num_examples);
+  CHECK(static_cast<index_t>(tokens.source.size()) == ints(c + ".num_pairs").at(0));
+  const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};
+  const heed::Vocab src_vocab(tokens.source, 2, reserved), tgt_vocab(tokens.target, 2, reserved);
+  check_vocab(src_vocab, c + ".src_vocab");
+  check_vocab(tgt_vocab, c + ".tgt_vocab");
+  check_array(heed::build_array_nmt(tokens.source, src_vocab, num_steps), c + ".src");
+  check_array(heed::build_array_nmt(tokens.target, tgt_vocab, num_steps), c + ".tgt");
+}
+
+/// ../shared/data/fra-eng/fra.txt beside the checkout, or "" (with a warning) without it.
+std::string fra_txt() {
+  const std::string path = HEED_TEST_DATA_DIR "/../../../shared/data/fra-eng/fra.txt";
+  if (std::filesystem::exists(path)) return path;
+  WARN("skipped: " << path << " is absent");
+  return "";
+}
+
+/// A file under the temporary directory holding `contents`, removed at scope exit.
+class TempFile {
+ public:
+  explicit TempFile(const std::string& contents) {
+    static int counter = 0;
+    path_ = (std::filesystem::temp_directory_path() /
+             ("heed_test_nmt_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "_" +
+              std::to_string(counter++) + ".txt"))
+                .string();
+    std::ofstream(path_, std::ios::binary) << contents;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string utf8(char32_t cp) {
+  std::string out;
+  heed::detail::append_utf8(out, cp);
+  return out;
+}
+
+}  // namespace
+
+// ---- preprocess_nmt, tokenize_nmt ------------------------------------------------
+
+TEST_CASE("preprocess_nmt lowercases as Python's str.lower() over its documented coverage", "[data]") {
+  const IndexTensor table = golden().tensor<std::int64_t>("lower.table");
+  REQUIRE(table.size(0) > 500);
+  for (index_t i = 0; i < table.size(0); ++i) {
+    const auto cp = static_cast<char32_t>(table.at({i, 0}));
+    std::string expected = utf8(static_cast<char32_t>(table.at({i, 1})));
+    if (table.at({i, 2}) >= 0) expected += utf8(static_cast<char32_t>(table.at({i, 2})));
+    INFO("U+" << std::hex << static_cast<std::uint32_t>(cp));
+    CHECK(heed::preprocess_nmt(utf8(cp)) == expected);
+  }
+  // Beyond the coverage code points stay as they are (str.lower() gives U+0561 here).
+  CHECK(heed::preprocess_nmt(utf8(0x531)) == utf8(0x531));
+}
+
+TEST_CASE("preprocess_nmt matches d2l on the handcrafted text", "[data]") {
+  CHECK(heed::preprocess_nmt(text("hand.raw")) == text("hand.text"));
+
+  // Spaces go before , . ! ? unless a space precedes, across tabs and line ends too.
+  CHECK(heed::preprocess_nmt("Go.\tVa\u202F!") == "go .\tva !");
+  CHECK(heed::preprocess_nmt("Hi.\tSalut\u00A0!") == "hi .\tsalut !");
+  CHECK(heed::preprocess_nmt("Stop...") == "stop . . .");
+  CHECK(heed::preprocess_nmt(".x") == ".x");
+  CHECK(heed::preprocess_nmt("a\n.\t,") == "a\n .\t ,");
+  CHECK(heed::preprocess_nmt("a ,b") == "a ,b");
+  CHECK(heed::preprocess_nmt("ÇA VA ?") == "ça va ?");
+  CHECK(heed::preprocess_nmt("ΟΔΟΣ. Σ") == "οδος . σ");  // final sigma
+  CHECK(heed::preprocess_nmt("") == "");
+
+  CHECK_ERROR(heed::ValueError, "preprocess_nmt: invalid UTF-8 at byte 3: truncated sequence",
+              heed::preprocess_nmt("ab\xC3"));
+  CHECK_ERROR(heed::ValueError, "unexpected continuation byte", heed::preprocess_nmt("\x80"));
+}
+
+TEST_CASE("tokenize_nmt matches d2l on the handcrafted text", "[data]") {
+  const heed::NmtTokens tokens = heed::tokenize_nmt(text("hand.text"));
+  CHECK(joined(tokens.source) == lines("hand.source"));
+  CHECK(joined(tokens.target) == lines("hand.target"));
+  CHECK(static_cast<index_t>(tokens.source.size()) == ints("hand.num_pairs").at(0));
+  CHECK(static_cast<index_t>(heed::tokenize_nmt(text("hand.text"), 3).source.size()) == ints("hand.num_pairs3").at(0));
+
+  // Empty tokens are kept, as Python's split(' ').
+  const heed::NmtTokens spaced = heed::tokenize_nmt(" a  b\t.\n");
+  CHECK(spaced.source == std::vector<std::vector<std::string>>{{"", "a", "", "b"}});
+  CHECK(spaced.target == std::vector<std::vector<std::string>>{{"."}});
+}
+
+TEST_CASE("tokenize_nmt keeps d2l's num_examples quirk and reads the first two columns", "[data]") {
+  std::string many;
+  for (int i = 0; i < 1000; ++i) many += "a" + std::to_string(i) + "\tb\n";
+  // d2l breaks at i > num_examples: 600 examples give 601 pairs; 0 or none gives all.
+  CHECK(heed::tokenize_nmt(many, 600).source.size() == 601);
+  CHECK(heed::tokenize_nmt(many, 600).source.back() == std::vector<std::string>{"a600"});
+  CHECK(heed::tokenize_nmt(many, 1).source.size() == 2);
+  CHECK(heed::tokenize_nmt(many, 0).source.size() == 1000);
+  CHECK(heed::tokenize_nmt(many).source.size() == 1000);
+
+  const heed::NmtTokens tokens = heed::tokenize_nmt("go .\tva !\tCC-BY 2.0\nno tab\n\nhi .\tsalut !");
+  CHECK(tokens.source == std::vector<std::vector<std::string>>{{"go", "."}, {"hi", "."}});
+  CHECK(tokens.target == std::vector<std::vector<std::string>>{{"va", "!"}, {"salut", "!"}});
+}
+
+// ---- Vocab -----------------------------------------------------------------------
+
+TEST_CASE("Vocab orders tokens as d2l: reserved first, then by frequency, ties by first occurrence", "[data]") {
+  const std::vector<std::vector<std::string>> corpus{{"b", "a", "c", "a"}, {"d", "c", "a", "e"}};
+  // a: 3, c: 2, then b, d, e once each in order of first occurrence.
+  const heed::Vocab all(corpus);
+  CHECK(all.idx_to_token() == std::vector<std::string>{"<unk>", "a", "c", "b", "d", "e"});
+  CHECK(all.token_freqs() ==
+        std::vector<std::pair<std::string, index_t>>{{"a", 3}, {"c", 2}, {"b", 1}, {"d", 1}, {"e", 1}});
+
+  const heed::Vocab vocab(corpus, /*min_freq=*/2, {"<pad>", "<eos>"});
+  CHECK(vocab.size() == 5);
+  CHECK(vocab.idx_to_token() == std::vector<std::string>{"<unk>", "<pad>", "<eos>", "a", "c"});
+  CHECK(vocab.token_freqs().size() == 5);  // d2l keeps every count
+  CHECK(vocab["a"] == 3);
+  CHECK(vocab["b"] == 0);  // below min_freq: unknown
+  CHECK(vocab["zzz"] == heed::Vocab::unk());
+  CHECK(vocab[std::vector<std::string>{"c", "b", "<eos>"}] == std::vector<index_t>{4, 0, 2});
+  CHECK(vocab[{"c", "a"}] == std::vector<index_t>{4, 3});
+  CHECK(vocab.to_tokens(4) == "c");
+  CHECK(vocab.to_tokens(std::vector<index_t>{3, 0, 1}) == std::vector<std::string>{"a", "<unk>", "<pad>"});
+  CHECK(vocab.contains("<pad>"));
+  CHECK_FALSE(vocab.contains("b"));
+
+  const heed::Vocab empty;
+  CHECK(empty.size() == 1);
+  CHECK(empty.to_tokens(0) == "<unk>");
+
+  CHECK_ERROR(heed::IndexError, "Vocab::to_tokens: index 5 out of range for a vocabulary of 5 tokens",
+              vocab.to_tokens(5));
+  CHECK_ERROR(heed::IndexError, "index -1", vocab.to_tokens(-1));
+  CHECK_ERROR(heed::IndexError, "index 9", vocab.to_tokens(std::vector<index_t>{1, 9}));
+  CHECK_ERROR(heed::ValueError, "Vocab: min_freq must be >= 0, got -1", heed::Vocab(corpus, -1));
+  CHECK_ERROR(heed::ValueError, "reserved token '<pad>' appears twice", heed::Vocab(corpus, 0, {"<pad>", "<pad>"}));
+  CHECK_ERROR(heed::ValueError, "reserved token '<unk>'", heed::Vocab(corpus, 0, {"<unk>"}));
+}
+
+TEST_CASE("Vocab matches d2l on the handcrafted text", "[data]") {
+  const heed::NmtTokens tokens = heed::tokenize_nmt(text("hand.text"));
+  const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};
+  const heed::Vocab src_vocab(tokens.source, 2, reserved), tgt_vocab(tokens.target, 2, reserved);
+  check_vocab(src_vocab, "hand.src_vocab");
+  check_vocab(tgt_vocab, "hand.tgt_vocab");
+  check_vocab(heed::Vocab(tokens.source), "hand.vocab0");
+  // Corpus tokens that are also reserved keep the reserved index.
+  check_vocab(heed::Vocab(tokens.source, 1, {"<pad>", ".", "go"}), "hand.vocab_res");
+  CHECK(src_vocab[lines("hand.queries")] == ints("hand.query_idx"));
+}
+
+// ---- truncate_pad, build_array_nmt -----------------------------------------------
+
+TEST_CASE("truncate_pad and build_array_nmt match d2l", "[data]") {
+  CHECK(heed::truncate_pad({5, 6, 7}, 5, 1) == ints("truncate_pad.short"));
+  CHECK(heed::truncate_pad({5, 6, 7}, 3, 1) == ints("truncate_pad.exact"));
+  CHECK(heed::truncate_pad({5, 6, 7, 8, 9}, 2, 0) == ints("truncate_pad.long"));
+  CHECK(heed::truncate_pad({}, 3, 4) == ints("truncate_pad.empty"));
+  CHECK(heed::truncate_pad({5}, 0, 1).empty());
+  CHECK_ERROR(heed::ValueError, "truncate_pad: num_steps must be >= 0, got -1", heed::truncate_pad({5}, -1, 1));
+
+  const heed::NmtTokens tokens = heed::tokenize_nmt(text("hand.text"));
+  const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};
+  const heed::Vocab src_vocab(tokens.source, 2, reserved), tgt_vocab(tokens.target, 2, reserved);
+  check_array(heed::build_array_nmt(tokens.source, src_vocab, 4), "hand.src");
+  check_array(heed::build_array_nmt(tokens.target, tgt_vocab, 4), "hand.tgt");
+  check_array(heed::build_array_nmt(tokens.source, src_vocab, 8), "hand.src8");
+
+  // By hand: <pad> = 1, <eos> = 3 ("a" = 4); "b" is unknown (0).
+  const heed::Vocab vocab({{"a", "a"}}, 0, reserved);
+  const heed::NmtArray small = heed::build_array_nmt({{"a"}, {"a", "b", "a", "a"}, {}}, vocab, 3);
+  CHECK(small.array.to_vector() == std::vector<index_t>{4, 3, 1, 4, 0, 4, 3, 1, 1});
+  CHECK(small.valid_len.to_vector() == std::vector<index_t>{2, 3, 1});
+
+  CHECK_ERROR(heed::ValueError, "build_array_nmt: num_steps must be positive, got 0",
+              heed::build_array_nmt(tokens.source, src_vocab, 0));
+  CHECK_ERROR(heed::ValueError, "needs the reserved tokens <pad> and <eos>",
+              heed::build_array_nmt(tokens.source, heed::Vocab(tokens.source), 4));
+}
+
+// ---- d2l's data: fra.txt ---------------------------------------------------------
+
+TEST_CASE("the pipeline matches d2l on the first 600 examples of fra.txt", "[data]") {
+  const std::string path = fra_txt();
+  if (path.empty()) return;
+  // d2l reads the whole file; reading only the 601 lines tokenize_nmt uses is the same.
+  for (const std::optional<std::size_t> max_lines : {std::optional<std::size_t>(), std::optional<std::size_t>(601)}) {
+    INFO("max_lines " << (max_lines ? std::to_string(*max_lines) : "none"));
+    heed::ReadNmtOptions options;
+    options.max_lines = max_lines;
+    check_pipeline(heed::read_data_nmt(path, options), 600, 10, "fra");
+  }
+  check_pipeline(heed::read_data_nmt(path), std::nullopt, 10, "fra_all");
+
+  // d2l's load_data_nmt(batch_size=64, num_steps=10) and its four test sentences.
+  const heed::NmtData data = heed::load_data_nmt(path, 64, 10);
+  CHECK(data.data_iter.num_examples() == 601);
+  CHECK(data.data_iter.num_batches() == 10);
+  CHECK(data.src_vocab.size() == ints("fra.src_vocab.size").at(0));
+  CHECK(data.tgt_vocab.size() == ints("fra.tgt_vocab.size").at(0));
+  std::vector<index_t> src, tgt;
+  for (const char* english : {"go .", "i lost .", "he's calm .", "i'm home ."})
+    for (index_t i : data.src_vocab[heed::detail::split(english, ' ')]) src.push_back(i);
+  for (const char* french : {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."})
+    for (index_t i : data.tgt_vocab[heed::detail::split(french, ' ')]) tgt.push_back(i);
+  CHECK(src == ints("fra.d2l_src_idx"));
+  CHECK(tgt == ints("fra.d2l_tgt_idx"));
+  CHECK(std::count(src.begin(), src.end(), 0) == 0);  // no <unk> among them
+  CHECK(std::count(tgt.begin(), tgt.end(), 0) == 0);
+}
+
+// ---- read_data_nmt ---------------------------------------------------------------
+
+TEST_CASE("read_data_nmt reads fra.txt's format", "[data]") {
+  SECTION("pairs, CRLF, extra columns, empty lines, no final newline") {
+    const TempFile file(
+        "Go.\tVa !\r\n"
+        "Hi.\tSalut !\tCC-BY 2.0 (France) Attribution: tatoeba.org #538123 (CM) & #509819 (Aiji)\n"
+        "\n"
+        "Run!\tCours\xE2\x80\xAF!\r\n"
+        "Who?\tQui ?");
+    CHECK(heed::read_data_nmt(file.path()) == "Go.\tVa !\nHi.\tSalut !\nRun!\tCours\xE2\x80\xAF!\nWho?\tQui ?\n");
+  }
+  SECTION("an empty file holds no pairs") { CHECK(heed::read_data_nmt(TempFile("").path()).empty()); }
+  SECTION("a missing file or a directory") {
+    const std::string missing = (std::filesystem::temp_directory_path() / "heed_no_such_file_fra.txt").string();
+    CHECK_ERROR(heed::FileError, "read_data_nmt: cannot open " + missing, heed::read_data_nmt(missing));
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    CHECK_ERROR(heed::FileError, dir + " is a directory", heed::read_data_nmt(dir));
+  }
+  SECTION("a line without a tab names the file and the line") {
+    const TempFile file("Go.\tVa !\nHi.\tSalut !\nRun! Cours !\nWho?\tQui ?\n");
+    CHECK_ERROR(heed::FileError, file.path() + ":3: no tab", heed::read_data_nmt(file.path()));
+
+    heed::ReadNmtOptions options;
+    options.max_lines = 2;  // the bad line is not read
+    CHECK(heed::read_data_nmt(file.path(), options) == "Go.\tVa !\nHi.\tSalut !\n");
+  }
+  SECTION("invalid UTF-8") {
+    const std::vector<std::pair<std::string, std::string>> cases{
+        {"\x80", "byte 4: unexpected continuation byte"}, {"\xF8\x88\x80\x80\x80", "byte 4: invalid lead byte"},
+        {"\xC3", "byte 4: truncated sequence"},           {"\xC3(", "byte 4: truncated sequence"},
+        {"\xE2\x82", "byte 4: truncated sequence"},       {"\xC0\xAF", "byte 4: overlong encoding"},
+        {"\xE0\x80\xAF", "byte 4: overlong encoding"},    {"\xF0\x80\x80\xAF", "byte 4: overlong encoding"},
+        {"\xED\xA0\x80", "byte 4: surrogate code point"}, {"\xF4\x90\x80\x80", "byte 4: code point above U+10FFFF"},
+    };
+    for (const auto& [bytes, what] : cases) {
+      INFO(what);
+      const TempFile file("Go.\tVa !\nHi." + bytes + "\tSalut !\n");
+      CHECK_ERROR(heed::FileError, file.path() + ":2: invalid UTF-8 at " + what, heed::read_data_nmt(file.path()));
+    }
+    // The largest code point and the ones around the surrogates are fine.
+    const TempFile fine("a\xF4\x8F\xBF\xBF\xED\x9F\xBF\xEE\x80\x80\tb\n");
+    CHECK(heed::read_data_nmt(fine.path()) == "a\xF4\x8F\xBF\xBF\xED\x9F\xBF\xEE\x80\x80\tb\n");
+  }
+  SECTION("skip_malformed skips and counts bad lines") {
+    const TempFile file("Go.\tVa !\nno tab\nHi.\tSalut !\nbad \xFF\tbyte\nWho?\tQui ?\n");
+    std::size_t skipped = 99;
+    heed::ReadNmtOptions options;
+    options.skip_malformed = true;
+    options.skipped_lines = &skipped;
+    CHECK(heed::read_data_nmt(file.path(), options) == "Go.\tVa !\nHi.\tSalut !\nWho?\tQui ?\n");
+    CHECK(skipped == 2);
+  }
+}
+
+// ---- NmtDataLoader ---------------------------------------------------------------
+
+namespace {
+
+/// n examples whose every entry identifies the example: src row i = {i, i, i}, its
+/// valid length i + 1000, tgt row i = {-i, -i}, its valid length i + 2000.
+heed::NmtDataLoader numbered_loader(index_t n, index_t batch_size, std::uint64_t seed, bool shuffle = true) {
+  std::vector<index_t> src, src_len, tgt, tgt_len;
+  for (index_t i = 0; i < n; ++i) {
+    src.insert(src.end(), {i, i, i});
+    src_len.push_back(i + 1000);
+    tgt.insert(tgt.end(), {-i, -i});
+    tgt_len.push_back(i + 2000);
+  }
+  return heed::NmtDataLoader(IndexTensor(src, {n, 3}), IndexTensor(src_len, {n}), IndexTensor(tgt, {n, 2}),
+                             IndexTensor(tgt_len, {n}), batch_size, seed, shuffle);
+}
+
+/// One epoch: the example numbers in batch order, checking that each batch holds whole
+/// examples, and the batch sizes.
+std::vector<index_t> epoch(heed::NmtDataLoader& loader, std::vector<index_t>* sizes = nullptr) {
+  std::vector<index_t> seen;
+  for (const heed::NmtBatch& batch : loader) {
+    const index_t b = batch.X.size(0);
+    REQUIRE(batch.X.shape() == heed::Shape({b, 3}));
+    REQUIRE(batch.X_valid_len.shape() == heed::Shape({b}));
+    REQUIRE(batch.Y.shape() == heed::Shape({b, 2}));
+    REQUIRE(batch.Y_valid_len.shape() == heed::Shape({b}));
+    for (index_t r = 0; r < b; ++r) {
+      const index_t i = batch.X.at({r, 0});
+      CHECK(batch.X.at({r, 2}) == i);
+      CHECK(batch.X_valid_len.at({r}) == i + 1000);
+      CHECK(batch.Y.at({r, 1}) == -i);
+      CHECK(batch.Y_valid_len.at({r}) == i + 2000);
+      seen.push_back(i);
+    }
+    if (sizes) sizes->push_back(b);
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("NmtDataLoader shuffles every epoch as d2l's DataLoader(shuffle=True)", "[data]") {
+  heed::NmtDataLoader loader = numbered_loader(601, 64, 7);
+  CHECK(loader.num_examples() == 601);
+  CHECK(loader.batch_size() == 64);
+  CHECK(loader.num_batches() == 10);
+
+  std::vector<index_t> sizes;
+  const std::vector<index_t> first = epoch(loader, &sizes);
+  CHECK(sizes == std::vector<index_t>{64, 64, 64, 64, 64, 64, 64, 64, 64, 25});
+  std::vector<index_t> sorted = first;
+  std::sort(sorted.begin(), sorted.end());
+  for (index_t i = 0; i < 601; ++i) REQUIRE(sorted[static_cast<std::size_t>(i)] == i);  // each example once
+  CHECK(first == loader.order());
+
+  const std::vector<index_t> second = epoch(loader);
+  CHECK(second != first);  // a fresh permutation each epoch
+  CHECK(std::is_permutation(second.begin(), second.end(), first.begin()));
+
+  // The same seed gives the same epochs; another seed others; set_seed restarts.
+  heed::NmtDataLoader same = numbered_loader(601, 64, 7);
+  CHECK(epoch(same) == first);
+  CHECK(epoch(same) == second);
+  heed::NmtDataLoader other = numbered_loader(601, 64, 8);
+  CHECK(epoch(other) != first);
+  other.set_seed(7);
+  CHECK(epoch(other) == first);
+
+  // Without shuffling, in order; a batch larger than the data set gives one batch.
+  heed::NmtDataLoader ordered = numbered_loader(5, 2, 7, /*shuffle=*/false);
+  std::vector<index_t> ordered_sizes;
+  CHECK(epoch(ordered, &ordered_sizes) == std::vector<index_t>{0, 1, 2, 3, 4});
+  CHECK(ordered_sizes == std::vector<index_t>{2, 2, 1});
+  heed::NmtDataLoader one = numbered_loader(5, 100, 7);
+  CHECK(one.num_batches() == 1);
+  CHECK(epoch(one).size() == 5);
+}
+
+TEST_CASE("NmtDataLoader checks its arguments", "[data]") {
+  const IndexTensor a({1, 2, 3, 4}, {2, 2}), len({2, 2}, {2}), b({1, 2, 3}, {3, 1}), len3({1, 1, 1}, {3});
+  CHECK_ERROR(heed::ValueError, "NmtDataLoader: batch_size must be positive, got 0",
+              heed::NmtDataLoader(a, len, a, len, 0));
+  CHECK_ERROR(heed::ShapeError, "got (2, 2), (2), (3, 1), (3)", heed::NmtDataLoader(a, len, b, len3, 2));
+  CHECK_ERROR(heed::ShapeError, "NmtDataLoader: expected src (n, steps)", heed::NmtDataLoader(len, len, a, len, 2));
+  heed::NmtDataLoader loader(a, len, a, len, 1);
+  CHECK_ERROR(heed::IndexError, "NmtDataLoader::batch: index 2 out of range for 2 batches", loader.batch(2));
+}
+
+// ---- load_data_nmt and the built-in corpus ---------------------------------------
+
+TEST_CASE("load_data_nmt_text prepares d2l's data from text in memory", "[data]") {
+  const heed::NmtData data = heed::load_data_nmt_text(text("hand.raw"), 4, 4, std::nullopt, 1);
+  check_vocab(data.src_vocab, "hand.src_vocab");
+  check_vocab(data.tgt_vocab, "hand.tgt_vocab");
+  CHECK(data.data_iter.num_examples() == ints("hand.num_pairs").at(0));
+  CHECK(data.data_iter.batch_size() == 4);
+
+  CHECK_ERROR(heed::ValueError, "load_data_nmt: batch_size must be positive, got 0",
+              heed::load_data_nmt_text("a\tb\n", 0, 4));
+  CHECK_ERROR(heed::ValueError, "load_data_nmt: num_steps must be positive, got -2",
+              heed::load_data_nmt_text("a\tb\n", 2, -2));
+  CHECK_ERROR(heed::ValueError, "load_data_nmt: the text holds no sentence pairs",
+              heed::load_data_nmt_text("no tab\n", 2, 4));
+  CHECK_ERROR(heed::FileError, "cannot open", heed::load_data_nmt("/nonexistent/fra.txt", 2, 4));
+}
+
+TEST_CASE("builtin_fra_eng is a deterministic fra.txt-format corpus holding d2l's test pairs", "[data]") {
+  const std::string raw = heed::builtin_fra_eng();
+  CHECK(heed::builtin_fra_eng() == raw);
+
+  // It passes the file reader's checks unchanged.
+  const TempFile file(raw);
+  CHECK(heed::read_data_nmt(file.path()) == raw);
+
+  const heed::NmtTokens tokens = heed::tokenize_nmt(heed::preprocess_nmt(raw));
+  CHECK(tokens.source.size() >= 300);
+  CHECK(tokens.source.size() <= 500);
+  std::map<std::string, std::set<std::string>> translations;
+  std::set<std::string> pairs;
+  for (std::size_t i = 0; i < tokens.source.size(); ++i) {
+    const std::string english = join(tokens.source[i], ' '), french = join(tokens.target[i], ' ');
+    INFO(english << " -> " << french);
+    CHECK(tokens.source[i].size() <= 8);
+    CHECK(tokens.target[i].size() <= 8);
+    CHECK(std::count(tokens.source[i].begin(), tokens.source[i].end(), "") == 0);
+    CHECK(std::count(tokens.target[i].begin(), tokens.target[i].end(), "") == 0);
+    CHECK(pairs.insert(english + "\t" + french).second);  // no pair twice
+    translations[english].insert(french);
+  }
+  const auto has = [&](const std::string& english, const std::string& french) {
+    INFO(english << " -> " << french);
+    CHECK(translations[english].count(french) == 1);
+  };
+  // d2l's four test sentences.
+  has("go .", "va !");
+  has("i lost .", "j'ai perdu .");
+  has("he's calm .", "il est calme .");
+  has("i'm home .", "je suis chez moi .");
+  // Agreement in gender and number, elision, negation, questions.
+  has("she's happy .", "elle est heureuse .");
+  has("we're tired .", "nous sommes fatigués .");
+  has("they're ready .", "elles sont prêtes .");
+  has("i'm not tired .", "je ne suis pas fatigué .");
+  has("he's not busy .", "il n'est pas occupé .");
+  has("are you tired ?", "es-tu fatigué ?");
+  has("is she calm ?", "est-elle calme ?");
+  has("he won .", "il a gagné .");
+  has("we ate .", "nous avons mangé .");
+  has("she left .", "elle est partie .");
+  has("they came .", "ils sont venus .");
+  has("he's home .", "il est chez lui .");
+  CHECK(translations["i'm tired ."] == std::set<std::string>{"je suis fatigué .", "je suis fatiguée ."});
+
+  // d2l's settings fit: no sentence truncated at num_steps = 10.
+  heed::NmtData data = heed::load_data_nmt_text(raw, 64, 10);
+  CHECK(data.data_iter.num_examples() == static_cast<index_t>(tokens.source.size()));
+  for (const heed::NmtBatch& batch : data.data_iter) {
+    for (index_t v : batch.X_valid_len.to_vector()) CHECK(v <= 9);
+    for (index_t v : batch.Y_valid_len.to_vector()) CHECK(v <= 9);
+  }
+  for (const std::string token : {"go", "lost", "calm", "home", "."}) CHECK(data.src_vocab.contains(token));
+  for (const std::string token : {"va", "!", "j'ai", "perdu", "il", "est", "calme", "je", "suis", "chez", "moi"})
+    CHECK(data.tgt_vocab.contains(token));
+}
+
+TEST_CASE("Vocab::from_idx_to_token rebuilds a vocabulary with the same indices", "[data]") {
+  const heed::Vocab vocab({{"go", "."}, {"i", "lost", "."}, {"go", "!"}}, 0, {"<pad>", "<bos>", "<eos>"});
+  const heed::Vocab copy = heed::Vocab::from_idx_to_token(vocab.idx_to_token());
+  CHECK(copy.idx_to_token() == vocab.idx_to_token());
+  for (const auto& token : vocab.idx_to_token()) CHECK(copy[token] == vocab[token]);
+  CHECK(copy["never seen"] == 0);
+  CHECK(copy.token_freqs().empty());
+  CHECK_ERROR(heed::ValueError, "Vocab::from_idx_to_token: the first token must be <unk>, got 'go'",
+              heed::Vocab::from_idx_to_token({"go", "<unk>"}));
+  CHECK_ERROR(heed::ValueError, "Vocab::from_idx_to_token: token 'go' appears twice",
+              heed::Vocab::from_idx_to_token({"<unk>", "go", "go"}));
+}

@@ -1,0 +1,543 @@
+// Tests of the training utilities of d2l's seq2seq (d2l 8.5, 9.7, 10.4): cross_entropy,
+// sequence_mask, MaskedSoftmaxCELoss, Adam, gradient clipping and BLEU. Golden values
+// come from PyTorch and d2l's code (tests/data/make_training_golden.py); gradients are
+// also checked against finite differences and against compositions of other ops.
+#include <heed/ops/cross_entropy.hpp>
+#include <heed/ops/sequence_mask.hpp>
+#include <heed/optim/adam.hpp>
+#include <heed/optim/clip.hpp>
+#include <heed/seq2seq/bleu.hpp>
+#include <heed/seq2seq/loss.hpp>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "check.hpp"
+#include "golden.hpp"
+
+using heed::index_t;
+using heed::IndexTensor;
+using heed::Reduction;
+using heed::Shape;
+using heed::Tensor;
+using heed::Tensord;
+using heed::Tensorf;
+using heed_test::check_close;
+using heed_test::check_values;
+using heed_test::leaf;
+using heed_test::lens;
+using heed_test::tolerance;
+
+namespace {
+
+const heed_test::Golden& golden() {
+  static const heed_test::Golden g("training_golden.txt");
+  return g;
+}
+
+/// Every element of x is within atol of expected's (a plain absolute bound: Approx
+/// would also accept a relative error of 1e-5, too loose for the double checks).
+template <typename T>
+void check_near(const Tensor<T>& x, const Tensor<T>& expected, double atol) {
+  REQUIRE(x.shape() == expected.shape());
+  double worst = 0.0;
+  for (index_t i = 0; i < x.numel(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(x.data()[i]) - static_cast<double>(expected.data()[i])));
+  INFO("largest difference " << worst << " for a tolerance of " << atol);
+  CHECK(worst <= atol);
+}
+
+using TrainingInputs = std::vector<Tensord>;
+using TrainingFn = std::function<Tensord(const TrainingInputs&)>;
+
+// One instantiation of gradcheck for these tests keeps compile time down.
+heed::GradcheckResult training_gradcheck(const TrainingFn& f, const TrainingInputs& inputs) {
+  return heed::gradcheck(f, inputs);
+}
+
+#define CHECK_TRAINING_GRADIENTS(f, ...)                                               \
+  do {                                                                                 \
+    const heed::GradcheckResult gradcheck_result = training_gradcheck(f, __VA_ARGS__); \
+    INFO(gradcheck_result.message);                                                    \
+    CHECK(gradcheck_result.ok);                                                        \
+  } while (false)
+
+/// A leaf of uniform values in [low, high) that requires grad.
+Tensord uniform_leaf(const Shape& shape, std::uint64_t seed, double low = -2.0, double high = 2.0) {
+  heed::Generator gen(seed);
+  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
+}
+
+const char* reduction_name(Reduction r) {
+  return r == Reduction::none ? "none" : r == Reduction::mean ? "mean" : "sum";
+}
+
+}  // namespace
+
+// ---- cross_entropy ------------------------------------------------------------------------
+
+TEMPLATE_TEST_CASE("cross_entropy matches PyTorch's for every reduction, 2-D and 3-D, gradients included", "[loss]",
+                   float, double) {
+  for (const std::string c : {"ce2", "ce3", "ce_big"}) {
+    for (const Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
+      const std::string name = c + "." + reduction_name(reduction);
+      INFO("case " << name);
+      Tensor<TestType> logits = leaf<TestType>(golden(), name + ".logits");
+      const auto labels = golden().tensor<std::int64_t>(name + ".labels");
+      const Tensor<TestType> out = heed::cross_entropy(logits, labels, reduction);
+      CHECK(out.grad_fn_name() == "CrossEntropyBackward");
+      check_close(out, golden().tensor<TestType>(name + ".output"), tolerance<TestType>());
+      out.backward(golden().tensor<TestType>(name + ".R"));
+      check_close(logits.grad(), golden().tensor<TestType>(name + ".grad.logits"), tolerance<TestType>());
+    }
+  }
+}
+
+TEST_CASE("cross_entropy of uniform logits is log(num_classes), by hand", "[loss]") {
+  auto logits = heed::zeros<double>({2, 4}).requires_grad_();
+  const IndexTensor labels({1, 3}, Shape{2});
+
+  const auto none = heed::cross_entropy(logits, labels, Reduction::none);
+  REQUIRE(none.shape() == Shape{2});
+  check_values(none, {std::log(4.0), std::log(4.0)});
+  check_values(heed::cross_entropy(logits, labels, Reduction::sum), {2 * std::log(4.0)});
+
+  const auto mean = heed::cross_entropy(logits, labels);  // mean by default, as PyTorch
+  REQUIRE(mean.shape() == Shape{});
+  check_values(mean, {std::log(4.0)});
+  // d mean / d x = (softmax − one_hot) / rows = (1/4 − [c = y]) / 2
+  mean.backward();
+  check_values(logits.grad(), {0.125, -0.375, 0.125, 0.125, 0.125, 0.125, 0.125, -0.375});
+
+  // One row: logits (num_classes) with a rank-0 label.
+  const auto single =
+      heed::cross_entropy(heed::Tensord({0.0, std::log(3.0)}, Shape{2}), IndexTensor({1}, Shape{}), Reduction::none);
+  REQUIRE(single.shape() == Shape{});
+  check_values(single, {std::log(4.0 / 3.0)});
+
+  // A confident right answer costs almost nothing; a confident wrong one its margin.
+  const heed::Tensord sharp({50.0, 0.0, 0.0}, Shape{1, 3});
+  CHECK(heed::cross_entropy(sharp, IndexTensor({0}, Shape{1})).item() == Approx(0.0).margin(1e-15));
+  CHECK(heed::cross_entropy(sharp, IndexTensor({2}, Shape{1})).item() == Approx(50.0));
+
+  // Without a tensor that requires grad nothing is recorded.
+  CHECK_FALSE(heed::cross_entropy(heed::zeros<double>({2, 4}), labels).requires_grad());
+  // No rows: none gives an empty tensor, sum 0, mean NaN (0/0, as PyTorch).
+  const heed::Tensord empty = heed::zeros<double>({0, 3});
+  const IndexTensor no_labels(std::vector<std::int64_t>{}, Shape{0});
+  CHECK(heed::cross_entropy(empty, no_labels, Reduction::none).shape() == Shape{0});
+  CHECK(heed::cross_entropy(empty, no_labels, Reduction::sum).item() == 0.0);
+  CHECK(std::isnan(heed::cross_entropy(empty, no_labels).item()));
+}
+
+TEST_CASE("cross_entropy stays finite for logits that would overflow exp", "[loss]") {
+  const Tensorf logits({1e4f, 0.f, -1e4f, 3e4f, 3e4f, 3e4f}, Shape{2, 3});
+  const auto loss = heed::cross_entropy(logits, IndexTensor({0, 2}, Shape{2}), Reduction::none);
+  check_values(loss, {0.0, std::log(3.0)});
+}
+
+TEST_CASE("gradcheck of cross_entropy", "[loss][gradcheck]") {
+  const IndexTensor labels2({4, 0, 2}, Shape{3});
+  const IndexTensor labels3({1, 0, 3, 3, 2, 1}, Shape{2, 3});
+  for (const Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
+    INFO("reduction " << reduction_name(reduction));
+    const TrainingFn ce2 = [&](const TrainingInputs& in) { return heed::cross_entropy(in[0], labels2, reduction); };
+    CHECK_TRAINING_GRADIENTS(ce2, {uniform_leaf({3, 5}, 1)});
+    const TrainingFn ce3 = [&](const TrainingInputs& in) { return heed::cross_entropy(in[0], labels3, reduction); };
+    CHECK_TRAINING_GRADIENTS(ce3, {uniform_leaf({2, 3, 4}, 2)});
+  }
+  // Composed with other ops, so that the upstream gradient is not a plain projection.
+  const TrainingFn composed = [&](const TrainingInputs& in) {
+    return heed::tanh(heed::cross_entropy(in[0] * in[1], labels3, Reduction::none)).sum();
+  };
+  CHECK_TRAINING_GRADIENTS(composed, {uniform_leaf({2, 3, 4}, 3), uniform_leaf({4}, 4)});
+}
+
+TEST_CASE("cross_entropy agrees with -log_softmax picked at the label", "[loss]") {
+  const Tensord logits = uniform_leaf({3, 4, 6}, 5, -4.0, 4.0);
+  const IndexTensor labels({0, 5, 1, 2, 3, 4, 5, 5, 0, 1, 2, 3}, Shape{3, 4});
+  const Tensord log_p = heed::log_softmax(logits.detach(), -1);
+  const auto loss = heed::cross_entropy(logits, labels, Reduction::none);
+  for (index_t r = 0; r < 12; ++r)
+    CHECK(loss.data()[r] == Approx(-log_p.data()[r * 6 + labels.data()[r]]).epsilon(1e-12));
+}
+
+TEST_CASE("cross_entropy checks its labels and shapes", "[loss][errors]") {
+  const auto logits = heed::zeros<float>({3, 5});
+  CHECK_ERROR(heed::IndexError, "cross_entropy: label 5 at position (1) of labels (3) is out of range for 5 classes",
+              heed::cross_entropy(logits, IndexTensor({0, 5, 1}, Shape{3})));
+  CHECK_ERROR(heed::IndexError, "cross_entropy: label -1 at position (2)",
+              heed::cross_entropy(logits, IndexTensor({0, 1, -1}, Shape{3})));
+  CHECK_ERROR(heed::IndexError, "cross_entropy: label 7 at position (1, 0) of labels (2, 2) is out of range for 4",
+              heed::cross_entropy(heed::zeros<float>({2, 2, 4}), IndexTensor({0, 1, 7, 2}, Shape{2, 2})));
+  CHECK_ERROR(heed::ShapeError,
+              "cross_entropy: labels of shape (4) do not match logits of shape (3, 5); expected labels of shape (3)",
+              heed::cross_entropy(logits, IndexTensor({0, 0, 0, 0}, Shape{4})));
+  // PyTorch's layout, classes on dim 1, is refused: heed's are last.
+  CHECK_ERROR(heed::ShapeError, "labels of shape (2, 3) do not match logits of shape (2, 5, 3)",
+              heed::cross_entropy(heed::zeros<float>({2, 5, 3}), IndexTensor({0, 0, 0, 0, 0, 0}, Shape{2, 3})));
+  CHECK_ERROR(heed::ShapeError, "cross_entropy: logits must be (..., num_classes), got shape ()",
+              heed::cross_entropy(heed::scalar_tensor<float>(1.f), IndexTensor({0}, Shape{})));
+  CHECK_ERROR(heed::ValueError, "cross_entropy: labels are undefined", heed::cross_entropy(logits, IndexTensor()));
+}
+
+// ---- sequence_mask ------------------------------------------------------------------------
+
+TEST_CASE("sequence_mask blanks the steps past each valid length, as d2l's examples", "[loss]") {
+  // d2l 9.7.3: X = [[1, 2, 3], [4, 5, 6]], valid_len [1, 2] -> [[1, 0, 0], [4, 5, 0]]
+  const auto X = heed::tensor<float>({{1, 2, 3}, {4, 5, 6}});
+  const auto masked = heed::sequence_mask(X, lens({1, 2}, {2}));
+  check_values(masked, {1, 0, 0, 4, 5, 0});
+  check_values(X, {1, 2, 3, 4, 5, 6});  // a new tensor; d2l's writes into X
+
+  // d2l: sequence_mask(torch.ones(2, 3, 4), torch.tensor([1, 2]), value=-1)
+  const auto deep = heed::sequence_mask(heed::ones<float>({2, 3, 4}), lens({1, 2}, {2}), -1);
+  REQUIRE(deep.shape() == Shape{2, 3, 4});
+  std::vector<double> expected(24, -1.0);
+  std::fill_n(expected.begin(), 4, 1.0);       // sequence 0, step 0
+  std::fill_n(expected.begin() + 12, 8, 1.0);  // sequence 1, steps 0 and 1
+  check_values(deep, expected);
+
+  // The weights of MaskedSoftmaxCELoss: an int64 tensor; a length past num_steps keeps all.
+  const auto weights =
+      heed::sequence_mask(heed::ones_like(IndexTensor({1, 1, 1, 1, 1, 1}, Shape{3, 2})), lens({5, 1, 0}, {3}));
+  CHECK(weights.to_vector() == std::vector<std::int64_t>{1, 1, 1, 0, 0, 0});
+}
+
+TEST_CASE("sequence_mask passes the gradient where X passes", "[loss][gradcheck]") {
+  auto X = heed::ones<double>({2, 3, 2}).requires_grad_();
+  const auto masked = heed::sequence_mask(X, lens({2, 1}, {2}), 7.0);
+  CHECK(masked.grad_fn_name() == "SequenceMaskBackward");
+  masked.backward(heed::arange<double>(12).reshape({2, 3, 2}));
+  check_values(X.grad(), {0, 1, 2, 3, 0, 0, 6, 7, 0, 0, 0, 0});
+
+  const IndexTensor valid_len = lens({3, 0, 1}, {3});
+  const TrainingFn f = [&](const TrainingInputs& in) {
+    return heed::tanh(heed::sequence_mask(in[0], valid_len, -1.0));
+  };
+  CHECK_TRAINING_GRADIENTS(f, {uniform_leaf({3, 4, 2}, 6)});
+}
+
+TEST_CASE("sequence_mask checks X and valid_len", "[loss][errors]") {
+  const auto X = heed::zeros<float>({2, 3});
+  CHECK_ERROR(heed::ShapeError, "sequence_mask: X must be (batch, num_steps, ...), got shape (3)",
+              heed::sequence_mask(heed::zeros<float>({3}), lens({1, 1, 1}, {3})));
+  CHECK_ERROR(heed::ShapeError, "sequence_mask: valid_len of shape (3) does not match a batch of 2 sequences",
+              heed::sequence_mask(X, lens({1, 1, 1}, {3})));
+  CHECK_ERROR(heed::ShapeError, "sequence_mask: valid_len of shape (2, 1)",
+              heed::sequence_mask(X, lens({1, 1}, {2, 1})));
+  CHECK_ERROR(heed::ValueError, "sequence_mask: valid_len must not be negative, got -1 at index 1",
+              heed::sequence_mask(X, lens({1, -1}, {2})));
+  CHECK_ERROR(heed::ValueError, "sequence_mask: valid_len is undefined", heed::sequence_mask(X, IndexTensor()));
+}
+
+// ---- MaskedSoftmaxCELoss ---------------------------------------------------------------
+
+TEST_CASE("MaskedSoftmaxCELoss of d2l's example is [2.3026, 1.1513, 0]", "[loss]") {
+  // d2l 9.7.3: loss(torch.ones(3, 4, 10), torch.ones((3, 4), dtype=torch.long), torch.tensor([4, 2, 0]))
+  heed::MaskedSoftmaxCELoss loss;
+  const auto l = loss(heed::ones<float>({3, 4, 10}), heed::ones<std::int64_t>({3, 4}), lens({4, 2, 0}, {3}));
+  REQUIRE(l.shape() == Shape{3});
+  check_values(l, {std::log(10.0), std::log(10.0) / 2, 0.0});
+}
+
+TEMPLATE_TEST_CASE("MaskedSoftmaxCELoss matches d2l's, gradients included", "[loss]", float, double) {
+  heed::MaskedSoftmaxCELoss loss;
+  for (const std::string c : {"mce.d2l", "mce.rand"}) {
+    INFO("case " << c);
+    Tensor<TestType> pred = leaf<TestType>(golden(), c + ".pred");
+    const Tensor<TestType> out =
+        loss(pred, golden().tensor<std::int64_t>(c + ".label"), golden().tensor<std::int64_t>(c + ".valid_len"));
+    CHECK(out.grad_fn_name() == "MaskedSoftmaxCELossBackward");
+    check_close(out, golden().tensor<TestType>(c + ".output"), tolerance<TestType>());
+    out.backward(golden().tensor<TestType>(c + ".R"));
+    check_close(pred.grad(), golden().tensor<TestType>(c + ".grad.pred"), tolerance<TestType>());
+  }
+}
+
+TEST_CASE("MaskedSoftmaxCELoss equals d2l's formula written with heed's ops", "[loss][gradcheck]") {
+  // weights = sequence_mask(ones_like(label), valid_len)
+  // (cross_entropy(pred, label, 'none') * weights).mean(dim=1)
+  Tensord pred = uniform_leaf({3, 5, 4}, 7);
+  const IndexTensor label({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 3, 3, 3, 3, 3}, Shape{3, 5});
+  const IndexTensor valid_len = lens({5, 2, 0}, {3});
+  const Tensord fused = heed::masked_softmax_ce_loss(pred, label, valid_len);
+  const Tensord weights = heed::sequence_mask(heed::ones<double>({3, 5}), valid_len);
+  const Tensord composed = (heed::cross_entropy(pred, label, Reduction::none) * weights).mean(1);
+  check_close(fused, composed, 1e-12);
+
+  const Tensord R({0.5, -2.0, 3.0}, Shape{3});
+  fused.backward(R);
+  const Tensord fused_grad = pred.grad();
+  pred.zero_grad();
+  composed.backward(R);
+  check_close(fused_grad, pred.grad(), 1e-12);
+  // Padded steps get a gradient of exactly 0.
+  for (index_t v = 0; v < 4; ++v) CHECK(fused_grad.at({1, 3, v}) == 0.0);
+
+  const TrainingFn f = [&](const TrainingInputs& in) { return heed::masked_softmax_ce_loss(in[0], label, valid_len); };
+  CHECK_TRAINING_GRADIENTS(f, {uniform_leaf({3, 5, 4}, 8)});
+  const IndexTensor long_enough = lens({9, 4, 1}, {3});
+  const TrainingFn g = [&](const TrainingInputs& in) {
+    return heed::masked_softmax_ce_loss(in[0], label, long_enough).sum();
+  };
+  CHECK_TRAINING_GRADIENTS(g, {uniform_leaf({3, 5, 4}, 9)});
+}
+
+TEST_CASE("MaskedSoftmaxCELoss checks pred, label and valid_len", "[loss][errors]") {
+  heed::MaskedSoftmaxCELoss loss;
+  const auto pred = heed::zeros<float>({2, 3, 4});
+  const IndexTensor label({0, 1, 2, 3, 0, 1}, Shape{2, 3});
+  const IndexTensor valid_len = lens({3, 1}, {2});
+  CHECK_ERROR(heed::ShapeError, "MaskedSoftmaxCELoss: pred must be (batch, num_steps, vocab_size), got (6, 4)",
+              loss(heed::zeros<float>({6, 4}), label, valid_len));
+  CHECK_ERROR(heed::ShapeError,
+              "MaskedSoftmaxCELoss: label of shape (3, 2) does not match pred of shape (2, 3, 4); expected label of "
+              "shape (2, 3)",
+              loss(pred, label.reshape({3, 2}), valid_len));
+  CHECK_ERROR(heed::ShapeError, "MaskedSoftmaxCELoss: valid_len of shape (3) does not match a batch of 2 sequences",
+              loss(pred, label, lens({1, 1, 1}, {3})));
+  CHECK_ERROR(heed::ValueError, "MaskedSoftmaxCELoss: valid_len must not be negative, got -2 at index 0",
+              loss(pred, label, lens({-2, 1}, {2})));
+  // Padded labels are checked too, as PyTorch's cross entropy checks every target.
+  CHECK_ERROR(heed::IndexError,
+              "MaskedSoftmaxCELoss: label 4 at position (1, 2) of labels (2, 3) is out of range for 4 classes",
+              loss(pred, IndexTensor({0, 1, 2, 3, 0, 4}, Shape{2, 3}), valid_len));
+  CHECK_ERROR(heed::ValueError, "MaskedSoftmaxCELoss: label is undefined", loss(pred, IndexTensor(), valid_len));
+}
+
+// ---- Adam ------------------------------------------------------------------------------
+
+namespace {
+
+struct AdamCase {
+  const char* name;
+  double lr, beta1, beta2, eps, weight_decay;
+};
+
+/// The loss of the golden Adam problem `problem` at params.
+template <typename T>
+Tensor<T> adam_problem_loss(const std::string& problem, const std::vector<Tensor<T>>& params) {
+  if (problem == "adam.linreg") {
+    const Tensor<T> X = golden().tensor<T>("adam.linreg.X"), y = golden().tensor<T>("adam.linreg.y");
+    return (heed::matmul(X, params[0]) + params[1] - y).pow(T(2)).mean();
+  }
+  // 0.5 ||p0 - c0||² + 0.5 ||p1 - c1||²
+  return (params[0] - golden().tensor<T>("adam.quad.c0")).pow(T(2)).sum() * T(0.5) +
+         (params[1] - golden().tensor<T>("adam.quad.c1")).pow(T(2)).sum() * T(0.5);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Adam follows torch.optim.Adam's trajectory, with and without weight decay", "[optim]", float,
+                   double) {
+  const double atol = std::is_same_v<TestType, float> ? 1e-6 : 1e-12;
+  const std::string dtype = std::is_same_v<TestType, float> ? "float32" : "float64";
+  // The same arguments as make_training_golden.py gives torch.optim.Adam.
+  const AdamCase cases[] = {{"adam.quad", 0.1, 0.9, 0.999, 1e-8, 0.0},
+                            {"adam.quad_wd", 0.05, 0.8, 0.95, 1e-6, 0.1},
+                            {"adam.linreg", 0.1, 0.9, 0.999, 1e-8, 0.01}};
+  for (const AdamCase& c : cases) {
+    INFO("case " << c.name << " in " << dtype);
+    const std::string prefix = std::string(c.name) + "." + dtype;
+    const Tensor<TestType> paths[] = {golden().tensor<TestType>(prefix + ".p0"),
+                                      golden().tensor<TestType>(prefix + ".p1")};
+    std::vector<Tensor<TestType>> params;
+    for (const auto& path : paths) params.push_back(path.select(0, 0).clone().requires_grad_());
+    heed::Adam<TestType> optimizer(params, c.lr, c.beta1, c.beta2, c.eps, c.weight_decay);
+    for (index_t step = 1; step <= 5; ++step) {
+      INFO("step " << step);
+      optimizer.zero_grad();
+      adam_problem_loss(c.name, params).backward();
+      optimizer.step();
+      for (std::size_t i = 0; i < 2; ++i) check_near(params[i], paths[i].select(0, step), atol);
+    }
+    for (std::size_t i = 0; i < 2; ++i) {
+      const heed::AdamState<TestType>& state = optimizer.state()[i];
+      CHECK(state.step == 5);
+      check_near(state.exp_avg, golden().tensor<TestType>(prefix + ".exp_avg" + std::to_string(i)), atol);
+      check_near(state.exp_avg_sq, golden().tensor<TestType>(prefix + ".exp_avg_sq" + std::to_string(i)), atol);
+    }
+  }
+}
+
+TEST_CASE("Adam's first step moves each parameter by lr against the sign of its gradient", "[optim]") {
+  auto p = heed::Tensord({1.0, -2.0}, Shape{2}).requires_grad_();
+  auto idle = heed::Tensord({5.0}, Shape{1}).requires_grad_();  // never reached by backward
+  heed::Adam<double> optimizer({p, idle}, /*lr=*/0.01);
+  CHECK(optimizer.lr() == 0.01);
+  (p * heed::Tensord({3.0, -0.5}, Shape{2})).sum().backward();
+  optimizer.step();
+  // m̂ = g, v̂ = g²: the update is lr · g / (|g| + eps).
+  check_values(p, {1.0 - 0.01 * 3.0 / (3.0 + 1e-8), -2.0 + 0.01 * 0.5 / (0.5 + 1e-8)}, 1e-15);
+  const auto& state = optimizer.state();
+  CHECK(state[0].step == 1);
+  check_values(state[0].exp_avg, {0.1 * 3.0, 0.1 * -0.5}, 1e-15);
+  check_values(state[0].exp_avg_sq, {0.001 * 9.0, 0.001 * 0.25}, 1e-15);
+  // A parameter without a gradient is left alone, its step count and state too.
+  check_values(idle, {5.0});
+  CHECK(state[1].step == 0);
+  CHECK_FALSE(state[1].exp_avg.defined());
+
+  // zero_grad forgets the gradients; a step then changes nothing.
+  optimizer.zero_grad();
+  CHECK_FALSE(p.grad().defined());
+  const auto before = p.clone();
+  optimizer.step();
+  check_values(p, before.to_vector());
+  CHECK(state[0].step == 1);
+
+  // set_lr(0) keeps the parameters but still counts the step, as PyTorch.
+  optimizer.set_lr(0.0);
+  (p * 2.0).sum().backward();
+  optimizer.step();
+  check_values(p, before.to_vector());
+  CHECK(state[0].step == 2);
+}
+
+TEST_CASE("Adam's update of a parameter invalidates what autograd saved of it", "[optim]") {
+  auto w = heed::Tensord({1.0, 2.0}, Shape{2}).requires_grad_();
+  heed::Adam<double> optimizer({w});
+  const auto y = (w * w).sum();  // MulBackward saved w
+  y.backward(Tensord(), /*retain_graph=*/true);
+  optimizer.step();
+  CHECK_THROWS_AS(y.backward(), heed::AutogradError);
+}
+
+TEST_CASE("Adam checks its hyper-parameters and parameters", "[optim][errors]") {
+  auto w = heed::zeros<float>({2}).requires_grad_();
+  CHECK_ERROR(heed::ValueError, "Adam: invalid learning rate: -0.1", heed::Adam<float>({w}, -0.1));
+  CHECK_ERROR(heed::ValueError, "Adam: invalid beta parameter at index 0: 1", heed::Adam<float>({w}, 0.1, 1.0));
+  CHECK_ERROR(heed::ValueError, "Adam: invalid beta parameter at index 1: -0.5",
+              heed::Adam<float>({w}, 0.1, 0.9, -0.5));
+  CHECK_ERROR(heed::ValueError, "Adam: invalid epsilon value: -1", heed::Adam<float>({w}, 0.1, 0.9, 0.999, -1.0));
+  CHECK_ERROR(heed::ValueError, "Adam: invalid weight_decay value: -0.01",
+              heed::Adam<float>({w}, 0.1, 0.9, 0.999, 1e-8, -0.01));
+  CHECK_ERROR(heed::ValueError, "Adam: parameter 1 must be a leaf tensor that requires grad",
+              heed::Adam<float>({w, heed::zeros<float>({2})}));
+  CHECK_ERROR(heed::ValueError, "Adam: parameter 0 must be a leaf tensor that requires grad",
+              heed::Adam<float>({w * 2.f}));
+  heed::Adam<float> optimizer({w});
+  CHECK_ERROR(heed::ValueError, "Adam: invalid learning rate: nan",
+              optimizer.set_lr(std::numeric_limits<double>::quiet_NaN()));
+  CHECK(optimizer.lr() == 1e-3);
+}
+
+// ---- gradient clipping ----------------------------------------------------------------------
+
+TEST_CASE("clip_grad_norm scales every gradient by max_norm / norm when norm exceeds it", "[optim]") {
+  auto a = heed::zeros<double>({2}).requires_grad_();
+  auto b = heed::zeros<double>({1}).requires_grad_();
+  auto unused = heed::zeros<double>({3}).requires_grad_();  // no gradient: skipped
+  const auto set_grads = [&] {
+    a.zero_grad(), b.zero_grad();
+    ((a * heed::Tensord({3.0, 4.0}, Shape{2})).sum() + b.sum() * 12.0).backward();  // norm √(9 + 16 + 144) = 13
+  };
+  const std::vector<Tensord> params{a, b, unused};
+
+  SECTION("above the threshold: clipped to norm max_norm") {
+    set_grads();
+    CHECK(heed::clip_grad_norm(params, 1.0) == Approx(13.0).epsilon(1e-15));
+    check_values(a.grad(), {3.0 / 13, 4.0 / 13}, 1e-15);
+    check_values(b.grad(), {12.0 / 13}, 1e-15);
+    CHECK(heed::clip_grad_norm(params, 1.0) == Approx(1.0).epsilon(1e-15));  // now at the threshold
+    CHECK_FALSE(unused.grad().defined());
+  }
+  SECTION("at or below the threshold: unchanged (d2l clips only when norm > max_norm)") {
+    for (const double max_norm : {20.0, 13.0}) {
+      set_grads();
+      CHECK(heed::clip_grad_norm(params, max_norm) == 13.0);
+      check_values(a.grad(), {3.0, 4.0});
+      check_values(b.grad(), {12.0});
+    }
+  }
+  SECTION("max_norm 0 zeroes the gradients; no gradient at all gives norm 0") {
+    set_grads();
+    CHECK(heed::clip_grad_norm(params, 0.0) == 13.0);
+    check_values(a.grad(), {0.0, 0.0});
+    CHECK(heed::clip_grad_norm(std::vector<Tensord>{unused}, 1.0) == 0.0);
+  }
+  SECTION("float: the norm is summed in double") {
+    auto big = heed::full<float>({1000}, 1e-3f).requires_grad_();
+    (big * 1.f).sum().backward();  // gradient 1 everywhere: norm √1000
+    CHECK(heed::clip_grad_norm(std::vector<Tensorf>{big}, 1.0) == Approx(std::sqrt(1000.0)));
+    CHECK(big.grad().at({7}) == Approx(1 / std::sqrt(1000.0)));
+  }
+  CHECK_ERROR(heed::ValueError, "clip_grad_norm: max_norm must be >= 0, got -1", heed::clip_grad_norm(params, -1.0));
+  CHECK_ERROR(heed::ValueError, "clip_grad_norm: max_norm must be >= 0, got nan",
+              heed::clip_grad_norm(params, std::numeric_limits<double>::quiet_NaN()));
+}
+
+TEST_CASE("grad_clipping(net, theta) clips a module's gradients as d2l's", "[optim]") {
+  heed::Generator gen(3);
+  heed::Linear<double> net(3, 2, true, gen);
+  const auto x = heed::randn<double>({4, 3}, gen);
+  net(x).pow(2.0).sum().backward();
+  double norm2 = 0.0;
+  for (const auto& p : net.parameters()) norm2 += p.grad().array().square().sum();
+  REQUIRE(std::sqrt(norm2) > 0.5);
+  std::vector<Tensord> before;
+  for (const auto& p : net.parameters()) before.push_back(p.grad().clone());
+  CHECK(heed::grad_clipping(net, 0.5) == Approx(std::sqrt(norm2)).epsilon(1e-14));
+  const auto params = net.parameters();
+  for (std::size_t i = 0; i < params.size(); ++i)
+    check_close(params[i].grad(), before[i] * (0.5 / std::sqrt(norm2)), 1e-15);
+  CHECK(heed::grad_clipping(net, 0.5) == Approx(0.5).epsilon(1e-14));
+}
+
+// ---- BLEU ---------------------------------------------------------------------------------
+
+TEST_CASE("bleu matches d2l's on its examples, partial matches, repeats and short predictions", "[bleu]") {
+  // BLEU_CASES of make_training_golden.py, in its order.
+  const std::vector<std::tuple<std::string, std::string, int>> cases{
+      {"va !", "va !", 2},
+      {"j'ai perdu .", "j'ai perdu .", 2},
+      {"il est riche .", "il est calme .", 2},
+      {"je suis <unk> .", "je suis chez moi .", 2},
+      {"je suis chez .", "je suis chez moi .", 3},
+      {"il est calme .", "il est calme .", 4},
+      {"a a a a", "a a b", 2},
+      {"a b a b a b", "a b a b", 3},
+      {"the the the the the the the", "the cat is on the mat", 1},
+      {"le chat est sur le tapis", "le chat est sur le tapis bleu", 4},
+      {"x y", "x y z w", 2},
+      {"a b c d e", "a b", 2},
+      {"c b a", "a b c", 2},
+      {"a  b", "a  b", 2},
+      {"", "a", 1},
+      {"", "", 1},
+      {"a b", "b a", 3},
+      {"a", "a b c", 2},
+  };
+  const auto scores = golden().tensor<double>("bleu.scores");
+  const auto d2l_raises = golden().tensor<std::int64_t>("bleu.d2l_raises");
+  REQUIRE(scores.numel() == static_cast<index_t>(cases.size()));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& [pred, label, k] = cases[i];
+    INFO("bleu('" << pred << "', '" << label << "', " << k << ")");
+    const double score = heed::bleu(pred, label, k);
+    CHECK(score == Approx(scores.data()[i]).epsilon(1e-14).margin(1e-15));
+    // Where d2l divides by zero (fewer than k predicted tokens) heed's score is 0.
+    if (d2l_raises.data()[i]) CHECK(score == 0.0);
+  }
+  CHECK(heed::bleu("va !", "va !", 2) == 1.0);
+  // By hand: one of four unigrams wrong (p1 = 3/4), two of three bigrams wrong (p2 = 1/3).
+  CHECK(heed::bleu("il est riche .", "il est calme .", 2) == Approx(std::sqrt(0.75) * std::pow(1.0 / 3, 0.25)));
+  // The brevity penalty alone: exp(1 − 4/2), every n-gram matching.
+  CHECK(heed::bleu("x y", "x y z w", 2) == Approx(std::exp(-1.0)));
+}
+
+TEST_CASE("bleu on token lists equals bleu on the joined strings", "[bleu]") {
+  using Tokens = std::vector<std::string>;
+  CHECK(heed::bleu(Tokens{"je", "suis", "chez", "."}, Tokens{"je", "suis", "chez", "moi", "."}, 3) ==
+        heed::bleu("je suis chez .", "je suis chez moi .", 3));
+  CHECK(heed::bleu(Tokens{"a", "", "b"}, Tokens{"a", "", "b"}, 2) == heed::bleu("a  b", "a  b", 2));
+  CHECK(heed::bleu(Tokens{}, Tokens{"a"}, 1) == 0.0);  // no tokens: 0, where d2l divides by zero
+  CHECK(heed::bleu(Tokens{"a"}, Tokens{}, 1) == 0.0);
+  CHECK_ERROR(heed::ValueError, "bleu: k must be at least 1, got 0", heed::bleu("va !", "va !", 0));
+  CHECK_ERROR(heed::ValueError, "bleu: k must be at least 1, got -2", heed::bleu(Tokens{"a"}, Tokens{"a"}, -2));
+}
