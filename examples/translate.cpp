@@ -18,6 +18,7 @@
 #include <heed/seq2seq/predict.hpp>
 #include <heed/seq2seq/train.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -253,9 +254,14 @@ int run(const Args& args) {
     if (args.beam > 1) std::printf(" (score %.3f)", t.score);
     std::cout << "\n";
     if (!args.heatmaps.empty()) write_heatmaps(args.heatmaps, i, t);
-    if (alignments.is_open() && t.cross_attention.defined())
-      alignments << sentences[i] << " ||| " << t.text << " ||| " << heed::pharaoh(heed::align(t.cross_attention))
-                 << "\n";
+    if (alignments.is_open() && t.cross_attention.defined() && !t.tokens.empty()) {
+      // Words only: the <eos> steps of both sides are cut off.
+      const index_t source_words = static_cast<index_t>(t.source_tokens.size()) - 1;
+      const heed::Tensor<Float> words =
+          heed::narrow(heed::narrow(t.cross_attention, 2, 0, static_cast<index_t>(t.tokens.size())), 3, 0,
+                       std::min(source_words, t.cross_attention.shape()[3]));
+      alignments << sentences[i] << " ||| " << t.text << " ||| " << heed::pharaoh(heed::align(words)) << "\n";
+    }
   }
   if (!args.heatmaps.empty()) std::cout << "heatmaps in " << args.heatmaps << "\n";
   return 0;

@@ -5,10 +5,10 @@
 #                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
-#   scripts/dev.sh compat  the whole test suite built and run by clang++ in C++20 mode,
-#                          and every header compiled alone by g++ (C++20, -O3) and by
-#                          clang++ (C++17); g++ builds the tests in C++17 for `test`
-#                          and `asan`
+#   scripts/dev.sh compat  the whole test suite compiled by clang++ in C++20 mode, and
+#                          every header compiled alone by g++ (C++20, -O3) and by
+#                          clang++ (C++17); g++ builds and runs the tests in C++17 for
+#                          `test` and `asan`
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh compare heed and PyTorch side by side on attention and the Transformer

@@ -719,7 +719,7 @@ TEST_CASE("tensors print exactly as PyTorch's repr", "[tensor]") {
   }
 }
 
-TEST_CASE("large buffers are reused through the cache, which can be bounded and emptied", "[tensor]") {
+TEST_CASE("buffers are reused through the cache, which can be bounded and emptied", "[tensor]") {
   heed::empty_buffer_cache();
   CHECK(heed::buffer_cache_idle_bytes() == 0);
   const index_t n = index_t(1) << 16;  // 256 KiB of floats: above the cache's threshold
@@ -743,7 +743,21 @@ TEST_CASE("large buffers are reused through the cache, which can be bounded and 
   CHECK(heed::buffer_cache_idle_bytes() == 0);
   heed::set_buffer_cache_limit(std::size_t(1) << 30);
 
-  { auto small = heed::zeros({16}); }  // small buffers are left to malloc
+  const float* small_first = nullptr;
+  {
+    auto small = heed::zeros({16});  // small buffers are kept by exact size (multiples of 64 bytes)
+    small_first = small.data();
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 64);
+  {
+    auto other_size = heed::zeros({17});  // 68 bytes: the 128-byte list, empty
+    CHECK(other_size.data() != small_first);
+    auto same_size = heed::ones({16});
+    CHECK(same_size.data() == small_first);
+    CHECK(heed::buffer_cache_idle_bytes() == 0);
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 64 + 128);
+  heed::empty_buffer_cache();
   CHECK(heed::buffer_cache_idle_bytes() == 0);
 }
 

@@ -5,9 +5,10 @@
 // can tell when a saved tensor was modified after it was saved.
 //
 // Every op returns a new tensor, so a training loop frees and allocates buffers of the
-// same sizes on every step. Large buffers go back to a cache rather than to the
-// system: fresh memory would have to be faulted in page by page (about 30 ms for
-// 64 MiB here, twice the time of a softmax over it). heed::empty_buffer_cache()
+// same sizes on every step. Buffers go back to a cache rather than to the system:
+// fresh large memory would have to be faulted in page by page (about 30 ms for 64 MiB
+// here, twice the time of a softmax over it), and glibc's aligned allocation of small
+// buffers took a tenth of a Bahdanau training step. heed::empty_buffer_cache()
 // releases what is idle; heed::set_buffer_cache_limit() bounds it (1 GiB by default).
 #pragma once
 
@@ -17,15 +18,19 @@
 #include <map>
 #include <mutex>
 #include <new>
+#include <vector>
 
 #include "heed/core/shape.hpp"
 
 namespace heed::detail {
 
-/// Idle large buffers by size, shared by all threads.
+/// Idle buffers, shared by all threads: large ones by size (best fit), small ones by
+/// exact size (a free list per multiple of 64 bytes).
 class BufferCache {
  public:
-  static constexpr std::size_t kMinBytes = std::size_t(1) << 16;  // malloc keeps smaller ones itself
+  static constexpr std::size_t kMinBytes = std::size_t(1) << 16;  // below: the small lists
+  static constexpr std::size_t kSmallGranule = 64;                // sizes are multiples of this
+  static constexpr std::size_t kSmallPerSize = 64;                // idle buffers kept per size
 
   static BufferCache& instance() {
     static BufferCache* cache = new BufferCache;  // never destroyed: tensors may outlive statics
@@ -42,6 +47,14 @@ class BufferCache {
   /// again per step.)
   void* take(std::size_t& bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (bytes < kMinBytes) {
+      std::vector<void*>& list = small_[bytes / kSmallGranule];
+      if (list.empty()) return nullptr;
+      void* p = list.back();
+      list.pop_back();
+      idle_bytes_ -= bytes;
+      return p;
+    }
     auto it = idle_.lower_bound(bytes);
     if (it == idle_.end() || it->first / 2 > bytes) {
       for (std::size_t released = 0; released < bytes && !idle_.empty();) {
@@ -63,7 +76,14 @@ class BufferCache {
   void give(void* p, std::size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (idle_bytes_ + bytes <= limit_) {
+      if (bytes < kMinBytes) {
+        std::vector<void*>& list = small_[bytes / kSmallGranule];
+        if (list.size() < kSmallPerSize && idle_bytes_ + bytes <= limit_) {
+          list.push_back(p);
+          idle_bytes_ += bytes;
+          return;
+        }
+      } else if (idle_bytes_ + bytes <= limit_) {
         idle_.emplace(bytes, p);
         idle_bytes_ += bytes;
         return;
@@ -76,6 +96,10 @@ class BufferCache {
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto& entry : idle_) std::free(entry.second);
     idle_.clear();
+    for (auto& list : small_) {
+      for (void* p : list) std::free(p);
+      list.clear();
+    }
     idle_bytes_ = 0;
   }
 
@@ -96,6 +120,7 @@ class BufferCache {
  private:
   std::mutex mutex_;
   std::multimap<std::size_t, void*> idle_;
+  std::vector<void*> small_[kMinBytes / kSmallGranule];
   std::size_t idle_bytes_ = 0;
   std::size_t limit_ = std::size_t(1) << 30;
 };
@@ -103,22 +128,17 @@ class BufferCache {
 template <typename T>
 class Storage {
  public:
-  static constexpr std::size_t kAlignment = 64;  // a cache line; covers AVX-512 loads
+  static constexpr std::size_t kAlignment = BufferCache::kSmallGranule;  // a cache line; AVX-512 loads
 
   explicit Storage(index_t size) : size_(size) {
     bytes_ = static_cast<std::size_t>(size) * sizeof(T);
     bytes_ = (bytes_ + kAlignment - 1) / kAlignment * kAlignment;  // aligned_alloc needs a multiple
     if (bytes_ == 0) bytes_ = kAlignment;
-    if (bytes_ >= BufferCache::kMinBytes) data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
+    data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
     if (data_ == nullptr) data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
     if (data_ == nullptr) throw std::bad_alloc();
   }
-  ~Storage() {
-    if (bytes_ >= BufferCache::kMinBytes)
-      BufferCache::instance().give(data_, bytes_);
-    else
-      std::free(data_);
-  }
+  ~Storage() { BufferCache::instance().give(data_, bytes_); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
@@ -140,7 +160,7 @@ class Storage {
 
 namespace heed {
 
-/// Frees the idle large buffers heed keeps for reuse (see core/storage.hpp).
+/// Frees the idle buffers heed keeps for reuse (see core/storage.hpp).
 inline void empty_buffer_cache() { detail::BufferCache::instance().empty(); }
 
 /// Bounds the bytes of idle buffers kept for reuse; 0 turns the cache off.

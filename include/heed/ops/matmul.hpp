@@ -52,7 +52,9 @@ class SerialGemmScope {
   SerialGemmScope& operator=(const SerialGemmScope&) = delete;
 
  private:
+#ifdef _OPENMP
   int saved_ = 0;
+#endif
 };
 
 template <typename T>
