@@ -67,6 +67,7 @@
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
 #include "heed/optim/sgd.hpp"
+#include "heed/optim/trainable.hpp"
 #include "heed/seq2seq/alignment.hpp"
 #include "heed/seq2seq/bahdanau_decoder.hpp"
 #include "heed/seq2seq/bleu.hpp"

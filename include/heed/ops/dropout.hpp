@@ -44,14 +44,17 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   };
   const double scaled = p * 4294967296.0;  // p·2³², exact for p = 1 too
   const std::uint64_t threshold = scaled >= 4294967296.0 ? (1ull << 32) : static_cast<std::uint64_t>(scaled);
+  Tensor<T> out = detail::make_tensor<T>(x.shape());
   T* m = mask.data();
+  T* y = out.data();
+  const T* in = x.data();
   const index_t n = mask.numel();
   for (index_t i = 0; i < n; i += 2) {
     const std::uint64_t bits = next();
     m[i] = (bits & 0xFFFFFFFFull) < threshold ? T(0) : scale;
-    if (i + 1 < n) m[i + 1] = (bits >> 32) < threshold ? T(0) : scale;
+    y[i] = in[i] * m[i];
+    if (i + 1 < n) m[i + 1] = (bits >> 32) < threshold ? T(0) : scale, y[i + 1] = in[i + 1] * m[i + 1];
   }
-  Tensor<T> out = detail::zip_map<T>([](const auto& a, const auto& b) { return a * b; }, x, mask);
   if (autograd::needs_grad(x))
     autograd::record(out, "DropoutBackward", {x}, [mask](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::zip_map<T>([](const auto& a, const auto& b) { return a * b; }, g, mask)};

@@ -57,15 +57,15 @@ class SerialGemmScope {
 #endif
 };
 
+/// c = op(a) · op(b), with whatever threading is in force (see gemm).
 template <typename T>
-void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
   using ConstMap = Eigen::Map<const RowMajorMatrix<T>>;
   Eigen::Map<RowMajorMatrix<T>> out(c, m, n);
   if (k == 0) {
     out.setZero();
     return;
   }
-  const SerialGemmScope serial(m * n * k < kParallelGemmWork);
   if (!trans_a && !trans_b)
     out.noalias() = ConstMap(a, m, k) * ConstMap(b, k, n);
   else if (trans_a && !trans_b)
@@ -74,6 +74,13 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
     out.noalias() = ConstMap(a, m, k) * ConstMap(b, n, k).transpose();
   else
     out.noalias() = ConstMap(a, k, m).transpose() * ConstMap(b, n, k).transpose();
+}
+
+/// c = op(a) · op(b), on the calling thread unless the product is large.
+template <typename T>
+void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+  const SerialGemmScope serial(m * n * k < kParallelGemmWork);
+  gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
 }
 
 inline Shape batch_shape(const Shape& s) {
@@ -118,10 +125,12 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   const T* pa = a.data();
   const T* pb = b.data();
   T* pc = out.data();
+  // One scope for all batches: the per-head products of attention are tiny and many.
+  const SerialGemmScope serial(flops_per_batch < kParallelGemmWork);
   parallel_for(batches, (index_t(1) << 18) / flops_per_batch + 1, [&](index_t begin, index_t end) {
     for (index_t i = begin; i < end; ++i)
-      gemm(pa + a_offsets[static_cast<std::size_t>(i)], trans_a, pb + b_offsets[static_cast<std::size_t>(i)], trans_b,
-           pc + i * m * n, m, n, k);
+      gemm_in_scope(pa + a_offsets[static_cast<std::size_t>(i)], trans_a, pb + b_offsets[static_cast<std::size_t>(i)],
+                    trans_b, pc + i * m * n, m, n, k);
   });
   return out;
 }

@@ -25,6 +25,7 @@
 
 #include "heed/autograd/node.hpp"
 #include "heed/ops/elementwise.hpp"
+#include "heed/optim/trainable.hpp"
 
 namespace heed {
 
@@ -51,9 +52,7 @@ class Adam {
     HEED_CHECK(beta1 >= 0.0 && beta1 < 1.0, ValueError, "Adam: invalid beta parameter at index 0: ", beta1);
     HEED_CHECK(beta2 >= 0.0 && beta2 < 1.0, ValueError, "Adam: invalid beta parameter at index 1: ", beta2);
     HEED_CHECK(weight_decay >= 0.0, ValueError, "Adam: invalid weight_decay value: ", weight_decay);
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      HEED_CHECK(params_[i].defined() && params_[i].is_leaf() && params_[i].requires_grad(), ValueError,
-                 "Adam: parameter ", i, " must be a leaf tensor that requires grad");
+    detail::check_trainable(params_, "Adam");
     state_.resize(params_.size());
   }
 

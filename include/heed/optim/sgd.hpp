@@ -14,6 +14,7 @@
 
 #include "heed/autograd/node.hpp"
 #include "heed/ops/elementwise.hpp"
+#include "heed/optim/trainable.hpp"
 
 namespace heed {
 
@@ -25,9 +26,7 @@ class SGD {
     HEED_CHECK(lr >= 0.0, ValueError, "SGD: learning rate must be non-negative, got ", lr);
     HEED_CHECK(momentum >= 0.0, ValueError, "SGD: momentum must be non-negative, got ", momentum);
     HEED_CHECK(weight_decay >= 0.0, ValueError, "SGD: weight_decay must be non-negative, got ", weight_decay);
-    for (std::size_t i = 0; i < params_.size(); ++i)
-      HEED_CHECK(params_[i].defined() && params_[i].is_leaf() && params_[i].requires_grad(), ValueError,
-                 "SGD: parameter ", i, " must be a leaf tensor that requires grad");
+    detail::check_trainable(params_, "SGD");
     momentum_buffers_.resize(params_.size());
   }
 
