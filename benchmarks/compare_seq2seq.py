@@ -38,15 +38,18 @@ so that load from other processes hits both alike; --repeats R keeps the best of
 of each. The table gives the seconds, the ratio best PyTorch / best heed (the goal is
 >= 3, heed at least three times as fast), and the four BLEU scores of each run.
 
-FLOPs: the matrix-product FLOPs of one training step (batch 64, 10 steps, the vocabulary
-sizes of the data), counted from the hyper-parameters: a product of (m, k) by (k, n) is
-2mkn forward and twice that backward (the gradients of both operands), for the linear
-layers, the GRU gates (input and hidden projections of the three gates), the attention
+FLOPs: the matrix-product FLOPs of a training step (batch 64, the vocabulary sizes of
+the data), counted from the hyper-parameters: a product of (m, k) by (k, n) is 2mkn
+forward and twice that backward (the gradients of both operands), for the linear layers,
+the GRU gates (input and hidden projections of the three gates), the attention
 projections, d2l's attention batched products (scores and weighted values) and the
 output layer; element-wise work (activations, softmax, LayerNorm, the loss, Adam) is
 left out. The keys of Bahdanau's additive attention are projected once per batch, as
 heed does; d2l projects them again at every decoder step, which adds the count printed
-beside. heed's GFLOP/s = FLOPs per step x (601 / 64) steps per epoch x epochs / seconds.
+beside. Two counts: over d2l's 10 padded steps (what PyTorch computes), and what heed
+computes, which cuts each batch after its longest target sequence (and, for the
+Transformer, its longest source sequence); the second is averaged over 200 shuffles of
+the real lengths into batches. heed's GFLOP/s = FLOPs per epoch x epochs / seconds.
 
 Quality mode (--quality): trains heed once per seed in --seeds (at the first thread count
 of --threads) and prints, per model and seed, how many of the four sentences reach BLEU
@@ -70,6 +73,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import subprocess
 import sys
@@ -201,24 +205,22 @@ def mm(m, k, n):
     return 2 * m * k * n
 
 
-def bahdanau_forward_flops(B, T, src_vocab, tgt_vocab):
+def bahdanau_forward_flops(B, T_src, T_tgt, tgt_vocab):
     """(forward FLOPs, d2l's extra forward FLOPs) of the GRU encoder-decoder."""
-    del src_vocab  # the embedding is a lookup
     E, H, L = EMBED, HIDDENS, LAYERS
     gru_step = lambda inputs: mm(B, inputs, 3 * H) + mm(B, H, 3 * H)  # noqa: E731  r, z, n gates
-    encoder = T * sum(gru_step(E if layer == 0 else H) for layer in range(L))
-    keys = mm(B * T, H, H)  # W_k(enc_outputs), once
+    encoder = T_src * sum(gru_step(E if layer == 0 else H) for layer in range(L))
+    keys = mm(B * T_src, H, H)  # W_k(enc_outputs), once
     per_step = (mm(B, H, H)  # W_q(query)
-                + mm(B * T, H, 1)  # w_v(tanh(q + k)): the scores
-                + 2 * B * T * H  # bmm(weights (B, 1, T), values (B, T, H))
+                + mm(B * T_src, H, 1)  # w_v(tanh(q + k)): the scores
+                + 2 * B * T_src * H  # bmm(weights (B, 1, T), values (B, T, H))
                 + sum(gru_step(E + H if layer == 0 else H) for layer in range(L)))
-    dense = mm(B * T, H, tgt_vocab)
-    d2l_extra = (T - 1) * keys  # d2l projects the keys again at every step
-    return encoder + keys + T * per_step + dense, d2l_extra
+    dense = mm(B * T_tgt, H, tgt_vocab)
+    d2l_extra = (T_tgt - 1) * keys  # d2l projects the keys again at every step
+    return encoder + keys + T_tgt * per_step + dense, d2l_extra
 
 
-def transformer_forward_flops(B, T, src_vocab, tgt_vocab):
-    del src_vocab
+def transformer_forward_flops(B, T_src, T_tgt, tgt_vocab):
     H, F, L = HIDDENS, FFN_HIDDENS, LAYERS
 
     def attention(q_steps, kv_steps):
@@ -226,26 +228,42 @@ def transformer_forward_flops(B, T, src_vocab, tgt_vocab):
         products = 2 * (2 * B * q_steps * kv_steps * H)  # Q Kᵀ and weights · V over all heads
         return projections + products
 
-    ffn = mm(B * T, H, F) + mm(B * T, F, H)
-    encoder = L * (attention(T, T) + ffn)
-    decoder = L * (attention(T, T) + attention(T, T) + ffn)  # causal self-attention, then cross
-    return encoder + decoder + mm(B * T, H, tgt_vocab), 0
+    ffn = lambda T: mm(B * T, H, F) + mm(B * T, F, H)  # noqa: E731
+    encoder = L * (attention(T_src, T_src) + ffn(T_src))
+    decoder = L * (attention(T_tgt, T_tgt) + attention(T_tgt, T_src) + ffn(T_tgt))  # causal self, then cross
+    return encoder + decoder + mm(B * T_tgt, H, tgt_vocab), 0
 
 
-def training_step_flops(model, src_vocab, tgt_vocab):
-    """(FLOPs of one step, forward + backward, at batch 64; d2l's extra FLOPs)."""
+def epoch_flops(model, lengths, tgt_vocab, trimmed, epochs=200, seed=0):
+    """(FLOPs of one epoch, forward + backward; d2l's extra), the mean over `epochs`
+    shuffles of the batches d2l's loader gives (batches of 64, the last one smaller).
+    trimmed: each batch cut after its longest source (Transformer only) and target
+    sequence, as heed's train_seq2seq does; otherwise d2l's NUM_STEPS steps."""
     fn = bahdanau_forward_flops if model == "bahdanau" else transformer_forward_flops
-    forward, extra = fn(BATCH_SIZE, NUM_STEPS, src_vocab, tgt_vocab)
-    return 3 * forward, 3 * extra  # backward: twice the forward's products
+    rng = random.Random(seed)
+    order = list(range(len(lengths)))
+    total = extra = 0
+    for _ in range(epochs):
+        rng.shuffle(order)
+        for i in range(0, len(order), BATCH_SIZE):
+            batch = [lengths[j] for j in order[i:i + BATCH_SIZE]]
+            T_src = max(s for s, _ in batch) if trimmed and model == "transformer" else NUM_STEPS
+            T_tgt = max(t for _, t in batch) if trimmed else NUM_STEPS
+            forward, forward_extra = fn(len(batch), T_src, T_tgt, tgt_vocab)
+            total += 3 * forward  # backward: twice the forward's products
+            extra += 3 * forward_extra
+    return total / epochs, extra / epochs
 
 
-def vocab_sizes(path):
+def nmt_sizes(path):
+    """(source vocabulary size, target vocabulary size, [(source valid_len, target valid_len)])."""
     text = d2l.preprocess_nmt(d2l.read_data_nmt(path))
     source, target = d2l.tokenize_nmt(text, NUM_EXAMPLES)
     reserved = ["<pad>", "<bos>", "<eos>"]
     src = d2l.Vocab(source, min_freq=2, reserved_tokens=reserved)
     tgt = d2l.Vocab(target, min_freq=2, reserved_tokens=reserved)
-    return len(src), len(tgt), len(source)
+    lengths = [(min(len(s) + 1, NUM_STEPS), min(len(t) + 1, NUM_STEPS)) for s, t in zip(source, target)]
+    return len(src), len(tgt), lengths
 
 
 # ---- the two modes -----------------------------------------------------------------------
@@ -261,7 +279,8 @@ def bleu_cell(bleus):
 
 
 def timing(args, models, thread_counts):
-    src_size, tgt_size, pairs = vocab_sizes(args.data)
+    src_size, tgt_size, lengths = nmt_sizes(args.data)
+    pairs = len(lengths)
     print(f"d2l's seq2seq training on {args.data}: {pairs} pairs, vocabularies {src_size} / {tgt_size}, "
           f"batch {BATCH_SIZE}, {NUM_STEPS} steps, float32; seed {args.seed}")
     print(f"PyTorch {torch.__version__}, BLAS: {blas_info()} ('generic' on Debian is the netlib reference BLAS "
@@ -301,16 +320,22 @@ def timing(args, models, thread_counts):
             verdict = f"{'-':>10}"
         print(f"{model:<12} {epochs:>6} " + " ".join(cells) + f" {verdict}")
 
-        step, d2l_extra = training_step_flops(model, src_size, tgt_size)
-        steps = pairs / BATCH_SIZE * epochs
+        padded, d2l_extra = epoch_flops(model, lengths, tgt_size, trimmed=False)
+        computed, _ = epoch_flops(model, lengths, tgt_size, trimmed=True)
+        steps_per_epoch = math.ceil(pairs / BATCH_SIZE)
         rates = []
         for t in thread_counts:
             r = best("heed", model, t)
             if r:
-                rates.append(f"{step * steps / r['seconds'] / 1e9:.2f} GFLOP/s at {t} thread{'s' if t > 1 else ''}")
-        extra = f" (d2l's code: + {d2l_extra / 1e6:.1f} MFLOP re-projecting the keys)" if d2l_extra else ""
-        flop_lines.append(f"  {model}: {step / 1e6:.1f} MFLOP per training step (forward + backward){extra}; "
-                          f"{steps:.0f} steps; heed: {', '.join(rates) if rates else '-'}")
+                rates.append(f"{computed * epochs / r['seconds'] / 1e9:.2f} GFLOP/s computed "
+                             f"({padded * epochs / r['seconds'] / 1e9:.2f} counting d2l's padded steps) at {t} "
+                             f"thread{'s' if t > 1 else ''}")
+        extra = (f" (d2l's code: + {d2l_extra / steps_per_epoch / 1e6:.1f} MFLOP re-projecting the keys)"
+                 if d2l_extra else "")
+        flop_lines.append(f"  {model}: {padded / steps_per_epoch / 1e6:.1f} MFLOP per training step over d2l's "
+                          f"{NUM_STEPS} padded steps{extra}; {computed / steps_per_epoch / 1e6:.1f} MFLOP in heed, "
+                          f"which cuts each batch after its longest sequence; {steps_per_epoch * epochs} steps; "
+                          f"heed: {', '.join(rates) if rates else '-'}")
 
     print()
     print("Translations of d2l's four sentences, BLEU (k=2) of each, loss of the last epoch, per run:")

@@ -515,6 +515,59 @@ TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][tr
               heed::train_seq2seq<float>(*net, data.data_iter, 0.0, 1, data.tgt_vocab, options));
 }
 
+TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changing losses or parameters",
+                   "[seq2seq][train]", BahdanauNet<double>, TransformerNet<double>) {
+  using Net = TestType;
+  constexpr bool is_transformer = std::is_same_v<Net, TransformerNet<double>>;
+  static_assert(heed::detail::encoder_ignores_padding<typename Net::EncoderType>::value == is_transformer,
+                "only the Transformer's encoder may lose its padding");
+  // What is cut: the steps after the longest valid sequence of the batch.
+  const IndexTensor X({4, 5, 0, 1, 1, 6, 0, 1, 1, 1, 3, 1}, Shape{2, 6});
+  const IndexTensor cut = heed::detail::trim_padding(X, lens({2, 3}, Shape{2}));
+  CHECK(cut.shape() == Shape{2, 3});
+  CHECK(std::vector<std::int64_t>(cut.data(), cut.data() + 6) == std::vector<std::int64_t>{4, 5, 0, 0, 1, 1});
+  CHECK(heed::detail::trim_padding(X, lens({6, 1}, Shape{2})).shape() == Shape{2, 6});
+
+  // Two equal nets (dropout 0) trained on the same batches, one with the padding cut off.
+  auto make_net = [](const heed::NmtData& data) {
+    heed::Generator gen(21);
+    if constexpr (is_transformer) {
+      heed::TransformerOptions init;
+      init.generator = &gen;
+      return std::make_unique<Net>(
+          std::make_unique<heed::TransformerEncoder<double>>(data.src_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32,
+                                                             4, 2, 0.0, false, init),
+          std::make_unique<heed::TransformerDecoder<double>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32,
+                                                             4, 2, 0.0, init));
+    } else {
+      return bahdanau_net<double>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 16, 2, 0.0, gen);
+    }
+  };
+  heed::NmtData data_cut = small_corpus(60), data_whole = small_corpus(60);
+  auto net_cut = make_net(data_cut);
+  auto net_whole = make_net(data_whole);
+  heed::TrainOptions options;
+  options.progress = false;
+  heed::Generator gen_cut(4), gen_whole(4);
+  options.generator = &gen_cut;
+  const heed::TrainResult cut_result =
+      heed::train_seq2seq<double>(*net_cut, data_cut.data_iter, 0.01, 3, data_cut.tgt_vocab, options);
+  options.trim_padding = false;
+  options.generator = &gen_whole;
+  const heed::TrainResult whole_result =
+      heed::train_seq2seq<double>(*net_whole, data_whole.data_iter, 0.01, 3, data_whole.tgt_vocab, options);
+  REQUIRE(cut_result.losses.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(cut_result.losses[i] == Approx(whole_result.losses[i]).epsilon(1e-10));
+  CHECK(cut_result.tokens == whole_result.tokens);
+  const auto cut_params = net_cut->named_parameters();
+  const auto whole_params = net_whole->named_parameters();
+  REQUIRE(cut_params.size() == whole_params.size());
+  for (std::size_t i = 0; i < cut_params.size(); ++i) {
+    INFO(cut_params[i].first);
+    check_close(cut_params[i].second, whole_params[i].second, 1e-9);
+  }
+}
+
 TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam search", "[seq2seq][predict]",
                    BahdanauNet<float>, TransformerNet<float>) {
   using Net = TestType;

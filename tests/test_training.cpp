@@ -308,6 +308,27 @@ TEST_CASE("MaskedSoftmaxCELoss checks pred, label and valid_len", "[loss][errors
               "MaskedSoftmaxCELoss: label 4 at position (1, 2) of labels (2, 3) is out of range for 4 classes",
               loss(pred, IndexTensor({0, 1, 2, 3, 0, 4}, Shape{2, 3}), valid_len));
   CHECK_ERROR(heed::ValueError, "MaskedSoftmaxCELoss: label is undefined", loss(pred, IndexTensor(), valid_len));
+  CHECK_ERROR(heed::ValueError, "MaskedSoftmaxCELoss: mean_steps = 2 is fewer than pred's 3 steps",
+              loss(pred, label, valid_len, 2));
+}
+
+TEST_CASE("MaskedSoftmaxCELoss with mean_steps is the loss of the batch before its padding was cut", "[loss]") {
+  // (2, 5, 4) logits whose last two steps are padding for both sequences (valid 3 and 2).
+  heed::Generator gen(7);
+  const Tensord padded = heed::randn<double>({2, 5, 4}, gen).requires_grad_();
+  const IndexTensor padded_label({0, 1, 2, 3, 3, 3, 2, 1, 0, 0}, Shape{2, 5});
+  const IndexTensor valid_len = lens({3, 2}, {2});
+  const Tensord cut = padded.detach().narrow(1, 0, 3).requires_grad_();
+  const IndexTensor cut_label({0, 1, 2, 3, 2, 1}, Shape{2, 3});
+  heed::MaskedSoftmaxCELoss loss;
+  const Tensord whole = loss(padded, padded_label, valid_len);
+  const Tensord part = loss(cut, cut_label, valid_len, 5);
+  check_close(part, whole, 1e-15);
+  whole.sum().backward();
+  part.sum().backward();
+  check_close(cut.grad(), padded.grad().narrow(1, 0, 3), 1e-15);
+  // Without mean_steps the divisor is the steps pred has.
+  check_close(loss(cut, cut_label, valid_len), whole * (5.0 / 3.0), 1e-14);
 }
 
 // ---- Adam ------------------------------------------------------------------------------

@@ -41,6 +41,9 @@ class Seq2SeqEncoder : public Module<T> {
     return forward(X, valid_lens);
   }
 
+  /// The final state has run through the padding: cutting it off changes the model.
+  static constexpr bool ignores_padding = false;
+
   Embedding<T> embedding;
   GRU<T> rnn;
 };

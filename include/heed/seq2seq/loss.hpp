@@ -17,6 +17,9 @@
 // NaN where heed's is 0. As in PyTorch, every label, padded ones included, must be a
 // valid index. A valid_len at or above num_steps counts every step; a negative one is
 // refused.
+//
+// mean_steps, when given, is the divisor instead of num_steps: the steps of the batch
+// before its padding was cut off (train_seq2seq), so that the loss stays d2l's.
 #pragma once
 
 #include <utility>
@@ -29,7 +32,8 @@ namespace heed {
 
 /// MaskedSoftmaxCELoss as a function: see the top of this file.
 template <typename T>
-Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len) {
+Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
+                                 index_t mean_steps = 0) {
   detail::check_floating<T>("MaskedSoftmaxCELoss");
   HEED_CHECK(label.defined(), ValueError, "MaskedSoftmaxCELoss: label is undefined");
   HEED_CHECK(pred.dim() == 3, ShapeError, "MaskedSoftmaxCELoss: pred must be (batch, num_steps, vocab_size), got ",
@@ -38,6 +42,8 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
   HEED_CHECK(label.shape() == (Shape{batch, num_steps}), ShapeError, "MaskedSoftmaxCELoss: label of shape ",
              to_string(label.shape()), " does not match pred of shape ", to_string(pred.shape()),
              "; expected label of shape (", batch, ", ", num_steps, ")");
+  HEED_CHECK(mean_steps == 0 || mean_steps >= num_steps, ValueError, "MaskedSoftmaxCELoss: mean_steps = ", mean_steps,
+             " is fewer than pred's ", num_steps, " steps");
   detail::CrossEntropyRows rows;
   rows.rows = batch * num_steps;
   rows.classes = pred.shape()[2];
@@ -50,7 +56,7 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
   detail::cross_entropy_forward(pred.data(), label.data(), rows, stats.data(), losses.data());
   // (unweighted_loss * weights).mean(dim=1): the padded steps are 0 in the sum.
   Tensor<T> out = detail::make_tensor<T>(Shape{batch});
-  const T steps = static_cast<T>(num_steps);
+  const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
   for (index_t b = 0; b < batch; ++b) {
     T total = 0;
     for (index_t t = 0; t < num_steps; ++t) total += losses[static_cast<std::size_t>(b * num_steps + t)];
@@ -73,12 +79,14 @@ class MaskedSoftmaxCELoss {
  public:
   // pred: (batch, num_steps, vocab_size)  label: (batch, num_steps)  valid_len: (batch)
   template <typename T>
-  Tensor<T> forward(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len) const {
-    return masked_softmax_ce_loss(pred, label, valid_len);
+  Tensor<T> forward(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
+                    index_t mean_steps = 0) const {
+    return masked_softmax_ce_loss(pred, label, valid_len, mean_steps);
   }
   template <typename T>
-  Tensor<T> operator()(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len) const {
-    return forward(pred, label, valid_len);
+  Tensor<T> operator()(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
+                       index_t mean_steps = 0) const {
+    return forward(pred, label, valid_len, mean_steps);
   }
 };
 

@@ -12,6 +12,16 @@
 // over the number of target tokens, as d2l's Animator plots it. Progress goes to
 // stderr: a bar with the ETA when stderr is a terminal, a plain line per tenth of the
 // run otherwise. The loss curve is written as SVG and CSV when paths are given.
+//
+// Padding is most of a batch at d2l's sizes (fra.txt's first 600 pairs: 4 of 10 steps
+// are real), so each batch is cut after its longest sequence (TrainOptions::trim_padding):
+//   - the target always: the decoders are causal and the loss ignores the steps past
+//     each valid length, so the steps kept see exactly what they saw before;
+//   - the source when the encoder's outputs at valid steps ignore the padding and the
+//     decoder attends only to valid steps (Encoder::ignores_padding, the Transformer's);
+//     not d2l's GRU encoder, whose final state runs through the padding.
+// Losses and gradients are the same as without cutting (tested with dropout 0); with
+// dropout, masks are drawn for fewer elements, so the random stream differs.
 #pragma once
 
 #include <chrono>
@@ -20,6 +30,7 @@
 #include <functional>
 #include <iostream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "heed/nn/init.hpp"
@@ -49,6 +60,7 @@ struct TrainOptions {
   bool xavier_init = true;                          // d2l's net.apply(xavier_init_weights)
   Generator* generator = nullptr;                   // for the initialisation; default_generator() when null
   bool progress = true;                             // report on stderr
+  bool trim_padding = true;                         // cut each batch after its longest sequence (see above)
   std::string loss_svg;                             // write the loss curve here when not empty
   std::string loss_csv;                             // epoch,loss,tokens_per_second per line when not empty
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch
@@ -73,6 +85,31 @@ inline IndexTensor shift_right(const IndexTensor& Y, index_t bos) {
   }
   return dec_input;
 }
+
+/// The first `num_steps` steps of each row: (batch, steps) -> (batch, num_steps).
+inline IndexTensor leading_steps(const IndexTensor& X, index_t num_steps) {
+  const index_t batch = X.shape()[0], steps = X.shape()[1];
+  if (num_steps >= steps) return X;
+  IndexTensor out = make_tensor<std::int64_t>(Shape{batch, num_steps});
+  for (index_t b = 0; b < batch; ++b)
+    std::copy(X.data() + b * steps, X.data() + b * steps + num_steps, out.data() + b * num_steps);
+  return out;
+}
+
+/// X cut after the longest of valid_lens (one step at least).
+inline IndexTensor trim_padding(const IndexTensor& X, const IndexTensor& valid_lens) {
+  index_t longest = 1;
+  for (index_t i = 0; i < valid_lens.numel(); ++i) longest = std::max(longest, valid_lens.data()[i]);
+  return leading_steps(X, longest);
+}
+
+/// Whether an encoder's outputs at valid steps do not depend on the padding
+/// (Encoder::ignores_padding; false when it does not say).
+template <typename Encoder, typename = void>
+struct encoder_ignores_padding : std::false_type {};
+template <typename Encoder>
+struct encoder_ignores_padding<Encoder, std::void_t<decltype(Encoder::ignores_padding)>>
+    : std::bool_constant<Encoder::ignores_padding> {};
 
 inline bool stderr_is_terminal() {
 #ifdef HEED_HAVE_ISATTY
@@ -150,6 +187,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   MaskedSoftmaxCELoss loss;
   net.train();
   const index_t bos = tgt_vocab["<bos>"];
+  const bool trim_source = options.trim_padding && detail::encoder_ignores_padding<typename Net::EncoderType>::value;
   const bool terminal = detail::stderr_is_terminal();
   const auto start = std::chrono::steady_clock::now();
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
@@ -163,8 +201,10 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     index_t num_tokens = 0;
     for (const auto& batch : data_iter) {
       optimizer.zero_grad();
-      const Tensor<T> Y_hat = net(batch.X, detail::shift_right(batch.Y, bos), batch.X_valid_len);
-      const Tensor<T> l = sum(loss(Y_hat, batch.Y, batch.Y_valid_len));
+      const IndexTensor X = trim_source ? detail::trim_padding(batch.X, batch.X_valid_len) : batch.X;
+      const IndexTensor Y = options.trim_padding ? detail::trim_padding(batch.Y, batch.Y_valid_len) : batch.Y;
+      const Tensor<T> Y_hat = net(X, detail::shift_right(Y, bos), batch.X_valid_len);
+      const Tensor<T> l = sum(loss(Y_hat, Y, batch.Y_valid_len, batch.Y.shape()[1]));
       l.backward();
       if (options.grad_clip > 0.0) clip_grad_norm(params, options.grad_clip);
       optimizer.step();

@@ -124,6 +124,10 @@ class TransformerEncoder : public Module<T> {
   }
   index_t num_hiddens() const { return num_hiddens_; }
 
+  /// The outputs at valid steps are the same whatever follows them: the padding is
+  /// masked out of every attention (train_seq2seq cuts it off).
+  static constexpr bool ignores_padding = true;
+
  private:
   index_t num_hiddens_;
   bool norm_first_ = false;
