@@ -47,9 +47,8 @@ output layer; element-wise work (activations, softmax, LayerNorm, the loss, Adam
 left out. The keys of Bahdanau's additive attention are projected once per batch, as
 heed does; d2l projects them again at every decoder step, which adds the count printed
 beside. Two counts: over d2l's 10 padded steps (what PyTorch computes), and what heed
-computes, which cuts each batch after its longest target sequence (and, for the
-Transformer, its longest source sequence); the second is averaged over 200 shuffles of
-the real lengths into batches. heed's GFLOP/s = FLOPs per epoch x epochs / seconds.
+computes, which cuts each Transformer batch after its longest source and target
+sequences (the second is averaged over 200 shuffles of the real lengths into batches). heed's GFLOP/s = FLOPs per epoch x epochs / seconds.
 
 Quality mode (--quality): trains heed once per seed in --seeds (at the first thread count
 of --threads) and prints, per model and seed, how many of the four sentences reach BLEU
@@ -237,8 +236,9 @@ def transformer_forward_flops(B, T_src, T_tgt, tgt_vocab):
 def epoch_flops(model, lengths, tgt_vocab, trimmed, epochs=200, seed=0):
     """(FLOPs of one epoch, forward + backward; d2l's extra), the mean over `epochs`
     shuffles of the batches d2l's loader gives (batches of 64, the last one smaller).
-    trimmed: each batch cut after its longest source (Transformer only) and target
-    sequence, as heed's train_seq2seq does; otherwise d2l's NUM_STEPS steps."""
+    trimmed: each Transformer batch cut after its longest source and target sequence, as
+    heed's train_seq2seq does (not Bahdanau's: its GRU encoder reads the padding, and its
+    decoder's dropouts draw once per step); otherwise d2l's NUM_STEPS steps."""
     fn = bahdanau_forward_flops if model == "bahdanau" else transformer_forward_flops
     rng = random.Random(seed)
     order = list(range(len(lengths)))
@@ -247,8 +247,9 @@ def epoch_flops(model, lengths, tgt_vocab, trimmed, epochs=200, seed=0):
         rng.shuffle(order)
         for i in range(0, len(order), BATCH_SIZE):
             batch = [lengths[j] for j in order[i:i + BATCH_SIZE]]
-            T_src = max(s for s, _ in batch) if trimmed and model == "transformer" else NUM_STEPS
-            T_tgt = max(t for _, t in batch) if trimmed else NUM_STEPS
+            cut = trimmed and model == "transformer"
+            T_src = max(s for s, _ in batch) if cut else NUM_STEPS
+            T_tgt = max(t for _, t in batch) if cut else NUM_STEPS
             forward, forward_extra = fn(len(batch), T_src, T_tgt, tgt_vocab)
             total += 3 * forward  # backward: twice the forward's products
             extra += 3 * forward_extra
@@ -333,8 +334,8 @@ def timing(args, models, thread_counts):
         extra = (f" (d2l's code: + {d2l_extra / steps_per_epoch / 1e6:.1f} MFLOP re-projecting the keys)"
                  if d2l_extra else "")
         flop_lines.append(f"  {model}: {padded / steps_per_epoch / 1e6:.1f} MFLOP per training step over d2l's "
-                          f"{NUM_STEPS} padded steps{extra}; {computed / steps_per_epoch / 1e6:.1f} MFLOP in heed, "
-                          f"which cuts each batch after its longest sequence; {steps_per_epoch * epochs} steps; "
+                          f"{NUM_STEPS} padded steps{extra}; {computed / steps_per_epoch / 1e6:.1f} MFLOP in heed; "
+                          f"{steps_per_epoch * epochs} steps; "
                           f"heed: {', '.join(rates) if rates else '-'}")
 
     print()

@@ -7,6 +7,7 @@
 #include <heed/nn/layer_norm.hpp>
 #include <heed/nn/module_list.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -523,6 +524,26 @@ TEST_CASE("dropout masks repeat with the seed", "[ops]") {
   CHECK(d.to_vector() == e.to_vector());
   heed::Generator g21(21);
   CHECK(heed::dropout(x, 0.5, true, g21).to_vector() == d.to_vector());
+}
+
+TEST_CASE("dropout of a tensor cut to a prefix of its extents is the cut of the whole tensor's dropout", "[ops]") {
+  // What lets train_seq2seq cut the padding off a batch without changing any mask.
+  heed::Generator gen(5);
+  const Tensord x = heed::randn<double>({3, 7, 2, 9}, gen);
+  heed::Generator g1(17), g2(17);
+  const Tensord whole = heed::dropout(x, 0.4, true, g1);
+  const Tensord cut = heed::dropout(x.narrow(0, 0, 2).narrow(1, 0, 4).narrow(3, 0, 5), 0.4, true, g2);
+  check_close(cut, whole.narrow(0, 0, 2).narrow(1, 0, 4).narrow(3, 0, 5), 0.0);
+  // Rows and columns are not all alike: the masks of different rows differ.
+  const Tensord rows = heed::dropout(heed::ones<double>({64, 16}), 0.5, true, gen);
+  index_t equal_to_first = 0;
+  for (index_t r = 1; r < 64; ++r)
+    equal_to_first += std::equal(rows.data(), rows.data() + 16, rows.data() + r * 16) ? 1 : 0;
+  CHECK(equal_to_first < 3);
+  // A scalar and a vector are tensors like any other.
+  heed::Generator g3(3);
+  const Tensord scalar = heed::dropout(heed::full<double>(heed::Shape{}, 2.0), 0.5, true, g3);
+  CHECK((scalar.item() == 0.0 || scalar.item() == 4.0));
 }
 
 TEST_CASE("dropout refuses a probability outside 0 to 1", "[ops]") {

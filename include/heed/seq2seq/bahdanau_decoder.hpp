@@ -104,6 +104,10 @@ class Seq2SeqAttentionDecoder : public Module<T> {
   index_t vocab_size() const { return dense.out_features(); }
   index_t num_hiddens() const { return rnn.num_hiddens(); }
 
+  /// Its dropouts draw from the generator once per step: fewer steps would change the
+  /// masks of the batches after, so train_seq2seq keeps the target as it is.
+  static constexpr bool ignores_padding = false;
+
   AdditiveAttention<T> attention;
   Embedding<T> embedding;
   GRU<T> rnn;

@@ -14,14 +14,15 @@
 // run otherwise. The loss curve is written as SVG and CSV when paths are given.
 //
 // Padding is most of a batch at d2l's sizes (fra.txt's first 600 pairs: 4 of 10 steps
-// are real), so each batch is cut after its longest sequence (TrainOptions::trim_padding):
-//   - the target always: the decoders are causal and the loss ignores the steps past
-//     each valid length, so the steps kept see exactly what they saw before;
-//   - the source when the encoder's outputs at valid steps ignore the padding and the
-//     decoder attends only to valid steps (Encoder::ignores_padding, the Transformer's);
-//     not d2l's GRU encoder, whose final state runs through the padding.
-// Losses and gradients are the same as without cutting (tested with dropout 0); with
-// dropout, masks are drawn for fewer elements, so the random stream differs.
+// are real), so each batch is cut after its longest sequence (TrainOptions::trim_padding)
+// where that changes nothing: the source when the encoder says so, the target when the
+// decoder says so (a static `ignores_padding`). The Transformer's do: its attention
+// masks the padding, its decoder is causal, the loss skips the padded steps, and an
+// element's dropout mask depends on its coordinates, not on the extent of its tensor.
+// d2l's GRU encoder does not (its final state runs through the padding), nor does the
+// Bahdanau decoder (its dropouts draw once per step, so fewer steps would shift the
+// random stream of the batches after). Losses and gradients are the same as without
+// cutting, dropout included (tested).
 #pragma once
 
 #include <chrono>
@@ -103,13 +104,13 @@ inline IndexTensor trim_padding(const IndexTensor& X, const IndexTensor& valid_l
   return leading_steps(X, longest);
 }
 
-/// Whether an encoder's outputs at valid steps do not depend on the padding
-/// (Encoder::ignores_padding; false when it does not say).
-template <typename Encoder, typename = void>
-struct encoder_ignores_padding : std::false_type {};
-template <typename Encoder>
-struct encoder_ignores_padding<Encoder, std::void_t<decltype(Encoder::ignores_padding)>>
-    : std::bool_constant<Encoder::ignores_padding> {};
+/// Whether cutting the padding off a module's input changes nothing at the valid steps
+/// (Part::ignores_padding; false when it does not say).
+template <typename Part, typename = void>
+struct ignores_padding : std::false_type {};
+template <typename Part>
+struct ignores_padding<Part, std::void_t<decltype(Part::ignores_padding)>> : std::bool_constant<Part::ignores_padding> {
+};
 
 inline bool stderr_is_terminal() {
 #ifdef HEED_HAVE_ISATTY
@@ -187,7 +188,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   MaskedSoftmaxCELoss loss;
   net.train();
   const index_t bos = tgt_vocab["<bos>"];
-  const bool trim_source = options.trim_padding && detail::encoder_ignores_padding<typename Net::EncoderType>::value;
+  const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
+  const bool trim_target = options.trim_padding && detail::ignores_padding<typename Net::DecoderType>::value;
   const bool terminal = detail::stderr_is_terminal();
   const auto start = std::chrono::steady_clock::now();
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
@@ -202,7 +204,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     for (const auto& batch : data_iter) {
       optimizer.zero_grad();
       const IndexTensor X = trim_source ? detail::trim_padding(batch.X, batch.X_valid_len) : batch.X;
-      const IndexTensor Y = options.trim_padding ? detail::trim_padding(batch.Y, batch.Y_valid_len) : batch.Y;
+      const IndexTensor Y = trim_target ? detail::trim_padding(batch.Y, batch.Y_valid_len) : batch.Y;
       const Tensor<T> Y_hat = net(X, detail::shift_right(Y, bos), batch.X_valid_len);
       const Tensor<T> l = sum(loss(Y_hat, Y, batch.Y_valid_len, batch.Y.shape()[1]));
       l.backward();

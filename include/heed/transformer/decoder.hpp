@@ -202,6 +202,11 @@ class TransformerDecoder : public Module<T> {
   index_t num_hiddens() const { return num_hiddens_; }
   index_t num_layers() const { return num_layers_; }
 
+  /// In training, the outputs at the first steps are the same whatever steps follow
+  /// them (the self-attention is causal, dropout masks depend on coordinates), so
+  /// train_seq2seq may cut the target after its longest sequence.
+  static constexpr bool ignores_padding = true;
+
  private:
   index_t num_hiddens_, num_layers_;
   bool norm_first_;
