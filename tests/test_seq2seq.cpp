@@ -645,6 +645,20 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
       CHECK(h.score == Approx(h.log_prob / std::pow(length, 0.75)).epsilon(1e-6));
     }
   }
+  // A wide beam, where hypotheses end while others live on: every n-best entry is
+  // still a real hypothesis with its own log P.
+  heed::PredictOptions wide;
+  wide.beam_size = 8;
+  wide.n_best = 8;
+  const auto wide_beams = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, wide);
+  for (std::size_t i = 0; i < sentences.size(); ++i)
+    for (const auto& h : wide_beams[i].n_best) {
+      INFO(sentences[i] << " => " << h.text);
+      const bool ended = static_cast<index_t>(h.tokens.size()) < 10;
+      CHECK(h.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, sentences[i], h.tokens, ended, data.src_vocab, data.tgt_vocab))
+                .epsilon(1e-4));
+    }
   heed::PredictOptions one;
   one.beam_size = 1;
   const auto beam_one = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, one);

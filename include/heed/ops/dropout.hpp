@@ -29,17 +29,18 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   // dx = g · mask.
   Tensor<T> mask = detail::make_tensor<T>(x.shape());
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
-  // The key mixed with the leading coordinates gives each row's key; a 64-bit hash of
-  // the row key and j / 2 decides the elements j of a pair by comparing its 32-bit
-  // halves with p·2³² (a Mersenne-Twister draw per element was a fifth of a d2l
-  // Transformer training step). The mixer is splitmix64's finaliser.
+  // The key mixed with the leading coordinates gives each row's 64-bit key
+  // (splitmix64's finaliser); a 32-bit hash of the row key and j (murmur3's finaliser,
+  // a loop the compiler vectorises) decides element j by comparing with p·2³². A
+  // Mersenne-Twister draw per element was a fifth of a d2l Transformer training step.
   auto mix = [](std::uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
   };
-  const double scaled = p * 4294967296.0;  // p·2³², exact for p = 1 too
-  const std::uint64_t threshold = scaled >= 4294967296.0 ? (1ull << 32) : static_cast<std::uint64_t>(scaled);
+  // p·2³² (p = 1 needs no threshold: the scale is 0 whatever the hash).
+  const double scaled = p * 4294967296.0;
+  const std::uint32_t threshold = scaled >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(scaled);
   Tensor<T> out = detail::make_tensor<T>(x.shape());
   T* m = mask.data();
   T* y = out.data();
@@ -61,13 +62,17 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   const index_t num_rows = row_length == 0 ? 0 : mask.numel() / row_length;
   for (index_t row = 0; row < num_rows; ++row) {
     const std::uint64_t row_key = keys[static_cast<std::size_t>(leading)];
-    const index_t base = row * row_length;
-    for (index_t j = 0; j < row_length; j += 2) {
-      const std::uint64_t bits = mix(row_key ^ (0xD1B54A32D192ED03ull * (static_cast<std::uint64_t>(j / 2) + 1)));
-      const index_t i = base + j;
-      m[i] = (bits & 0xFFFFFFFFull) < threshold ? T(0) : scale;
-      y[i] = in[i] * m[i];
-      if (j + 1 < row_length) m[i + 1] = (bits >> 32) < threshold ? T(0) : scale, y[i + 1] = in[i + 1] * m[i + 1];
+    const auto row_seed = static_cast<std::uint32_t>(row_key ^ (row_key >> 32));
+    T* row_mask = m + row * row_length;
+    T* row_out = y + row * row_length;
+    const T* row_in = in + row * row_length;
+    for (index_t j = 0; j < row_length; ++j) {
+      std::uint32_t h = row_seed + 0x9E3779B9u * static_cast<std::uint32_t>(j + 1);
+      h = (h ^ (h >> 16)) * 0x85EBCA6Bu;
+      h = (h ^ (h >> 13)) * 0xC2B2AE35u;
+      h ^= h >> 16;
+      row_mask[j] = h < threshold ? T(0) : scale;
+      row_out[j] = row_in[j] * row_mask[j];
     }
     // The next row: an odometer over the leading coordinates.
     int d = leading - 1;

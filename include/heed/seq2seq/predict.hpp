@@ -208,7 +208,7 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   using Live = detail::LiveHypothesis<T>;
   std::vector<std::vector<Live>> live(static_cast<std::size_t>(batch));
   std::vector<std::vector<Live>> finished(static_cast<std::size_t>(batch));
-  for (auto& beams : live) beams.resize(static_cast<std::size_t>(K));  // all start at <bos>
+  for (auto& beams : live) beams.resize(1);  // one hypothesis, <bos>, in row b·K
   std::vector<bool> done(static_cast<std::size_t>(batch), false);
   auto score_of = [&](const Live& h, index_t length) {
     return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
@@ -224,14 +224,15 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
     IndexTensor parents = detail::make_tensor<std::int64_t>(Shape{batch * K});
     for (index_t b = 0; b < batch; ++b) {
       auto& beams = live[static_cast<std::size_t>(b)];
-      // Candidates (log P, beam, token); at the first step every beam is the same <bos>.
+      // Candidates (log P, beam, token), from the live hypotheses only: the spare rows
+      // of a sentence with fewer than K of them decode filler.
       struct Candidate {
         double log_prob;
         index_t beam, token;
       };
       std::vector<Candidate> candidates;
-      const index_t first_beams = step == 0 ? 1 : K;
-      for (index_t k = 0; k < first_beams && !done[static_cast<std::size_t>(b)]; ++k) {
+      const auto num_live = static_cast<index_t>(beams.size());
+      for (index_t k = 0; k < num_live && !done[static_cast<std::size_t>(b)]; ++k) {
         const T* lp = log_probs.data() + (b * K + k) * V;
         // Only the K best tokens of a beam can be among the K best continuations.
         std::vector<index_t> order(static_cast<std::size_t>(V));
@@ -289,7 +290,6 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
         if (next.empty()) done[static_cast<std::size_t>(b)] = true;
       }
       beams = std::move(next);
-      beams.resize(static_cast<std::size_t>(K));
     }
     if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
     if (K > 1) detail::reorder_state(state, parents);
@@ -299,8 +299,7 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   for (index_t b = 0; b < batch; ++b) {
     auto& ended = finished[static_cast<std::size_t>(b)];
     if (static_cast<index_t>(ended.size()) < options.n_best)
-      for (Live& h : live[static_cast<std::size_t>(b)])
-        if (!h.tokens.empty() || !h.cross.empty()) ended.push_back(std::move(h));
+      for (Live& h : live[static_cast<std::size_t>(b)]) ended.push_back(std::move(h));
     std::vector<std::pair<double, std::size_t>> ranked;
     for (std::size_t i = 0; i < ended.size(); ++i)
       ranked.emplace_back(score_of(ended[i], std::max<index_t>(ended[i].length(), 1)), i);
