@@ -16,6 +16,16 @@
     CHECK_THROWS_WITH((__VA_ARGS__), Catch::Matchers::Contains(text)); \
   } while (false)
 
+// CHECK_GRADCHECK(result): a heed::GradcheckResult passes; on failure the report has
+// this line and gradcheck's message. Each test file wraps it around its own gradcheck
+// runner (one instantiation of gradcheck per file keeps compile time down).
+#define CHECK_GRADCHECK(...)                                      \
+  do {                                                            \
+    const heed::GradcheckResult gradcheck_result = (__VA_ARGS__); \
+    INFO(gradcheck_result.message);                               \
+    CHECK(gradcheck_result.ok);                                   \
+  } while (false)
+
 namespace heed_test {
 
 using heed::index_t;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "check.hpp"
+
 namespace {
 
 using heed::Tensord;
@@ -38,14 +40,7 @@ std::vector<double> values(const Tensord& t) { return t.to_vector(); }
 
 }  // namespace
 
-// CHECK_GRADIENTS(f, inputs...): a macro, so that a failure reports the line of the
-// check and gradcheck's message.
-#define CHECK_GRADIENTS(...)                                                   \
-  do {                                                                         \
-    const heed::GradcheckResult gradcheck_result = run_gradcheck(__VA_ARGS__); \
-    INFO(gradcheck_result.message);                                            \
-    CHECK(gradcheck_result.ok);                                                \
-  } while (false)
+#define CHECK_GRADIENTS(...) CHECK_GRADCHECK(run_gradcheck(__VA_ARGS__))
 
 using Catch::Matchers::Contains;
 

@@ -59,12 +59,7 @@ heed::GradcheckResult training_gradcheck(const TrainingFn& f, const TrainingInpu
   return heed::gradcheck(f, inputs);
 }
 
-#define CHECK_TRAINING_GRADIENTS(f, ...)                                               \
-  do {                                                                                 \
-    const heed::GradcheckResult gradcheck_result = training_gradcheck(f, __VA_ARGS__); \
-    INFO(gradcheck_result.message);                                                    \
-    CHECK(gradcheck_result.ok);                                                        \
-  } while (false)
+#define CHECK_TRAINING_GRADIENTS(f, ...) CHECK_GRADCHECK(training_gradcheck(f, __VA_ARGS__))
 
 /// A leaf of uniform values in [low, high) that requires grad.
 Tensord uniform_leaf(const Shape& shape, std::uint64_t seed, double low = -2.0, double high = 2.0) {

@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "heed/nn/init.hpp"
+#include "heed/ops/reduce.hpp"
+#include "heed/ops/shape.hpp"
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
 #include "heed/seq2seq/data.hpp"
@@ -87,21 +89,10 @@ inline IndexTensor shift_right(const IndexTensor& Y, index_t bos) {
   return dec_input;
 }
 
-/// The first `num_steps` steps of each row: (batch, steps) -> (batch, num_steps).
-inline IndexTensor leading_steps(const IndexTensor& X, index_t num_steps) {
-  const index_t batch = X.shape()[0], steps = X.shape()[1];
-  if (num_steps >= steps) return X;
-  IndexTensor out = make_tensor<std::int64_t>(Shape{batch, num_steps});
-  for (index_t b = 0; b < batch; ++b)
-    std::copy(X.data() + b * steps, X.data() + b * steps + num_steps, out.data() + b * num_steps);
-  return out;
-}
-
-/// X cut after the longest of valid_lens (one step at least).
+/// X (batch, steps) cut after the longest of valid_lens (one step at least).
 inline IndexTensor trim_padding(const IndexTensor& X, const IndexTensor& valid_lens) {
-  index_t longest = 1;
-  for (index_t i = 0; i < valid_lens.numel(); ++i) longest = std::max(longest, valid_lens.data()[i]);
-  return leading_steps(X, longest);
+  const index_t longest = std::max<index_t>(max(valid_lens).item(), 1);
+  return longest >= X.shape()[1] ? X : X.narrow(1, 0, longest);
 }
 
 /// Whether cutting the padding off a module's input changes nothing at the valid steps
