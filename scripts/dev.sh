@@ -9,6 +9,9 @@
 #                          every header compiled alone by g++ (C++20, -O3) and by
 #                          clang++ (C++17); g++ builds and runs the tests in C++17 for
 #                          `test` and `asan`
+#   scripts/dev.sh cuda    build the CUDA backend with nvcc (CUDA 12+ in /usr/local/cuda or
+#                          on PATH, for sm_90) and run its tests, which skip without a GPU;
+#                          `test` and `asan` run the same tests against a host emulation
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh compare heed and PyTorch side by side on attention and the Transformer
@@ -43,6 +46,14 @@ case "${1:-}" in
     ;;
   test) install_deps && cmake --workflow --preset release ;;
   asan) install_deps && cmake --workflow --preset asan ;;
+  cuda)
+    install_deps
+    if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+      echo "cuda: no nvcc on PATH or in /usr/local/cuda/bin: install the CUDA toolkit (12 or later)" >&2
+      exit 1
+    fi
+    cmake --workflow --preset cuda
+    ;;
   compat)
     install_deps clang
     for preset in clang-cxx20 gcc-cxx20 clang-cxx17; do cmake --workflow --preset "$preset"; done
@@ -72,7 +83,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,18p' "$0"
+    sed -n '2,21p' "$0"
     exit 2
     ;;
 esac

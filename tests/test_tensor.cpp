@@ -781,3 +781,41 @@ TEST_CASE("the buffer cache reuses a resident buffer up to twice the size and fr
   CHECK(heed::buffer_cache_idle_bytes() == bytes / 2);
   heed::empty_buffer_cache();
 }
+
+// ---- devices ------------------------------------------------------------------------------
+
+TEST_CASE("a Device is the CPU or a CUDA device, named as in PyTorch", "[tensor][device]") {
+  CHECK(heed::Device() == heed::Device::cpu());
+  CHECK(heed::Device::cpu().is_cpu());
+  CHECK(heed::Device::cuda().is_cuda());
+  CHECK(heed::Device::cuda().index() == 0);
+  CHECK(heed::Device::cuda(2) != heed::Device::cuda(1));
+  CHECK(heed::Device::cuda(0) != heed::Device::cpu());
+  CHECK(heed::to_string(heed::Device::cpu()) == "cpu");
+  CHECK(heed::to_string(heed::Device::cuda(3)) == "cuda:3");
+  CHECK(heed::Device("cpu") == heed::Device::cpu());
+  CHECK(heed::Device("cuda") == heed::Device::cuda(0));
+  CHECK(heed::Device("cuda:12") == heed::Device::cuda(12));
+  std::ostringstream os;
+  os << heed::Device::cuda(1);
+  CHECK(os.str() == "cuda:1");
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "cuda:-1", "CUDA", "cuda0", ""})
+    CHECK_ERROR(heed::ValueError, "expected \"cpu\", \"cuda\" or \"cuda:N\"", heed::Device(bad));
+  CHECK_ERROR(heed::ValueError, "index must not be negative", heed::Device::cuda(-1));
+}
+
+TEST_CASE("without the CUDA backend, tensors and modules stay on the CPU", "[tensor][device]") {
+  CHECK_FALSE(heed::cuda_is_built());
+  CHECK(heed::cuda_device_count() == 0);
+  CHECK_FALSE(heed::cuda_is_available());
+  const heed::Tensor<float> x = heed::arange(6.f).reshape({2, 3});
+  CHECK(x.device() == heed::Device::cpu());
+  CHECK_FALSE(x.is_cuda());
+  CHECK(x.to(heed::Device::cpu()).is_same(x));  // already there: the tensor itself
+  CHECK_ERROR(heed::DeviceError, "cuda:0 asked of a build without the CUDA backend", x.to(heed::Device::cuda()));
+  heed::Linear<float> layer(3, 2);
+  CHECK(layer.device() == heed::Device::cpu());
+  CHECK(&layer.to(heed::Device::cpu()) == &layer);
+  CHECK_ERROR(heed::DeviceError, "Module.to: cuda:1 asked of a build without", layer.to(heed::Device::cuda(1)));
+  CHECK(layer.parameters()[0].device() == heed::Device::cpu());  // a refused move changes nothing
+}

@@ -1,4 +1,5 @@
-// heed/heed.hpp — everything heed offers on the CPU, in one include.
+// heed/heed.hpp — everything heed offers, in one include. Linked with heed::cuda (the
+// CUDA backend, see heed/cuda/runtime.hpp) the same code also runs on a GPU.
 //
 //   #include <heed/heed.hpp>
 //
@@ -9,13 +10,14 @@
 //   loss.backward();
 //   std::cout << w.grad() << "\n";
 //
-// Layers, each using only those before it: core (Tensor, Shape, errors, Generator),
+// Layers, each using only those before it: core (Tensor, Shape, Device, errors, Generator),
 // autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
 // (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
 // positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
 // optim (SGD), io (printing), viz (SVG heatmaps and plots).
 #pragma once
 
+#include "heed/core/device.hpp"
 #include "heed/core/error.hpp"
 #include "heed/core/factory.hpp"
 #include "heed/core/generator.hpp"
@@ -27,6 +29,7 @@
 #include "heed/autograd/node.hpp"
 
 #include "heed/ops/cross_entropy.hpp"
+#include "heed/ops/device.hpp"
 #include "heed/ops/dropout.hpp"
 #include "heed/ops/elementwise.hpp"
 #include "heed/ops/embedding.hpp"

@@ -29,6 +29,45 @@ bool sole_owner(const Tensor<T>& g) {
   return g.use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().grad_fn;
 }
 
+/// Every element of x = value, on x's device.
+template <typename T>
+void fill_with(Tensor<T>& x, T value) {
+#ifdef HEED_WITH_CUDA
+  if (x.is_cuda()) {
+    cuda::fill(x.device().index(), heed::detail::device_data(x), x.numel(), value);
+    return;
+  }
+#endif
+  x.array().setConstant(value);
+}
+
+/// A fresh copy of g, on g's device.
+template <typename T>
+Tensor<T> copy_of(const Tensor<T>& g) {
+  Tensor<T> copy = heed::detail::make_tensor<T>(g.shape(), g.device());
+#ifdef HEED_WITH_CUDA
+  if (g.is_cuda()) {
+    cuda::copy_on_device(g.device().index(), heed::detail::device_data(copy), heed::detail::device_data(g),
+                         static_cast<std::size_t>(g.numel()) * sizeof(T));
+    return copy;
+  }
+#endif
+  copy.array() = g.array();
+  return copy;
+}
+
+/// sum += g (same shape), on their device; gradients on different devices are an error.
+template <typename T>
+void add_into(Tensor<T>& sum, const Tensor<T>& g) {
+#ifdef HEED_WITH_CUDA
+  if (heed::detail::on_cuda("backward", sum, g)) {
+    cuda::axpy(sum.device().index(), heed::detail::device_data(sum), heed::detail::device_data(g), g.numel(), T(1));
+    return;
+  }
+#endif
+  sum.array() += g.array();
+}
+
 /// Adds g into the leaf's .grad(). On first arrival the leaf keeps g itself when it is
 /// the sole owner, and a copy otherwise: g may be shared with another input's gradient
 /// (add passes one gradient to both its inputs) or with the caller.
@@ -39,10 +78,9 @@ void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
       leaf.grad = std::move(g);
       return;
     }
-    leaf.grad = heed::detail::make_tensor<T>(g.shape());
-    leaf.grad.array() = g.array();
+    leaf.grad = copy_of(g);
   } else {
-    leaf.grad.array() += g.array();
+    add_into(leaf.grad, g);
     leaf.grad.impl().storage->bump_version();
   }
 }
@@ -54,10 +92,10 @@ void accumulate_into_node(Node<T>& node, Tensor<T>&& g) {
   if (!node.grad_output.defined()) {
     node.grad_output = std::move(g);
   } else if (sole_owner(node.grad_output)) {
-    node.grad_output.array() += g.array();
+    add_into(node.grad_output, g);
   } else {
-    Tensor<T> sum = heed::detail::make_tensor<T>(g.shape());
-    sum.array() = node.grad_output.array() + g.array();
+    Tensor<T> sum = copy_of(node.grad_output);
+    add_into(sum, g);
     node.grad_output = sum;
   }
 }
@@ -76,11 +114,12 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
   if (!seed.defined()) {
     HEED_CHECK(root.numel() == 1, AutogradError, "backward: the output has shape ", to_string(root.shape()),
                "; without an explicit gradient it must hold one element (call sum() or pass a gradient)");
-    seed = heed::detail::make_tensor<T>(root.shape());
-    seed.array().setConstant(T(1));
+    seed = heed::detail::make_tensor<T>(root.shape(), root.device());
+    fill_with(seed, T(1));
   }
   HEED_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ", to_string(seed.shape()),
              " for an output of shape ", to_string(root.shape()));
+  heed::detail::common_device("backward", root, seed);
 
   NoGradGuard no_grad;
   Node<T>* root_node = root.impl().grad_fn.get();

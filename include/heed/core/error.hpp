@@ -52,6 +52,20 @@ class AutogradError : public Error {
   using Error::Error;
 };
 
+/// A tensor on the wrong device: operands on different devices, an op without an
+/// implementation for the device its inputs are on, or CUDA asked of a build without it.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A failed call into the CUDA runtime or cuBLAS; the message names the call and the
+/// error code ("cudaMalloc(1073741824 bytes) on cuda:0: cudaErrorMemoryAllocation ...").
+class CudaError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 /// Streams every argument into one string: concat("sum: dim ", 3, " out of range").

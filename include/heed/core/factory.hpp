@@ -21,36 +21,47 @@
 
 namespace heed {
 
+/// A tensor of `value`s, on `device` (the CPU unless given), as torch.full.
 template <typename T = float>
-Tensor<T> full(const Shape& shape, T value) {
-  Tensor<T> out = Tensor<T>::empty(shape);
+Tensor<T> full(const Shape& shape, T value, Device device = Device::cpu()) {
+  detail::check_device_usable(device, "full");
+  Tensor<T> out = detail::make_tensor<T>(shape, device);
+#ifdef HEED_WITH_CUDA
+  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>) {
+    if (device.is_cuda()) {
+      cuda::fill(device.index(), detail::device_data(out), out.numel(), value);
+      return out;
+    }
+  }
+#endif
   out.array().setConstant(value);
   return out;
 }
 
 template <typename T = float>
-Tensor<T> zeros(const Shape& shape) {
-  return full<T>(shape, T(0));
+Tensor<T> zeros(const Shape& shape, Device device = Device::cpu()) {
+  return full<T>(shape, T(0), device);
 }
 
 template <typename T = float>
-Tensor<T> ones(const Shape& shape) {
-  return full<T>(shape, T(1));
+Tensor<T> ones(const Shape& shape, Device device = Device::cpu()) {
+  return full<T>(shape, T(1), device);
 }
 
+/// Like x: its shape, and its device.
 template <typename T>
 Tensor<T> zeros_like(const Tensor<T>& x) {
-  return zeros<T>(x.shape());
+  return zeros<T>(x.shape(), x.device());
 }
 
 template <typename T>
 Tensor<T> ones_like(const Tensor<T>& x) {
-  return ones<T>(x.shape());
+  return ones<T>(x.shape(), x.device());
 }
 
 template <typename T>
 Tensor<T> full_like(const Tensor<T>& x, T value) {
-  return full<T>(x.shape(), value);
+  return full<T>(x.shape(), value, x.device());
 }
 
 /// start, start + step, … up to (not including) end, as torch.arange. The bounds are

@@ -10,6 +10,7 @@
 // here, twice the time of a softmax over it), and glibc's aligned allocation of small
 // buffers took a tenth of a Bahdanau training step. heed::empty_buffer_cache()
 // releases what is idle; heed::set_buffer_cache_limit() bounds it (1 GiB by default).
+// Device buffers (HEED_WITH_CUDA) come from the CUDA backend's own caching allocator.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <new>
 #include <vector>
 
+#include "heed/core/device.hpp"
 #include "heed/core/shape.hpp"
 
 namespace heed::detail {
@@ -130,21 +132,37 @@ class Storage {
  public:
   static constexpr std::size_t kAlignment = BufferCache::kSmallGranule;  // a cache line; AVX-512 loads
 
-  explicit Storage(index_t size) : size_(size) {
+  explicit Storage(index_t size, Device device = Device::cpu()) : size_(size), device_(device) {
     bytes_ = static_cast<std::size_t>(size) * sizeof(T);
     bytes_ = (bytes_ + kAlignment - 1) / kAlignment * kAlignment;  // aligned_alloc needs a multiple
     if (bytes_ == 0) bytes_ = kAlignment;
+#ifdef HEED_WITH_CUDA
+    if (device.is_cuda()) {
+      data_ = static_cast<T*>(cuda::allocate(device.index(), bytes_));
+      return;
+    }
+#endif
     data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
     if (data_ == nullptr) data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
     if (data_ == nullptr) throw std::bad_alloc();
   }
-  ~Storage() { BufferCache::instance().give(data_, bytes_); }
+  ~Storage() {
+#ifdef HEED_WITH_CUDA
+    if (device_.is_cuda()) {
+      cuda::release(device_.index(), data_, bytes_);
+      return;
+    }
+#endif
+    BufferCache::instance().give(data_, bytes_);
+  }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  /// The buffer: host memory on the CPU, device memory on a CUDA device.
   T* data() { return data_; }
   const T* data() const { return data_; }
   index_t size() const { return size_; }
+  Device device() const { return device_; }
 
   std::uint64_t version() const { return version_; }
   void bump_version() { ++version_; }
@@ -152,6 +170,7 @@ class Storage {
  private:
   T* data_ = nullptr;
   index_t size_;
+  Device device_;
   std::size_t bytes_;  // of the allocation, ≥ size_ · sizeof(T)
   std::uint64_t version_ = 0;
 };

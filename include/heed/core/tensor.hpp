@@ -91,8 +91,15 @@ class Tensor {
   index_t numel() const { return shape().numel(); }
   static constexpr const char* dtype() { return detail::dtype_name<T>(); }
 
-  T* data() { return impl().storage->data(); }
-  const T* data() const { return impl().storage->data(); }
+  /// Where the data lives (the CPU unless moved with to(device)).
+  Device device() const { return impl().storage->device(); }
+  bool is_cuda() const { return device().is_cuda(); }
+
+  /// The elements in host memory. A tensor on a CUDA device throws DeviceError: host
+  /// code reading it means an op without a CUDA implementation, which heed refuses
+  /// rather than copying through the host behind the user's back.
+  T* data() { return host_data(); }
+  const T* data() const { return host_data(); }
 
   /// All elements as a 1-D Eigen array (a view; writes go to the tensor's storage).
   ArrayMap array() { return ArrayMap(data(), numel()); }
@@ -104,10 +111,10 @@ class Tensor {
   /// Element access by full index: x.at({i, j}). Negative indices count from the end.
   T& at(std::initializer_list<index_t> index) { return data()[offset_of(index)]; }
   const T& at(std::initializer_list<index_t> index) const { return data()[offset_of(index)]; }
-  /// The only element of a one-element tensor.
+  /// The only element of a one-element tensor (copied to the host from a device).
   T item() const;
-  /// A copy of all elements, row-major.
-  std::vector<T> to_vector() const { return std::vector<T>(data(), data() + numel()); }
+  /// A copy of all elements, row-major (copied to the host from a device).
+  std::vector<T> to_vector() const;
 
   /// True when both handles refer to the same tensor (not merely equal values).
   bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
@@ -150,6 +157,10 @@ class Tensor {
   /// Converts the element type (not recorded by autograd).
   template <typename U>
   Tensor<U> to() const;
+  /// A copy on `device`, or this tensor itself when already there (as in PyTorch);
+  /// differentiable: the gradient flows back to this tensor's device. Defined in
+  /// heed/ops/device.hpp.
+  Tensor to(Device device) const;
 
   // ---- ops as methods (each defined in its header under heed/ops/) ------------------
   Tensor reshape(const Shape& shape) const;  // one dim may be -1
@@ -207,6 +218,7 @@ class Tensor {
 
  private:
   index_t offset_of(std::initializer_list<index_t> index) const;
+  T* host_data() const;
 
   std::shared_ptr<detail::TensorImpl<T>> impl_;
 };
@@ -251,8 +263,40 @@ struct TensorImpl {
 
 /// A fresh tensor with uninitialised storage.
 template <typename T>
-Tensor<T> make_tensor(const Shape& shape) {
-  return Tensor<T>(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape.numel()), shape));
+Tensor<T> make_tensor(const Shape& shape, Device device = Device::cpu()) {
+  return Tensor<T>(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape.numel(), device), shape));
+}
+
+/// The buffer of a tensor on any device: for ops that dispatch on the device.
+template <typename T>
+T* device_data(const Tensor<T>& x) {
+  return x.impl().storage->data();
+}
+
+/// The device shared by the defined tensors among `xs`; DeviceError naming `op` and
+/// every operand's shape and device when they differ.
+template <typename T, typename... Ts>
+Device common_device(const char* op, const Tensor<T>& first, const Tensor<Ts>&... rest) {
+  const Device device = first.device();
+  const bool same = ((!rest.defined() || rest.device() == device) && ...);
+  if (!same) {
+    std::string operands = to_string(first.shape()) + " on " + to_string(device);
+    ((operands += rest.defined() ? ", " + to_string(rest.shape()) + " on " + to_string(rest.device()) : ""), ...);
+    throw DeviceError(concat(op, ": operands on different devices: ", operands));
+  }
+  return device;
+}
+
+/// The device of the tensors, and whether it is a CUDA device: the branch an op with a
+/// CUDA implementation takes. Always false in a build without the backend.
+template <typename T, typename... Ts>
+bool on_cuda(const char* op, const Tensor<T>& first, const Tensor<Ts>&... rest) {
+#ifdef HEED_WITH_CUDA
+  return common_device(op, first, rest...).is_cuda();
+#else
+  (void)op, (void)first, ((void)rest, ...);
+  return false;
+#endif
 }
 
 /// A tensor sharing `src`'s storage under another shape of the same numel (no graph).
@@ -315,9 +359,41 @@ index_t Tensor<T>::offset_of(std::initializer_list<index_t> index) const {
 }
 
 template <typename T>
+T* Tensor<T>::host_data() const {
+  detail::Storage<T>& storage = *impl().storage;
+#ifdef HEED_WITH_CUDA
+  HEED_CHECK(storage.device().is_cpu(), DeviceError, "the tensor of shape ", to_string(shape()), " is on ",
+             to_string(storage.device()),
+             " and host code read its data: the op has no CUDA implementation (move its inputs with "
+             ".to(heed::Device::cpu()) to run it on the CPU)");
+#endif
+  return storage.data();
+}
+
+template <typename T>
 T Tensor<T>::item() const {
   HEED_CHECK(numel() == 1, ValueError, "item: needs a tensor with one element, got shape ", to_string(shape()));
+#ifdef HEED_WITH_CUDA
+  if (is_cuda()) {
+    T value;
+    cuda::copy_to_host(device().index(), &value, detail::device_data(*this), sizeof(T));
+    return value;
+  }
+#endif
   return data()[0];
+}
+
+template <typename T>
+std::vector<T> Tensor<T>::to_vector() const {
+#ifdef HEED_WITH_CUDA
+  if (is_cuda()) {
+    const auto n = static_cast<std::size_t>(numel());
+    std::unique_ptr<T[]> host(new T[n]);  // not a vector: std::vector<bool> has no buffer
+    if (n > 0) cuda::copy_to_host(device().index(), host.get(), detail::device_data(*this), n * sizeof(T));
+    return std::vector<T>(host.get(), host.get() + n);
+  }
+#endif
+  return std::vector<T>(data(), data() + numel());
 }
 
 template <typename T>

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "heed/core/tensor.hpp"
+#include "heed/ops/device.hpp"
 
 namespace heed {
 
@@ -73,6 +74,21 @@ class Module {
   }
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
+
+  /// Moves every parameter and buffer, with its gradient, to `device` in place, as
+  /// PyTorch's Module.to does: every handle to them (an optimiser's) sees the move.
+  Module& to(Device device) {
+    detail::check_device_usable(device, "Module.to");
+    for (auto& [name, p] : named_parameters()) detail::move_to_device_(p, device);
+    for (auto& [name, b] : named_buffers()) detail::move_to_device_(b, device);
+    return *this;
+  }
+  /// The device of the first parameter or buffer; the CPU for a module with neither.
+  Device device() const {
+    for (auto& [name, p] : named_parameters()) return p.device();
+    for (auto& [name, b] : named_buffers()) return b.device();
+    return Device::cpu();
+  }
 
   /// Forgets the gradients of every parameter.
   void zero_grad() {

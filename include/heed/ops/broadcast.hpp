@@ -19,9 +19,29 @@ inline bool broadcasts_to(const Shape& shape, const Shape& target) {
   return true;
 }
 
+/// `shape` with the strides that read an operand broadcast to it, for the CUDA kernels.
+inline cuda::StridedShape strided_shape(const Shape& shape, const std::array<index_t, kMaxLoopDims>& strides) {
+  cuda::StridedShape result;
+  result.rank = shape.rank();
+  for (int d = 0; d < shape.rank(); ++d) result.sizes[d] = shape[d], result.strides[d] = strides[d];
+  return result;
+}
+
 template <typename T>
 Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
   if (x.shape() == shape) return x;
+#ifdef HEED_WITH_CUDA
+  if constexpr (std::is_floating_point_v<T>) {
+    if (x.is_cuda()) {  // x + 0, x read through the broadcast strides
+      Tensor<T> out = make_tensor<T>(shape, x.device()), zero = make_tensor<T>(Shape{}, x.device());
+      cuda::fill(x.device().index(), device_data(zero), 1, T(0));
+      cuda::binary(x.device().index(), cuda::BinaryOp::add, device_data(out), device_data(x),
+                   strided_shape(shape, broadcast_strides(x.shape(), shape)), device_data(zero),
+                   strided_shape(shape, broadcast_strides(Shape{}, shape)));
+      return out;
+    }
+  }
+#endif
   Tensor<T> out = make_tensor<T>(shape);
   const auto src_strides = broadcast_strides(x.shape(), shape);
   const auto dst_strides = shape.strides();
@@ -33,6 +53,14 @@ Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
 template <typename T>
 Tensor<T> sum_to(const Tensor<T>& g, const Shape& shape) {
   if (g.shape() == shape) return g;
+#ifdef HEED_WITH_CUDA
+  if (g.is_cuda()) {
+    Tensor<T> out = make_tensor<T>(shape, g.device());
+    cuda::sum_to(g.device().index(), device_data(out), out.numel(), device_data(g),
+                 strided_shape(g.shape(), broadcast_strides(shape, g.shape())));
+    return out;
+  }
+#endif
   Tensor<T> out = make_tensor<T>(shape);
   out.array().setZero();
   const auto dst_strides = broadcast_strides(shape, g.shape());

@@ -116,6 +116,46 @@ Tensor<T> cross_entropy_backward(const Tensor<T>& logits, const IndexTensor& lab
   return dx;
 }
 
+#ifdef HEED_WITH_CUDA
+/// The cross-entropy of rows on a CUDA device: per-row losses (0 where a row does not
+/// count), and a backward giving each row coef(r) = g[r / g_stride] / divisor.
+/// Labels (and lengths) are read there, so a label out of range is not reported as on
+/// the CPU: its loss is NaN.
+template <typename T>
+struct CudaCrossEntropy {
+  Tensor<T> losses, stats;
+  cuda::CrossEntropyRows rows;
+
+  CudaCrossEntropy(const Tensor<T>& logits, const IndexTensor& labels, const Shape& rows_shape, index_t steps,
+                   const IndexTensor& lens) {
+    rows.rows = rows_shape.numel();
+    rows.classes = logits.shape()[-1];
+    rows.steps = steps;
+    rows.lens = lens.defined() ? device_data(lens) : nullptr;
+    rows.labels = device_data(labels);
+    losses = make_tensor<T>(rows_shape, logits.device());
+    stats = make_tensor<T>(Shape{rows.rows, 2}, logits.device());
+    cuda::cross_entropy_forward(logits.device().index(), device_data(losses), device_data(stats), device_data(logits),
+                                rows);
+  }
+
+  /// Records the backward on out; labels and lens are kept alive with it.
+  void record(Tensor<T>& out, const char* name, const Tensor<T>& logits, const IndexTensor& labels,
+              const IndexTensor& lens, index_t g_stride, T divisor) const {
+    if (!autograd::needs_grad(logits)) return;
+    autograd::record(out, name, {logits},
+                     [saved = autograd::save(logits), labels, lens, stats = stats, rows = rows, g_stride,
+                      divisor](const Tensor<T>& g) {
+                       const Tensor<T>& x = saved.get();
+                       Tensor<T> dx = make_tensor<T>(x.shape(), x.device());
+                       cuda::cross_entropy_backward(x.device().index(), device_data(dx), device_data(x),
+                                                    device_data(stats), rows, device_data(g), g_stride, divisor);
+                       return autograd::Grads<T>{dx};
+                     });
+  }
+};
+#endif
+
 }  // namespace detail
 
 /// Softmax cross entropy of `logits` (..., num_classes) against class indices `labels`
@@ -130,6 +170,20 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
   HEED_CHECK(labels.shape() == rows_shape, ShapeError, "cross_entropy: labels of shape ", to_string(labels.shape()),
              " do not match logits of shape ", to_string(logits.shape()), "; expected labels of shape ",
              to_string(rows_shape));
+#ifdef HEED_WITH_CUDA
+  if (detail::on_cuda("cross_entropy", logits, labels)) {
+    const detail::CudaCrossEntropy<T> ce(logits, labels, rows_shape, 1, IndexTensor());
+    const index_t count = rows_shape.numel();
+    Tensor<T> out = ce.losses;
+    if (reduction != Reduction::none) {
+      out = rows_shape == Shape{} ? detail::copy_of(out) : detail::sum_to(out, Shape{});
+      if (reduction == Reduction::mean) out = mul(out, T(1) / static_cast<T>(count));
+    }
+    ce.record(out, "CrossEntropyBackward", logits, labels, IndexTensor(), reduction == Reduction::none ? 1 : count,
+              reduction == Reduction::mean ? static_cast<T>(count) : T(1));
+    return out;
+  }
+#endif
   detail::CrossEntropyRows rows;
   rows.classes = logits.shape()[-1];
   rows.rows = rows_shape.numel();

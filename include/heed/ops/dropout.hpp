@@ -27,7 +27,7 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   if (!training || p == 0.0) return x;
   // The mask holds 0 or 1 / (1 − p) (0 everywhere when p = 1), so out = x · mask and
   // dx = g · mask.
-  Tensor<T> mask = detail::make_tensor<T>(x.shape());
+  Tensor<T> mask;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   // The key mixed with the leading coordinates gives each row's 64-bit key
   // (splitmix64's finaliser); a 32-bit hash of the row key and j (murmur3's finaliser,
@@ -41,7 +41,23 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   // p·2³² (p = 1 needs no threshold: the scale is 0 whatever the hash).
   const double scaled = p * 4294967296.0;
   const std::uint32_t threshold = scaled >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(scaled);
+#ifdef HEED_WITH_CUDA
+  if (x.is_cuda()) {  // the same masks, one element per thread (kernels.cuh: dropout_drops)
+    Tensor<T> out = detail::make_tensor<T>(x.shape(), x.device());
+    mask = detail::make_tensor<T>(x.shape(), x.device());
+    cuda::StridedShape shape;
+    shape.rank = x.dim();
+    for (int d = 0; d < x.dim(); ++d) shape.sizes[d] = x.shape()[d];
+    cuda::dropout(x.device().index(), detail::device_data(out), detail::device_data(mask), detail::device_data(x),
+                  shape, mix(gen.next_u64()), threshold, scale);
+    if (autograd::needs_grad(x))
+      autograd::record(out, "DropoutBackward", {x},
+                       [mask](const Tensor<T>& g) { return autograd::Grads<T>{g * mask}; });
+    return out;
+  }
+#endif
   Tensor<T> out = detail::make_tensor<T>(x.shape());
+  mask = detail::make_tensor<T>(x.shape());
   T* m = mask.data();
   T* y = out.data();
   const T* in = x.data();

@@ -32,6 +32,39 @@ inline std::pair<index_t, index_t> layer_norm_rows(const Shape& x, const Shape& 
   return {row == 0 ? 0 : x.numel() / row, row};
 }
 
+#ifdef HEED_WITH_CUDA
+/// layer_norm on a CUDA device: a warp per row forward and for dx, a thread per
+/// column for the weight's and bias's gradients.
+template <typename T>
+Tensor<T> cuda_layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Tensor<T>& weight,
+                          const Tensor<T>& bias, double eps, index_t rows, index_t n) {
+  const Device device = x.device();
+  const auto data_or_null = [](const Tensor<T>& t) { return t.defined() ? device_data(t) : nullptr; };
+  Tensor<T> out = make_tensor<T>(x.shape(), device);
+  Tensor<T> mean = make_tensor<T>(Shape{rows}, device), rstd = make_tensor<T>(Shape{rows}, device);
+  cuda::layer_norm_forward(device.index(), device_data(out), device_data(mean), device_data(rstd), device_data(x),
+                           data_or_null(weight), data_or_null(bias), rows, n, eps);
+  if (autograd::needs_grad(x, weight, bias))
+    autograd::record(
+        out, "NativeLayerNormBackward", {x, weight, bias},
+        [=, x_shape = x.shape(), need_x = x.requires_grad(), need_w = weight.defined() && weight.requires_grad(),
+         need_b = bias.defined() && bias.requires_grad(), saved_x = autograd::save(x),
+         saved_w = weight.defined() ? autograd::save(weight) : autograd::SavedTensor<T>(),
+         has_weight = weight.defined()](const Tensor<T>& g) {
+          autograd::Grads<T> grads(3);
+          if (need_x) grads[0] = make_tensor<T>(x_shape, device);
+          if (need_w) grads[1] = make_tensor<T>(normalized_shape, device);
+          if (need_b) grads[2] = make_tensor<T>(normalized_shape, device);
+          cuda::layer_norm_backward(device.index(), data_or_null(grads[0]), data_or_null(grads[1]),
+                                    data_or_null(grads[2]), device_data(g), device_data(saved_x.get()),
+                                    device_data(mean), device_data(rstd),
+                                    has_weight ? device_data(saved_w.get()) : nullptr, rows, n);
+          return grads;
+        });
+  return out;
+}
+#endif
+
 }  // namespace detail
 
 template <typename T>
@@ -48,6 +81,10 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
                " does not match normalized_shape ", to_string(normalized_shape));
   HEED_CHECK(eps >= 0 && std::isfinite(eps), ValueError, "layer_norm: eps must be finite and >= 0, got ", eps);
 
+#ifdef HEED_WITH_CUDA
+  if (detail::on_cuda("layer_norm", x, weight, bias))
+    return detail::cuda_layer_norm(x, normalized_shape, weight, bias, eps, rows, n);
+#endif
   Tensor<T> out = detail::make_tensor<T>(x.shape());
   Tensor<T> mean = detail::make_tensor<T>(Shape{rows}), rstd = detail::make_tensor<T>(Shape{rows});
   const T* w = weight.defined() ? weight.data() : nullptr;

@@ -8,6 +8,7 @@
 // fold into the rows of one GEMM, forward and backward.
 #pragma once
 
+#include "heed/ops/broadcast.hpp"
 #include "heed/ops/matmul.hpp"
 
 namespace heed {
@@ -26,31 +27,48 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
                " does not match out_features = ", out_features);
   Shape shape = x.shape();
   shape[-1] = out_features;
-  Tensor<T> out = detail::make_tensor<T>(shape);
-  detail::gemm(x.data(), false, weight.data(), true, out.data(), rows, out_features, in);
-  if (bias.defined()) out.matrix(rows, out_features).rowwise() += bias.matrix(1, out_features).row(0);
+  using detail::device_data;
+  const Device device = detail::common_device("linear", x, weight, bias);
+  Tensor<T> out = detail::make_tensor<T>(shape, device);
+  detail::gemm_on(device, device_data(x), false, device_data(weight), true, device_data(out), rows, out_features, in);
+  if (bias.defined()) {
+#ifdef HEED_WITH_CUDA
+    if (device.is_cuda()) {  // out += bias, row by row, in place
+      const cuda::StridedShape rows_of_out{2, {rows, out_features}, {out_features, 1}};
+      const cuda::StridedShape bias_per_row{2, {rows, out_features}, {0, 1}};
+      cuda::binary(device.index(), cuda::BinaryOp::add, device_data(out), device_data(out), rows_of_out,
+                   device_data(bias), bias_per_row);
+    } else
+#endif
+      out.matrix(rows, out_features).rowwise() += bias.matrix(1, out_features).row(0);
+  }
 
   if (autograd::needs_grad(x, weight, bias)) {
-    autograd::record(
-        out, "AddmmBackward", {x, weight, bias},
-        [=, saved = detail::SavedProduct<T>(x, weight), x_shape = x.shape(), w_shape = weight.shape(),
-         need_b = bias.defined() && bias.requires_grad()](const Tensor<T>& g) {
-          // dx = g W,  dW = gᵀ x,  db = Σ_rows g
-          autograd::Grads<T> grads(3);
-          if (saved.need_a) {
-            grads[0] = detail::make_tensor<T>(x_shape);
-            detail::gemm(g.data(), false, saved.b.get().data(), false, grads[0].data(), rows, in, out_features);
-          }
-          if (saved.need_b) {
-            grads[1] = detail::make_tensor<T>(w_shape);
-            detail::gemm(g.data(), true, saved.a.get().data(), false, grads[1].data(), out_features, in, rows);
-          }
-          if (need_b) {
-            grads[2] = detail::make_tensor<T>(Shape{out_features});
-            grads[2].matrix(1, out_features) = g.matrix(rows, out_features).colwise().sum();
-          }
-          return grads;
-        });
+    autograd::record(out, "AddmmBackward", {x, weight, bias},
+                     [=, saved = detail::SavedProduct<T>(x, weight), x_shape = x.shape(), w_shape = weight.shape(),
+                      need_b = bias.defined() && bias.requires_grad()](const Tensor<T>& g) {
+                       // dx = g W,  dW = gᵀ x,  db = Σ_rows g
+                       autograd::Grads<T> grads(3);
+                       using detail::device_data;
+                       const Device device = g.device();
+                       if (saved.need_a) {
+                         grads[0] = detail::make_tensor<T>(x_shape, device);
+                         detail::gemm_on(device, device_data(g), false, device_data(saved.b.get()), false,
+                                         device_data(grads[0]), rows, in, out_features);
+                       }
+                       if (saved.need_b) {
+                         grads[1] = detail::make_tensor<T>(w_shape, device);
+                         detail::gemm_on(device, device_data(g), true, device_data(saved.a.get()), false,
+                                         device_data(grads[1]), out_features, in, rows);
+                       }
+                       if (need_b && device.is_cuda()) {
+                         grads[2] = detail::sum_to(g, Shape{out_features});
+                       } else if (need_b) {
+                         grads[2] = detail::make_tensor<T>(Shape{out_features});
+                         grads[2].matrix(1, out_features) = g.matrix(rows, out_features).colwise().sum();
+                       }
+                       return grads;
+                     });
   }
   return out;
 }

@@ -94,11 +94,15 @@ struct MaskRows {
   index_t key_stride = 0;
 };
 
-inline MaskRows mask_rows(const Shape& mask, const Shape& scores, const char* what) {
+inline void check_mask_shape(const Shape& mask, const Shape& scores, const char* what) {
   HEED_CHECK(
       mask.rank() <= scores.rank() && broadcastable(mask, scores) && broadcast_shapes(mask, scores, "") == scores,
       ShapeError, "masked_softmax: ", what, " of shape ", to_string(mask), " does not broadcast to the scores' shape ",
       to_string(scores));
+}
+
+inline MaskRows mask_rows(const Shape& mask, const Shape& scores, const char* what) {
+  check_mask_shape(mask, scores, what);
   const auto strides = broadcast_strides(mask, scores);
   const int rank = scores.rank();
   MaskRows rows;
@@ -118,18 +122,26 @@ inline MaskRows mask_rows(const Shape& mask, const Shape& scores, const char* wh
 
 /// The valid length of each row of the scores, from d2l's 1-D or 2-D valid_lens or one
 /// length per row; values past num_keys are clipped to it.
+/// Which form valid_lens of shape `s` take for these scores; ShapeError if none.
+inline cuda::LensForm valid_lens_form(const Shape& s, const Shape& scores) {
+  using Lens = cuda::LensForm;
+  const index_t batch = scores[0], num_queries = scores[-2];
+  Shape per_row;
+  for (int d = 0; d + 1 < scores.rank(); ++d) per_row.push_back(scores[d]);
+  if (s == Shape{batch}) return Lens::per_batch;
+  if (s == Shape{batch, num_queries}) return Lens::per_query;
+  HEED_CHECK(s == per_row, ShapeError, "masked_softmax: valid_lens of shape ", to_string(s),
+             " do not fit scores of shape ", to_string(scores), "; expected (", batch, "), (", batch, ", ", num_queries,
+             ") or ", to_string(per_row));
+  return Lens::per_row;
+}
+
 inline std::vector<index_t> row_valid_lens(const IndexTensor& valid_lens, const Shape& scores) {
-  const int rank = scores.rank();
   const index_t batch = scores[0], num_queries = scores[-2], num_keys = scores[-1];
   const index_t rows = scores.numel() / std::max<index_t>(num_keys, 1);
   const Shape& s = valid_lens.shape();
-  Shape per_row;
-  for (int d = 0; d + 1 < rank; ++d) per_row.push_back(scores[d]);
-  const bool per_batch = s == Shape{batch};
-  const bool per_query = s == Shape{batch, num_queries};
-  HEED_CHECK(per_batch || per_query || s == per_row, ShapeError, "masked_softmax: valid_lens of shape ", to_string(s),
-             " do not fit scores of shape ", to_string(scores), "; expected (", batch, "), (", batch, ", ", num_queries,
-             ") or ", to_string(per_row));
+  const auto form = valid_lens_form(s, scores);
+  const bool per_batch = form == cuda::LensForm::per_batch, per_query = form == cuda::LensForm::per_query;
   const std::int64_t* v = valid_lens.data();
   for (index_t i = 0; i < valid_lens.numel(); ++i)
     HEED_CHECK(v[i] >= 0, ValueError, "masked_softmax: valid_lens must not be negative, got ", v[i], " at flat index ",
@@ -217,6 +229,89 @@ void softmax_masked(const T* in, const bool* allowed, index_t allowed_stride, co
   out *= T(1) / out.sum();
 }
 
+/// masked_softmax's forward on the CPU, rows split across threads.
+template <typename T>
+Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask, index_t num_queries,
+                             index_t num_keys, index_t rows) {
+  const Shape& shape = scores.shape();
+  // Valid lengths and the causal rule both leave a prefix of each row's keys visible.
+  std::vector<index_t> limits;
+  if (mask.valid_lens().defined()) limits = row_valid_lens(mask.valid_lens(), shape);
+  if (mask.is_causal()) {
+    limits.resize(static_cast<std::size_t>(rows), num_keys);
+    for (index_t r = 0; r < rows; ++r) {
+      const index_t visible = std::max<index_t>(r % num_queries + 1 + num_keys - num_queries, 0);
+      auto& limit = limits[static_cast<std::size_t>(r)];
+      limit = std::min(limit, visible);
+    }
+  }
+  const bool has_allowed = mask.allowed().defined(), has_additive = mask.additive_mask().defined();
+  MaskRows allowed_rows, additive_rows;
+  if (has_allowed) allowed_rows = mask_rows(mask.allowed().shape(), shape, "the boolean mask");
+  if (has_additive) additive_rows = mask_rows(mask.additive_mask().shape(), shape, "the additive mask");
+
+  Tensor<T> out = make_tensor<T>(shape);
+  const T* x = scores.data();
+  T* y = out.data();
+  parallel_for(rows, kParallelGrain / std::max<index_t>(num_keys, 1) + 1, [&](index_t begin, index_t end) {
+    std::vector<std::uint8_t> keep(has_allowed || has_additive ? static_cast<std::size_t>(num_keys) : 0);
+    for (index_t r = begin; r < end; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      const index_t limit = limits.empty() ? num_keys : limits[ri];
+      VecMap<T> row(y + r * num_keys, num_keys);
+      row.tail(num_keys - limit).setZero();
+      if (!has_allowed && !has_additive) {
+        softmax_prefix(ConstVecMap<T>(x + r * num_keys, limit), row.head(limit));
+        continue;
+      }
+      const bool* allowed = has_allowed ? mask.allowed().data() + allowed_rows.offsets[ri] : nullptr;
+      const T* additive = has_additive ? mask.additive_mask().data() + additive_rows.offsets[ri] : nullptr;
+      softmax_masked(x + r * num_keys, allowed, allowed_rows.key_stride, additive, additive_rows.key_stride,
+                     keep.data(), row.head(limit));
+    }
+  });
+
+  return out;
+}
+
+#ifdef HEED_WITH_CUDA
+/// masked_softmax's forward on a CUDA device. Valid lengths are read there, so unlike
+/// on the CPU a negative one is not reported: it masks every key.
+template <typename T>
+Tensor<T> cuda_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask) {
+  const Shape& shape = scores.shape();
+  const bool four_d = shape.rank() == 4;
+  cuda::SoftmaxMask<T> args;
+  // Strides of a mask broadcast to the scores, as (batch, heads, queries, keys).
+  const auto strides_of = [&](const Shape& mask_shape, index_t(&out)[4]) {
+    const auto s = broadcast_strides(mask_shape, shape);
+    out[0] = s[0];
+    out[1] = four_d ? s[1] : 0;
+    out[2] = s[four_d ? 2 : 1];
+    out[3] = s[four_d ? 3 : 2];
+  };
+  if (mask.valid_lens().defined()) {
+    args.lens_form = valid_lens_form(mask.valid_lens().shape(), shape);
+    args.valid_lens = device_data(mask.valid_lens());
+  }
+  args.causal = mask.is_causal();
+  if (mask.allowed().defined()) {
+    check_mask_shape(mask.allowed().shape(), shape, "the boolean mask");
+    args.allowed = device_data(mask.allowed());
+    strides_of(mask.allowed().shape(), args.allowed_strides);
+  }
+  if (mask.additive_mask().defined()) {
+    check_mask_shape(mask.additive_mask().shape(), shape, "the additive mask");
+    args.additive = device_data(mask.additive_mask());
+    strides_of(mask.additive_mask().shape(), args.additive_strides);
+  }
+  Tensor<T> out = make_tensor<T>(shape, scores.device());
+  cuda::masked_softmax_forward(scores.device().index(), device_data(out), device_data(scores), shape[0],
+                               four_d ? shape[1] : 1, shape[-2], shape[-1], args);
+  return out;
+}
+#endif
+
 }  // namespace detail
 
 /// Softmax over the last axis of scores (rank 3 or 4), with masked keys weighted 0. See
@@ -230,44 +325,12 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
   const Shape& shape = scores.shape();
   const index_t num_queries = shape[-2], num_keys = shape[-1];
   const index_t rows = shape.numel() / std::max<index_t>(num_keys, 1);
-
-  // Valid lengths and the causal rule both leave a prefix of each row's keys visible.
-  std::vector<index_t> limits;
-  if (mask.valid_lens().defined()) limits = detail::row_valid_lens(mask.valid_lens(), shape);
-  if (mask.is_causal()) {
-    limits.resize(static_cast<std::size_t>(rows), num_keys);
-    for (index_t r = 0; r < rows; ++r) {
-      const index_t visible = std::max<index_t>(r % num_queries + 1 + num_keys - num_queries, 0);
-      auto& limit = limits[static_cast<std::size_t>(r)];
-      limit = std::min(limit, visible);
-    }
-  }
-  const bool has_allowed = mask.allowed().defined(), has_additive = mask.additive_mask().defined();
-  detail::MaskRows allowed_rows, additive_rows;
-  if (has_allowed) allowed_rows = detail::mask_rows(mask.allowed().shape(), shape, "the boolean mask");
-  if (has_additive) additive_rows = detail::mask_rows(mask.additive_mask().shape(), shape, "the additive mask");
-
-  Tensor<T> out = detail::make_tensor<T>(shape);
-  const T* x = scores.data();
-  T* y = out.data();
-  detail::parallel_for(
-      rows, detail::kParallelGrain / std::max<index_t>(num_keys, 1) + 1, [&](index_t begin, index_t end) {
-        std::vector<std::uint8_t> keep(has_allowed || has_additive ? static_cast<std::size_t>(num_keys) : 0);
-        for (index_t r = begin; r < end; ++r) {
-          const auto ri = static_cast<std::size_t>(r);
-          const index_t limit = limits.empty() ? num_keys : limits[ri];
-          detail::VecMap<T> row(y + r * num_keys, num_keys);
-          row.tail(num_keys - limit).setZero();
-          if (!has_allowed && !has_additive) {
-            detail::softmax_prefix(detail::ConstVecMap<T>(x + r * num_keys, limit), row.head(limit));
-            continue;
-          }
-          const bool* allowed = has_allowed ? mask.allowed().data() + allowed_rows.offsets[ri] : nullptr;
-          const T* additive = has_additive ? mask.additive_mask().data() + additive_rows.offsets[ri] : nullptr;
-          detail::softmax_masked(x + r * num_keys, allowed, allowed_rows.key_stride, additive, additive_rows.key_stride,
-                                 keep.data(), row.head(limit));
-        }
-      });
+  Tensor<T> out;
+#ifdef HEED_WITH_CUDA
+  if (detail::on_cuda("masked_softmax", scores, mask.valid_lens(), mask.allowed(), mask.additive_mask()))
+    out = detail::cuda_masked_softmax(scores, mask);
+#endif
+  if (!out.defined()) out = detail::cpu_masked_softmax(scores, mask, num_queries, num_keys, rows);
 
   if (autograd::needs_grad(scores))
     // Masked weights are 0, so softmax's backward y · (g − Σ g·y) gives them a zero

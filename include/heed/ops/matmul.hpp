@@ -83,6 +83,21 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
   gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
 }
 
+/// gemm on `device`: Eigen on the CPU, cuBLAS on a CUDA device (pointers into tensors
+/// on that device).
+template <typename T>
+void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+#ifdef HEED_WITH_CUDA
+  if (device.is_cuda()) {
+    cuda::gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
+    return;
+  }
+#else
+  (void)device;
+#endif
+  gemm(a, trans_a, b, trans_b, c, m, n, k);
+}
+
 inline Shape batch_shape(const Shape& s) {
   Shape batch;
   for (int d = 0; d + 2 < s.rank(); ++d) batch.push_back(s[d]);
@@ -105,7 +120,8 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   const Shape out_batch = shape;
   shape.push_back(m);
   shape.push_back(n);
-  Tensor<T> out = make_tensor<T>(shape);
+  const Device device = common_device(op, a, b);
+  Tensor<T> out = make_tensor<T>(shape, device);
 
   // Offsets of every batch's matrices, walking the broadcast batch index space.
   const index_t batches = out_batch.numel();
@@ -121,10 +137,28 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
     b_offsets.push_back(off[1]);
   });
 
+  const T* pa = device_data(a);
+  const T* pb = device_data(b);
+  T* pc = device_data(out);
+#ifdef HEED_WITH_CUDA
+  if (device.is_cuda()) {
+    // Consecutive batches whose offsets step evenly go in one strided-batched call:
+    // every batch at once unless the batch dims broadcast in both operands.
+    const auto at = [](const std::vector<index_t>& offsets, index_t i) { return offsets[static_cast<std::size_t>(i)]; };
+    for (index_t first = 0, last; first < batches; first = last) {
+      const index_t step_a = first + 1 < batches ? at(a_offsets, first + 1) - at(a_offsets, first) : 0;
+      const index_t step_b = first + 1 < batches ? at(b_offsets, first + 1) - at(b_offsets, first) : 0;
+      for (last = first + 1; last < batches && at(a_offsets, last) - at(a_offsets, last - 1) == step_a &&
+                             at(b_offsets, last) - at(b_offsets, last - 1) == step_b;
+           ++last) {
+      }
+      cuda::gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, pa + at(a_offsets, first), step_a,
+                                 pb + at(b_offsets, first), step_b, pc + first * m * n, m * n, last - first);
+    }
+    return out;
+  }
+#endif
   const index_t flops_per_batch = std::max<index_t>(m * n * k, 1);
-  const T* pa = a.data();
-  const T* pb = b.data();
-  T* pc = out.data();
   // One scope for all batches: the per-head products of attention are tiny and many.
   const SerialGemmScope serial(flops_per_batch < kParallelGemmWork);
   parallel_for(batches, (index_t(1) << 18) / flops_per_batch + 1, [&](index_t begin, index_t end) {
@@ -159,8 +193,10 @@ template <typename T>
 Tensor<T> folded_matmul(const Tensor<T>& a, const Tensor<T>& b) {
   Shape shape = a.shape();
   shape[-1] = b.shape()[-1];
-  Tensor<T> out = make_tensor<T>(shape);
-  gemm(a.data(), false, b.data(), false, out.data(), leading_rows(a.shape()), b.shape()[-1], a.shape()[-1]);
+  const Device device = common_device("matmul", a, b);
+  Tensor<T> out = make_tensor<T>(shape, device);
+  gemm_on(device, device_data(a), false, device_data(b), false, device_data(out), leading_rows(a.shape()),
+          b.shape()[-1], a.shape()[-1]);
   return out;
 }
 
@@ -192,13 +228,16 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
         [saved = detail::SavedProduct<T>(a, b), a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
           autograd::Grads<T> grads(2);
           const index_t rows = detail::leading_rows(a_shape), k = b_shape[0], n = b_shape[1];
+          using detail::device_data;
           if (saved.need_a) {
-            grads[0] = detail::make_tensor<T>(a_shape);
-            detail::gemm(g.data(), false, saved.b.get().data(), true, grads[0].data(), rows, k, n);
+            grads[0] = detail::make_tensor<T>(a_shape, g.device());
+            detail::gemm_on(g.device(), device_data(g), false, device_data(saved.b.get()), true, device_data(grads[0]),
+                            rows, k, n);
           }
           if (saved.need_b) {
-            grads[1] = detail::make_tensor<T>(b_shape);
-            detail::gemm(saved.a.get().data(), true, g.data(), false, grads[1].data(), k, n, rows);
+            grads[1] = detail::make_tensor<T>(b_shape, g.device());
+            detail::gemm_on(g.device(), device_data(saved.a.get()), true, device_data(g), false, device_data(grads[1]),
+                            k, n, rows);
           }
           return grads;
         });

@@ -75,9 +75,18 @@ void record_reduction(Tensor<T>& out, const Tensor<T>& x, const char* name, cons
 }  // namespace detail
 
 /// Sum of all elements, as a rank-0 tensor.
+namespace detail {
+/// Σ x as a 0-d tensor on x's device.
+template <typename T>
+Tensor<T> total(const Tensor<T>& x) {
+  if (x.is_cuda()) return x.dim() == 0 ? copy_of(x) : sum_to(x, Shape{});
+  return scalar_tensor<T>(x.array().sum());
+}
+}  // namespace detail
+
 template <typename T>
 Tensor<T> sum(const Tensor<T>& x) {
-  Tensor<T> out = scalar_tensor<T>(x.array().sum());
+  Tensor<T> out = detail::total(x);
   detail::record_reduction(out, x, "SumBackward", Shape{}, T(1));
   return out;
 }
@@ -97,7 +106,8 @@ Tensor<T> sum(const Tensor<T>& x, int dim, bool keepdim = false) {
 template <typename T>
 Tensor<T> mean(const Tensor<T>& x) {
   HEED_CHECK(x.numel() > 0, ValueError, "mean: empty tensor of shape ", to_string(x.shape()));
-  Tensor<T> out = scalar_tensor<T>(x.array().mean());
+  Tensor<T> out =
+      x.is_cuda() ? mul(detail::total(x), T(1) / static_cast<T>(x.numel())) : scalar_tensor<T>(x.array().mean());
   detail::record_reduction(out, x, "MeanBackward", Shape{}, T(1) / static_cast<T>(x.numel()));
   return out;
 }
@@ -110,7 +120,10 @@ Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
   const index_t n = x.shape()[dim];
   HEED_CHECK(n > 0, ValueError, "mean: dim ", dim, " of shape ", to_string(x.shape()), " is empty");
   Tensor<T> summed = detail::sum_along(x, dim);
-  summed.array() /= static_cast<T>(n);
+  if (summed.is_cuda())
+    summed = mul(summed, T(1) / static_cast<T>(n));
+  else
+    summed.array() /= static_cast<T>(n);
   Tensor<T> out = keepdim ? summed : detail::alias(summed, detail::dropped_shape(x.shape(), dim));
   detail::record_reduction(out, x, "MeanBackward", summed.shape(), T(1) / static_cast<T>(n));
   return out;

@@ -11,6 +11,7 @@
 // returns a new contiguous tensor, as DESIGN.md decides; all are differentiable.
 #pragma once
 
+#include <algorithm>
 #include <initializer_list>
 #include <numeric>
 #include <vector>
@@ -59,11 +60,44 @@ Tensor<T> view_as_shape(const Tensor<T>& x, const Shape& shape) {
   return out;
 }
 
+/// Sizes and strides (rank ≤ 16) as the CUDA kernels take them.
+inline cuda::StridedShape strided_view(const index_t* sizes, const index_t* strides, int rank) {
+  cuda::StridedShape view;
+  view.rank = rank;
+  for (int d = 0; d < rank; ++d) view.sizes[d] = sizes[d], view.strides[d] = strides[d];
+  return view;
+}
+
+/// Whether the strided positions are all different: taken by increasing stride, each
+/// dim must step past everything the smaller ones reach.
+inline bool writes_each_once(const index_t* sizes, const index_t* strides, int rank) {
+  std::vector<std::pair<index_t, index_t>> dims;  // (stride, size) of the dims that step
+  for (int d = 0; d < rank; ++d)
+    if (sizes[d] > 1) dims.emplace_back(strides[d], sizes[d]);
+  std::sort(dims.begin(), dims.end());
+  index_t reach = 0;  // the largest offset the dims so far reach
+  for (const auto& [stride, size] : dims) {
+    if (stride <= reach) return false;
+    reach += stride * (size - 1);
+  }
+  return true;
+}
+
 /// Copies x into a fresh tensor of `out_shape` through per-dim source strides given in
 /// the output's index space (rank ≤ 16), starting at element `src_offset`.
 template <typename T>
 Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* sizes, const index_t* src_strides,
                          int rank, const Shape& out_shape) {
+#ifdef HEED_WITH_CUDA
+  if constexpr (std::is_floating_point_v<T>) {
+    if (x.is_cuda()) {
+      Tensor<T> out = make_tensor<T>(out_shape, x.device());
+      cuda::gather(x.device().index(), device_data(out), device_data(x) + src_offset,
+                   strided_view(sizes, src_strides, rank));
+      return out;
+    }
+  }
+#endif
   Tensor<T> out = make_tensor<T>(out_shape);
   std::array<index_t, kMaxLoopDims> dst_strides{};
   for (index_t d = rank - 1, step = 1; d >= 0; --d) {
@@ -79,6 +113,21 @@ Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* 
 template <typename T>
 Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst_offset, const index_t* sizes,
                           const index_t* dst_strides, int rank) {
+#ifdef HEED_WITH_CUDA
+  if (g.is_cuda()) {
+    // Each thread stores one element: positions must not repeat, or sums would race.
+    HEED_CHECK(
+        writes_each_once(sizes, dst_strides, rank), DeviceError,
+        "the backward of repeat, expand and "
+        "repeat_interleave (gradients added into one element) has no CUDA implementation yet; gradient of shape ",
+        to_string(g.shape()), " for an input of shape ", to_string(in_shape));
+    Tensor<T> dx = make_tensor<T>(in_shape, g.device());
+    if (g.numel() != dx.numel()) cuda::fill(g.device().index(), device_data(dx), dx.numel(), T(0));  // a slice
+    cuda::scatter(g.device().index(), device_data(dx) + dst_offset, device_data(g),
+                  strided_view(sizes, dst_strides, rank));
+    return dx;
+  }
+#endif
   Tensor<T> dx = make_tensor<T>(in_shape);
   dx.array().setZero();
   std::array<index_t, kMaxLoopDims> src_strides{};

@@ -165,7 +165,8 @@ inline void write_loss_files(const TrainResult& result, const std::vector<double
 }  // namespace detail
 
 /// Trains `net` (an EncoderDecoder) on the batches of `data_iter` (anything whose
-/// iteration yields batches with X, X_valid_len, Y, Y_valid_len, as NmtDataLoader).
+/// iteration yields batches with X, X_valid_len, Y, Y_valid_len, as NmtDataLoader), on
+/// the device the net is on: each batch is moved there and each loss read back.
 template <typename T, typename Net, typename Loader>
 TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_epochs, const Vocab& tgt_vocab,
                           const TrainOptions& options = {}) {
@@ -173,7 +174,14 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   HEED_CHECK(num_epochs >= 0, ValueError, "train_seq2seq: num_epochs must be >= 0, got ", num_epochs);
   HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
-  if (options.xavier_init) init::xavier_init_weights(net, options.generator ? *options.generator : default_generator());
+  // Training runs where the net is (net.to(device) first): each batch goes there, and
+  // each step's loss comes back, nothing else.
+  const Device device = net.device();
+  if (options.xavier_init) {
+    net.to(Device::cpu());  // the initialisers write on the host: once, before training
+    init::xavier_init_weights(net, options.generator ? *options.generator : default_generator());
+    net.to(device);
+  }
   const std::vector<Tensor<T>> params = net.parameters();
   Adam<T> optimizer(params, lr);
   MaskedSoftmaxCELoss loss;
@@ -196,10 +204,14 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
       optimizer.zero_grad();
       const IndexTensor X = trim_source ? detail::trim_padding(batch.X, batch.X_valid_len) : batch.X;
       const IndexTensor Y = trim_target ? detail::trim_padding(batch.Y, batch.Y_valid_len) : batch.Y;
-      const Tensor<T> Y_hat = net(X, detail::shift_right(Y, bos), batch.X_valid_len);
-      const Tensor<T> l = sum(loss(Y_hat, Y, batch.Y_valid_len, batch.Y.shape()[1]));
+      const IndexTensor dec_input = detail::shift_right(Y, bos);
+      const Tensor<T> Y_hat = net(X.to(device), dec_input.to(device), batch.X_valid_len.to(device));
+      const Tensor<T> l = sum(loss(Y_hat, Y.to(device), batch.Y_valid_len.to(device), batch.Y.shape()[1]));
       l.backward();
-      if (options.grad_clip > 0.0) clip_grad_norm(params, options.grad_clip);
+      if (options.grad_clip > 0.0 && device.is_cuda())
+        detail::clip_grad_norm_on_device(params, options.grad_clip);  // the norm stays there
+      else if (options.grad_clip > 0.0)
+        clip_grad_norm(params, options.grad_clip);
       optimizer.step();
       loss_sum += static_cast<double>(l.item());
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];

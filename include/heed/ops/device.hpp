@@ -1,0 +1,71 @@
+// heed/ops/device.hpp — moving tensors between the CPU and CUDA devices.
+//
+//   auto x_gpu = x.to(heed::Device::cuda());   // differentiable, like PyTorch's .to
+//   float loss = step(x_gpu).item();           // item() copies one value back
+//
+// A build without the CUDA backend has only the CPU: to(Device::cuda()) throws
+// DeviceError saying so. See heed/cuda/runtime.hpp for how the backend is built.
+#pragma once
+
+#include <memory>
+
+#include "heed/autograd/node.hpp"
+
+namespace heed {
+namespace detail {
+
+/// Copies src's elements into dst (same numel), across devices when they differ. A copy
+/// between two CUDA devices goes through the host: moving a tensor is explicit, and rare.
+template <typename T>
+void copy_between_devices(Tensor<T>& dst, const Tensor<T>& src) {
+  const std::size_t bytes = static_cast<std::size_t>(src.numel()) * sizeof(T);
+  const Device from = src.device(), to = dst.device();
+  if (bytes == 0) return;
+  if (from.is_cpu() && to.is_cpu()) {
+    std::copy(src.data(), src.data() + src.numel(), dst.data());
+    return;
+  }
+#ifdef HEED_WITH_CUDA
+  if (from.is_cpu()) {
+    cuda::copy_to_device(to.index(), device_data(dst), src.data(), bytes);
+  } else if (to.is_cpu()) {
+    cuda::copy_to_host(from.index(), dst.data(), device_data(src), bytes);
+  } else if (from == to) {
+    cuda::copy_on_device(to.index(), device_data(dst), device_data(src), bytes);
+  } else {
+    std::unique_ptr<unsigned char[]> staging(new unsigned char[bytes]);
+    cuda::copy_to_host(from.index(), staging.get(), device_data(src), bytes);
+    cuda::copy_to_device(to.index(), device_data(dst), staging.get(), bytes);
+  }
+#endif
+}
+
+/// Moves x's data to `device` in place: every handle to x sees the move (a module's
+/// parameters and the optimiser holding them). The gradient, if any, moves too.
+template <typename T>
+void move_to_device_(Tensor<T>& x, Device device) {
+  if (!x.defined() || x.device() == device) return;
+  check_device_usable(device, "to");
+  Tensor<T> moved = make_tensor<T>(x.shape(), device);
+  copy_between_devices(moved, x);
+  x.impl().storage = moved.impl().storage;
+  if (x.impl().grad.defined()) move_to_device_(x.impl().grad, device);
+}
+
+}  // namespace detail
+
+template <typename T>
+Tensor<T> Tensor<T>::to(Device device) const {
+  if (device == this->device()) return *this;
+  detail::check_device_usable(device, "to");
+  Tensor<T> out = detail::make_tensor<T>(shape(), device);
+  detail::copy_between_devices(out, *this);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (autograd::needs_grad(*this))
+      autograd::record(out, "ToCopyBackward", {*this},
+                       [from = this->device()](const Tensor<T>& g) { return autograd::Grads<T>{g.to(from)}; });
+  }
+  return out;
+}
+
+}  // namespace heed

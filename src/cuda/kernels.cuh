@@ -1,0 +1,237 @@
+// src/cuda/kernels.cuh — the arithmetic of the backend's kernels, per element or per
+// row, shared by the CUDA kernels (src/cuda/*.cu) and by the host emulation
+// (src/cuda/emulated.cpp) that runs heed's CUDA code paths in CI, where there is no
+// GPU: index arithmetic, broadcasting, masks and the cuBLAS argument mapping are then
+// tested on every run, and only the launch and the warp reductions need a GPU.
+#pragma once
+
+#include <math.h>  // exp, log, … for float and double in the global namespace, as on the device
+
+#include <cmath>
+#include <cstdint>
+
+#include "heed/cuda/runtime.hpp"
+
+#ifdef __CUDACC__
+#define HEED_HD __host__ __device__
+#else
+#define HEED_HD
+#endif
+
+namespace heed::cuda::kernels {
+
+/// The offset of flat element i (row-major over shape.sizes) through shape.strides.
+HEED_HD inline index_t strided_offset(index_t i, const StridedShape& shape) {
+  index_t offset = 0;
+  for (int d = shape.rank - 1; d >= 0; --d) {
+    const index_t size = shape.sizes[d];
+    offset += (i % size) * shape.strides[d];
+    i /= size;
+  }
+  return offset;
+}
+
+inline bool is_contiguous(const StridedShape& shape) {
+  index_t expected = 1;
+  for (int d = shape.rank - 1; d >= 0; --d) {
+    if (shape.sizes[d] != 1 && shape.strides[d] != expected) return false;
+    expected *= shape.sizes[d];
+  }
+  return true;
+}
+
+inline index_t numel(const StridedShape& shape) {
+  index_t n = 1;
+  for (int d = 0; d < shape.rank; ++d) n *= shape.sizes[d];
+  return n;
+}
+
+template <typename T>
+HEED_HD inline T apply(BinaryOp op, T x, T y) {
+  switch (op) {
+    case BinaryOp::add:
+      return x + y;
+    case BinaryOp::sub:
+      return x - y;
+    case BinaryOp::mul:
+      return x * y;
+    default:
+      return x / y;
+  }
+}
+
+template <typename T>
+HEED_HD inline T unary_forward(UnaryOp op, T x) {
+  switch (op) {
+    case UnaryOp::exp:
+      return exp(x);
+    case UnaryOp::log:
+      return log(x);
+    case UnaryOp::sqrt:
+      return sqrt(x);
+    case UnaryOp::tanh:
+      return tanh(x);
+    case UnaryOp::sigmoid:
+      return tanh(T(0.5) * x) * T(0.5) + T(0.5);  // as on the CPU: never overflows
+    case UnaryOp::relu:
+      return x > T(0) ? x : T(0);
+    case UnaryOp::gelu:
+      return x * (T(0.5) + T(0.5) * erf(x * T(0.70710678118654752440)));
+    case UnaryOp::abs:
+      return x < T(0) ? -x : x;
+    case UnaryOp::sin:
+      return sin(x);
+    default:
+      return cos(x);
+  }
+}
+
+/// g · op'(x), with `saved` the op's result or input as runtime.hpp says.
+template <typename T>
+HEED_HD inline T unary_grad(UnaryOp op, T g, T saved) {
+  switch (op) {
+    case UnaryOp::exp:
+      return g * saved;
+    case UnaryOp::log:
+      return g / saved;
+    case UnaryOp::sqrt:
+      return g / (T(2) * saved);
+    case UnaryOp::tanh:
+      return g * (T(1) - saved * saved);
+    case UnaryOp::sigmoid:
+      return g * saved * (T(1) - saved);
+    case UnaryOp::relu:
+      return saved > T(0) ? g : T(0);
+    case UnaryOp::gelu:  // d/dx x·Φ(x) = Φ(x) + x·φ(x)
+      return g * (T(0.5) + T(0.5) * erf(saved * T(0.70710678118654752440)) +
+                  saved * T(0.39894228040143267794) * exp(T(-0.5) * saved * saved));
+    case UnaryOp::abs:
+      return g * T((saved > T(0)) - (saved < T(0)));
+    case UnaryOp::sin:
+      return g * cos(saved);
+    default:
+      return -g * sin(saved);
+  }
+}
+
+/// splitmix64's finaliser: dropout's key for a row, from the key of its prefix. Must
+/// stay the same as in heed/ops/dropout.hpp (the tests compare the masks).
+HEED_HD inline std::uint64_t dropout_mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// Whether dropout zeroes element i of a tensor of shape.sizes, for the call's key.
+HEED_HD inline bool dropout_drops(index_t i, const StridedShape& shape, std::uint64_t key, std::uint32_t threshold) {
+  const index_t row_length = shape.rank == 0 ? 1 : shape.sizes[shape.rank - 1];
+  const index_t j = i % row_length;
+  index_t row = i / row_length;
+  // The row's coordinates, outermost first, each mixed into the key in turn.
+  index_t coords[kMaxRank];
+  for (int d = shape.rank - 2; d >= 0; --d) {
+    coords[d] = row % shape.sizes[d];
+    row /= shape.sizes[d];
+  }
+  for (int d = 0; d + 1 < shape.rank; ++d)
+    key = dropout_mix(key + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(coords[d]) + 1));
+  // murmur3's 32-bit finaliser of the row's seed and j.
+  std::uint32_t h = static_cast<std::uint32_t>(key ^ (key >> 32)) + 0x9E3779B9u * static_cast<std::uint32_t>(j + 1);
+  h = (h ^ (h >> 16)) * 0x85EBCA6Bu;
+  h = (h ^ (h >> 13)) * 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h < threshold;
+}
+
+/// sum_to split into g's kept dims (which index the output, row-major) and its summed
+/// dims (what adds into one output), each with its strides into g.
+struct SumPlan {
+  StridedShape kept, summed;
+  index_t summed_count = 1;
+};
+
+/// The plan for runtime.hpp's sum_to(out_strides): a dim of g is summed where its
+/// stride into the output is 0 and its size is not 1.
+inline SumPlan make_sum_plan(const StridedShape& out_strides) {
+  SumPlan plan;
+  index_t g_strides[kMaxRank] = {};
+  index_t g_stride = 1;
+  for (int d = out_strides.rank - 1; d >= 0; --d) {
+    g_strides[d] = g_stride;
+    g_stride *= out_strides.sizes[d];
+  }
+  for (int d = 0; d < out_strides.rank; ++d) {
+    const bool summed = out_strides.strides[d] == 0 && out_strides.sizes[d] != 1;
+    StridedShape& part = summed ? plan.summed : plan.kept;
+    part.sizes[part.rank] = out_strides.sizes[d];
+    part.strides[part.rank] = g_strides[d];
+    ++part.rank;
+    if (summed) plan.summed_count *= out_strides.sizes[d];
+  }
+  return plan;
+}
+
+/// Output o of sum_to: its elements of g added in one fixed order.
+template <typename T>
+HEED_HD inline T sum_one(index_t o, const T* g, const SumPlan& plan) {
+  const index_t base = strided_offset(o, plan.kept);
+  T total = 0;
+  for (index_t s = 0; s < plan.summed_count; ++s) total += g[base + strided_offset(s, plan.summed)];
+  return total;
+}
+
+/// One row of masked_softmax: where its masks are, and how many of its keys a valid
+/// length or the causal rule leaves visible (a prefix).
+template <typename T>
+struct SoftmaxRow {
+  index_t limit;
+  const bool* allowed;
+  index_t allowed_stride;
+  const T* additive;
+  index_t additive_stride;
+
+  HEED_HD SoftmaxRow(index_t r, index_t heads, index_t num_queries, index_t num_keys, const SoftmaxMask<T>& mask) {
+    const index_t q = r % num_queries, h = (r / num_queries) % heads, b = r / (num_queries * heads);
+    limit = num_keys;
+    if (mask.lens_form != LensForm::none) {
+      const index_t len = mask.lens_form == LensForm::per_batch   ? mask.valid_lens[b]
+                          : mask.lens_form == LensForm::per_query ? mask.valid_lens[b * num_queries + q]
+                                                                  : mask.valid_lens[r];
+      limit = len < 0 ? 0 : len < num_keys ? len : num_keys;
+    }
+    if (mask.causal) {
+      const index_t visible = q + 1 + num_keys - num_queries;
+      limit = visible < limit ? (visible < 0 ? 0 : visible) : limit;
+    }
+    const index_t* s = mask.allowed_strides;
+    allowed = mask.allowed == nullptr ? nullptr : mask.allowed + b * s[0] + h * s[1] + q * s[2];
+    allowed_stride = s[3];
+    const index_t* t = mask.additive_strides;
+    additive = mask.additive == nullptr ? nullptr : mask.additive + b * t[0] + h * t[1] + q * t[2];
+    additive_stride = t[3];
+  }
+
+  /// Key j's masked score, or -inf when masked.
+  HEED_HD T score(const T* x, index_t j) const {
+    if (j >= limit || (allowed != nullptr && !allowed[j * allowed_stride])) return -INFINITY;
+    return additive == nullptr ? x[j] : x[j] + additive[j * additive_stride];
+  }
+};
+
+/// A row-major product C = op(A) · op(B) (op(A) m × k, op(B) k × n) as the column-major
+/// call cuBLAS takes. Read column-major, row-major C is Cᵀ (n × m), and Cᵀ = op(B)ᵀ ·
+/// op(A)ᵀ: the call swaps the operands and keeps each one's layout, with no copy. A
+/// row-major B that is not transposed (k × n) reads column-major as Bᵀ = op(B)ᵀ
+/// itself (no op, leading dim n); a transposed one (stored n × k) reads as Bᵀ whose
+/// transpose is wanted (op T, leading dim k). The same holds for A, with m for n.
+struct ColumnMajorGemm {
+  bool trans_first, trans_second;  // op of the first operand (B) and the second (A)
+  index_t rows, cols, inner;       // of the column-major C: n, m, k
+  index_t ld_first, ld_second, ld_c;
+};
+
+inline ColumnMajorGemm column_major_gemm(bool trans_a, bool trans_b, index_t m, index_t n, index_t k) {
+  return ColumnMajorGemm{trans_b, trans_a, n, m, k, trans_b ? k : n, trans_a ? m : k, n};
+}
+
+}  // namespace heed::cuda::kernels

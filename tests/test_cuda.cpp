@@ -1,0 +1,558 @@
+// The CUDA backend against the CPU: each op with a CUDA path, forward and backward, on
+// fresh random inputs of several shapes, float within 1e-5 and double within 1e-12
+// (largest difference over the largest value). Before each op runs, the device cache
+// holds blocks filled with NaN, so that an output element a kernel leaves unwritten
+// fails the comparison.
+//
+// Built only with heed::cuda: against a GPU (HEED_WITH_CUDA), or in CI against the host
+// emulation of one device (HEED_CUDA_EMULATION), which runs every CUDA code path of the
+// headers with the kernels' arithmetic. main() skips, with exit code 77 (CTest's
+// "skipped"), where no CUDA device is present.
+#define CATCH_CONFIG_RUNNER
+#include "check.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <string>
+
+using heed::Device;
+using heed::index_t;
+using heed::Shape;
+using heed::Tensor;
+
+int main(int argc, char** argv) {
+  const int devices = heed::cuda_device_count();
+  if (devices == 0) {
+    std::cout << "heed_cuda_tests: no CUDA device (or no driver) on this machine: every CUDA test is skipped. "
+                 "The backend was built and linked; run these tests on a machine with a GPU.\n";
+    return 77;
+  }
+  std::cout << "heed_cuda_tests: " << devices << " CUDA device(s)\n";
+  return Catch::Session().run(argc, argv);
+}
+
+namespace {
+
+const Device gpu = Device::cuda();
+
+template <typename T>
+constexpr double tolerance() {
+  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
+}
+
+/// Fills the device cache with NaN blocks of these element counts (and nothing else
+/// idle), so that the next outputs of those sizes are allocated from poisoned memory.
+template <typename T>
+void poison(std::initializer_list<index_t> numels) {
+  heed::cuda::empty_cache();
+  std::vector<Tensor<T>> blocks;
+  for (index_t n : numels) {
+    blocks.push_back(heed::detail::make_tensor<T>(Shape{n}, gpu));
+    blocks.back().fill_(std::numeric_limits<T>::quiet_NaN());
+  }
+}
+
+/// The largest difference between the CPU tensor and the device tensor, over the
+/// largest CPU value, is within tol (with a floor of tol / 10); any NaN fails.
+template <typename T>
+void check_matches(const Tensor<T>& cpu, const Tensor<T>& device, double tol = tolerance<T>()) {
+  REQUIRE(device.device() == gpu);
+  REQUIRE(cpu.shape() == device.shape());
+  const std::vector<T> expected = cpu.to_vector(), got = device.to_vector();
+  double scale = 0, error = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(expected[i])));
+    const double diff = std::abs(static_cast<double>(expected[i]) - static_cast<double>(got[i]));
+    if (!(diff <= error)) error = std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff;
+  }
+  INFO("shape " << heed::to_string(cpu.shape()) << ": largest difference " << error << " for largest value " << scale);
+  // Plus a floor for gradients that are zero but for rounding (a key bias's, whose
+  // shift of every score in a row the softmax cancels).
+  CHECK(error <= tol * (scale + 0.1));
+}
+
+/// A leaf on the CPU and its copy on the device, both requiring grad.
+template <typename T>
+std::pair<Tensor<T>, Tensor<T>> leaf_pair(const Shape& shape, heed::Generator& gen) {
+  Tensor<T> cpu = heed::randn<T>(shape, gen);
+  Tensor<T> device = cpu.to(gpu);
+  cpu.requires_grad_();
+  device.requires_grad_();
+  return {cpu, device};
+}
+
+/// Runs op on the CPU leaves and on the device leaves, compares the outputs, then
+/// back-propagates one random gradient through both and compares every leaf's gradient.
+template <typename T, typename Op>
+void check_op(const std::vector<Shape>& shapes, heed::Generator& gen, Op&& op, double tol = tolerance<T>()) {
+  std::vector<Tensor<T>> cpu, device;
+  for (const Shape& s : shapes) {
+    auto [c, d] = leaf_pair<T>(s, gen);
+    cpu.push_back(c);
+    device.push_back(d);
+  }
+  const Tensor<T> expected = op(cpu);
+  poison<T>({expected.numel(), expected.numel()});
+  const Tensor<T> got = op(device);
+  check_matches(expected, got, tol);
+  const Tensor<T> g = heed::randn<T>(expected.shape(), gen);
+  expected.backward(g);
+  poison<T>({expected.numel()});
+  got.backward(g.to(gpu));
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    INFO("gradient of operand " << i);
+    REQUIRE(device[i].grad().defined());
+    check_matches(cpu[i].grad(), device[i].grad(), tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("tensors move to the device and back", "[cuda]") {
+  heed::Generator gen(1);
+  const Tensor<float> x = heed::randn<float>({3, 4}, gen);
+  const Tensor<float> d = x.to(gpu);
+  CHECK(d.device() == gpu);
+  CHECK(d.is_cuda());
+  CHECK(d.shape() == x.shape());
+  CHECK(d.to_vector() == x.to_vector());
+  CHECK(d.to(gpu).is_same(d));  // already there: the tensor itself, as in PyTorch
+  const Tensor<float> back = d.to(Device::cpu());
+  CHECK(back.device() == Device::cpu());
+  CHECK(back.to_vector() == x.to_vector());
+  CHECK(heed::Tensor<float>({2.5f}, {}).to(gpu).item() == 2.5f);
+
+  SECTION("indices, masks and doubles keep their values") {
+    const heed::IndexTensor lens({3, 0, 7}, {3});
+    CHECK(lens.to(gpu).to_vector() == lens.to_vector());
+    const heed::BoolTensor mask({true, false, true, true}, {2, 2});
+    CHECK(mask.to(gpu).to_vector() == mask.to_vector());
+    const Tensor<double> y = heed::randn<double>({5}, gen);
+    CHECK(y.to(gpu).to(Device::cpu()).to_vector() == y.to_vector());
+  }
+  SECTION("clone, fill_, copy_, add_ and mul_ run on the device") {
+    Tensor<float> c = d.clone();
+    CHECK(c.device() == gpu);
+    CHECK(!c.shares_storage(d));
+    CHECK(c.to_vector() == x.to_vector());
+    c.fill_(3.0f);
+    CHECK(c.to_vector() == std::vector<float>(12, 3.0f));
+    c.copy_(x);  // from the CPU
+    CHECK(c.to_vector() == x.to_vector());
+    c.add_(d, 2.0f).mul_(0.5f);
+    check_matches(x * 1.5f, c);
+    Tensor<float> row = heed::zeros<float>({3, 4}).to(gpu);
+    row.copy_(heed::Tensor<float>({1, 2, 3, 4}, {4}).to(gpu));  // broadcast over the rows
+    CHECK(row.to(Device::cpu()).at({2, 3}) == 4.0f);
+  }
+  SECTION("to() is differentiable: the gradient comes back to the CPU leaf") {
+    Tensor<float> leaf = x.clone().detach().requires_grad_();
+    Tensor<float> out = leaf.to(gpu) * 3.0f;
+    out.backward(heed::ones<float>({3, 4}).to(gpu));
+    REQUIRE(leaf.grad().defined());
+    CHECK(leaf.grad().device() == Device::cpu());
+    CHECK(leaf.grad().to_vector() == std::vector<float>(12, 3.0f));
+  }
+}
+
+TEST_CASE("device errors name the op, the shapes and the devices", "[cuda]") {
+  heed::Generator gen(2);
+  const Tensor<float> cpu = heed::randn<float>({2, 3}, gen);
+  const Tensor<float> device = cpu.to(gpu);
+  CHECK_ERROR(heed::DeviceError, "add: operands on different devices: (2, 3) on cpu, (2, 3) on cuda:0",
+              heed::add(cpu, device));
+  CHECK_ERROR(heed::DeviceError, "matmul", heed::matmul(device, heed::randn<float>({3, 2}, gen)));
+  CHECK_ERROR(heed::DeviceError, "masked_softmax",
+              heed::masked_softmax(heed::randn<float>({2, 2, 3}, gen).to(gpu), heed::IndexTensor({1, 2}, {2})));
+  // An op without a CUDA implementation refuses rather than copying through the host.
+  CHECK_ERROR(heed::DeviceError, "has no CUDA implementation", heed::pow(device, device));
+  CHECK_ERROR(heed::DeviceError, "is on cuda:0", device.data());
+  CHECK_ERROR(heed::DeviceError, "cuda:7 is not available", cpu.to(Device::cuda(7)));
+}
+
+TEMPLATE_TEST_CASE("matmul on the device matches the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(3);
+  const auto product = [](const std::vector<Tensor<T>>& x) { return heed::matmul(x[0], x[1]); };
+  SECTION("matrix @ matrix") { check_op<T>({{5, 7}, {7, 3}}, gen, product); }
+  SECTION("vector forms") {
+    check_op<T>({{7}, {7}}, gen, product);
+    check_op<T>({{7}, {7, 3}}, gen, product);
+    check_op<T>({{4, 7}, {7}}, gen, product);
+  }
+  SECTION("batch @ matrix, folded into one product") { check_op<T>({{2, 4, 5}, {5, 6}}, gen, product); }
+  SECTION("bmm") {
+    check_op<T>({{3, 4, 5}, {3, 5, 2}}, gen, [](const auto& x) { return heed::bmm(x[0], x[1]); });
+  }
+  SECTION("batch dims broadcast in both operands") { check_op<T>({{2, 1, 4, 5}, {1, 3, 5, 6}}, gen, product); }
+  SECTION("one operand broadcast over the batch") { check_op<T>({{4, 5}, {3, 5, 6}}, gen, product); }
+  SECTION("transposed operands") {
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const Shape a = ta ? Shape{2, 3, 5, 4} : Shape{2, 3, 4, 5}, b = tb ? Shape{2, 3, 6, 5} : Shape{2, 3, 5, 6};
+        check_op<T>({a, b}, gen, [=](const auto& x) { return heed::matmul(x[0], x[1], ta, tb); });
+      }
+  }
+  SECTION("an empty inner dim gives zeros") {
+    const Tensor<T> out = heed::matmul(heed::zeros<T>({3, 0}).to(gpu), heed::zeros<T>({0, 2}).to(gpu));
+    CHECK(out.to_vector() == std::vector<T>(6, T(0)));
+  }
+}
+
+TEMPLATE_TEST_CASE("linear on the device matches the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(4);
+  check_op<T>({{2, 3, 8}, {5, 8}, {5}}, gen, [](const auto& x) { return heed::linear(x[0], x[1], x[2]); });
+  check_op<T>({{4, 8}, {5, 8}}, gen, [](const auto& x) { return heed::linear(x[0], x[1]); });
+}
+
+TEMPLATE_TEST_CASE("element-wise arithmetic on the device broadcasts like the CPU", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(5);
+  const std::vector<std::pair<Shape, Shape>> pairs = {
+      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}}, {{2, 1, 4}, {3, 1}}, {{}, {2, 2}}, {{5, 1, 1, 2}, {1, 3, 2, 1}}};
+  for (const auto& [a, b] : pairs) {
+    INFO(heed::to_string(a) << " and " << heed::to_string(b));
+    check_op<T>({a, b}, gen, [](const auto& x) { return x[0] + x[1]; });
+    check_op<T>({a, b}, gen, [](const auto& x) { return x[0] - x[1]; });
+    check_op<T>({a, b}, gen, [](const auto& x) { return x[0] * x[1]; });
+    // Divisors kept away from 0, where float's rounding would be magnified.
+    check_op<T>({a, b}, gen, [](const auto& x) { return x[0] / (x[1] * x[1] + T(1)); });
+  }
+  check_op<T>({{3, 4}}, gen, [](const auto& x) { return -x[0] * T(2.5) + T(1); });
+}
+
+TEMPLATE_TEST_CASE("unary math on the device matches the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(14);
+  const Shape shape{3, 50};
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::exp(x[0]); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::log(x[0] * x[0] + T(0.5)); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::sqrt(x[0] * x[0] + T(0.5)); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::tanh(x[0]); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::sigmoid(x[0] * T(4)); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::relu(x[0]); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::gelu(x[0]); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::abs(x[0]); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::sin(x[0]); });
+  check_op<T>({shape}, gen, [](const auto& x) { return heed::cos(x[0]); });
+}
+
+TEMPLATE_TEST_CASE("masked_softmax on the device matches the CPU, every mask form", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(6);
+  // Rows of 1 to 1500 keys: the warp kernel's register sizes and the block kernel.
+  for (index_t num_keys : {1, 7, 33, 100, 1000, 1500}) {
+    INFO("num_keys = " << num_keys);
+    const index_t batch = 2, heads = 3, num_queries = 4;
+    const Shape scores3{batch, num_queries, num_keys}, scores4{batch, heads, num_queries, num_keys};
+    auto random_lens = [&](const Shape& shape) {
+      std::vector<std::int64_t> values(static_cast<std::size_t>(shape.numel()));
+      for (auto& v : values) v = static_cast<std::int64_t>(gen.next_u64() % static_cast<std::uint64_t>(num_keys + 2));
+      values[0] = 0;  // one fully masked row
+      return heed::IndexTensor(values, shape);
+    };
+    const heed::IndexTensor lens1 = random_lens({batch}), lens2 = random_lens({batch, num_queries}),
+                            lens3 = random_lens({batch, heads, num_queries});
+    std::vector<bool> allowed_values(static_cast<std::size_t>(num_queries * num_keys));
+    for (std::size_t i = 0; i < allowed_values.size(); ++i) allowed_values[i] = gen.next_u64() % 3 != 0;
+    const heed::BoolTensor allowed(allowed_values, {num_queries, num_keys});
+    Tensor<T> additive = heed::randn<T>({1, num_keys}, gen);
+    additive.at({0, 0}) = -std::numeric_limits<T>::infinity();
+
+    auto run = [&](const Shape& shape, auto make_mask) {
+      check_op<T>({shape}, gen, [&](const std::vector<Tensor<T>>& x) {
+        return heed::masked_softmax(x[0], make_mask(x[0].device()));
+      });
+    };
+    run(scores3, [](Device) { return heed::AttentionMask<T>(); });
+    run(scores3, [&](Device d) { return heed::AttentionMask<T>(lens1.to(d)); });
+    run(scores3, [&](Device d) { return heed::AttentionMask<T>(lens2.to(d)); });
+    run(scores4, [&](Device d) { return heed::AttentionMask<T>(lens1.to(d)); });
+    run(scores4, [&](Device d) { return heed::AttentionMask<T>(lens2.to(d)); });
+    run(scores4, [&](Device d) { return heed::AttentionMask<T>(lens3.to(d)); });
+    run(scores4, [&](Device d) { return heed::AttentionMask<T>(allowed.to(d)); });
+    run(scores3, [](Device) { return heed::AttentionMask<T>::causal(); });
+    run(scores4, [&](Device d) { return heed::AttentionMask<T>(lens2.to(d)).with_causal(); });
+    run(scores4,
+        [&](Device d) { return heed::AttentionMask<T>::additive(additive.to(d)).with_allowed(allowed.to(d)); });
+  }
+  SECTION("a fully masked row is zeros, not NaN") {
+    const Tensor<T> out = heed::masked_softmax(heed::randn<T>({2, 2, 5}, gen).to(gpu),
+                                               heed::AttentionMask<T>(heed::IndexTensor({0, 5}, {2}).to(gpu)));
+    const std::vector<T> values = out.to_vector();
+    for (std::size_t i = 0; i < 10; ++i) CHECK(values[i] == T(0));
+    CHECK(values[10] + values[11] + values[12] + values[13] + values[14] == Approx(1.0));
+  }
+}
+
+TEMPLATE_TEST_CASE("DotProductAttention runs on the device and matches the CPU", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(7);
+  heed::DotProductAttention<T> attention_cpu, attention_gpu;
+  const heed::IndexTensor valid_lens({2, 6}, {2});
+  check_op<T>({{2, 3, 8}, {2, 6, 8}, {2, 6, 5}}, gen, [&](const std::vector<Tensor<T>>& x) {
+    const bool on_gpu = x[0].is_cuda();
+    heed::DotProductAttention<T>& attention = on_gpu ? attention_gpu : attention_cpu;
+    return attention(x[0], x[1], x[2], valid_lens.to(x[0].device()));
+  });
+  check_matches(attention_cpu.attention_weights(), attention_gpu.attention_weights());
+}
+
+TEST_CASE("a module moves to the device in place, with its gradients", "[cuda]") {
+  heed::Generator gen(8);
+  heed::Linear<float> layer(4, 3, true, gen);
+  const Tensor<float> x = heed::randn<float>({2, 4}, gen);
+  const Tensor<float> expected = layer(x);
+  expected.backward(heed::ones<float>({2, 3}));
+  const std::vector<Tensor<float>> handles = layer.parameters();  // as an optimiser holds them
+  layer.to(gpu);
+  CHECK(layer.device() == gpu);
+  for (const auto& p : handles) {
+    CHECK(p.device() == gpu);
+    REQUIRE(p.grad().defined());
+    CHECK(p.grad().device() == gpu);
+  }
+  check_matches(expected.detach(), layer(x.to(gpu)).detach());
+  layer.to(Device::cpu());
+  CHECK(handles[0].device() == Device::cpu());
+}
+
+TEST_CASE("the caching allocator serves a steady loop without new allocations", "[cuda]") {
+  heed::Generator gen(9);
+  const Tensor<float> w = heed::randn<float>({64, 64}, gen).to(gpu).requires_grad_();
+  const Tensor<float> x = heed::randn<float>({8, 64}, gen).to(gpu);
+  auto step = [&] {
+    Tensor<float> y = heed::matmul(x, w) + x;
+    y.backward(heed::ones<float>({8, 64}).to(gpu));
+  };
+  step();
+  step();
+  const std::size_t mallocs = heed::cuda::malloc_count(0);
+  for (int i = 0; i < 5; ++i) step();
+  CHECK(heed::cuda::malloc_count(0) == mallocs);
+  CHECK(heed::cuda::allocated_bytes(0) > 0);
+}
+
+TEST_CASE("TF32 and bf16 products stay within their documented tolerance", "[cuda]") {
+  heed::Generator gen(10);
+  const Tensor<float> a = heed::randn<float>({4, 64, 64}, gen), b = heed::randn<float>({4, 64, 64}, gen);
+  const Tensor<float> expected = heed::bmm(a, b);
+  for (auto [mode, tol] : {std::pair{heed::cuda::MathMode::tf32, 1e-2}, std::pair{heed::cuda::MathMode::bf16, 5e-2}}) {
+    heed::cuda::set_math_mode(mode);
+    const Tensor<float> got = heed::bmm(a.to(gpu), b.to(gpu));
+    heed::cuda::set_math_mode(heed::cuda::MathMode::float32);
+    check_matches(expected, got, tol);
+  }
+}
+
+TEMPLATE_TEST_CASE("permute, transpose and slices run on the device, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(11);
+  check_op<T>({{2, 3, 4, 5}}, gen, [](const auto& x) { return x[0].permute({0, 2, 1, 3}); });
+  check_op<T>({{2, 3, 4}}, gen, [](const auto& x) { return x[0].permute({2, 0, 1}); });
+  check_op<T>({{4, 6}}, gen, [](const auto& x) { return x[0].transpose(0, 1); });
+  check_op<T>({{4, 6, 3}}, gen, [](const auto& x) { return x[0].narrow(1, 2, 3); });
+  check_op<T>({{9, 4}}, gen, [](const auto& x) { return x[0].slice(0, 1, 8, 3); });
+  check_op<T>({{2, 12}}, gen, [](const auto& x) { return heed::merge_heads(heed::split_heads(x[0].unsqueeze(1), 3)); });
+  // Gathers that read an element several times run; their backward would add into
+  // one element from several threads, which heed does not do yet.
+  const Tensor<T> x = heed::randn<T>({2, 3}, gen);
+  check_matches(x.repeat({2, 1}), x.to(gpu).repeat({2, 1}));
+  Tensor<T> leaf = x.to(gpu).requires_grad_();
+  CHECK_ERROR(heed::DeviceError, "has no CUDA implementation yet",
+              leaf.repeat({2, 1}).backward(heed::ones<T>({4, 3}).to(gpu)));
+}
+
+TEMPLATE_TEST_CASE("MultiHeadAttention runs on the device and matches the CPU", "[cuda]", float, double) {
+  using T = TestType;
+  for (index_t num_kv_heads : {0, 2}) {  // plain multi-head, and grouped-query attention
+    INFO("num_kv_heads = " << num_kv_heads);
+    heed::Generator init_cpu(12), init_gpu(12), gen(13);
+    heed::MultiHeadAttention<T> cpu(6, 5, 7, 8, 4, 0.0, true, num_kv_heads, init_cpu);
+    heed::MultiHeadAttention<T> device(6, 5, 7, 8, 4, 0.0, true, num_kv_heads, init_gpu);
+    device.to(gpu);
+    const heed::IndexTensor valid_lens({3, 2, 4, 1, 5, 5}, {2, 3});
+    check_op<T>({{2, 3, 5}, {2, 5, 6}, {2, 5, 7}}, gen, [&](const std::vector<Tensor<T>>& x) {
+      heed::MultiHeadAttention<T>& attention = x[0].is_cuda() ? device : cpu;
+      return attention(x[0], x[1], x[2], valid_lens.to(x[0].device()));
+    });
+    check_matches(cpu.attention_weights(), device.attention_weights());
+    const auto cpu_params = cpu.named_parameters(), gpu_params = device.named_parameters();
+    REQUIRE(cpu_params.size() == gpu_params.size());
+    for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+      INFO("gradient of " << cpu_params[i].first);
+      check_matches(cpu_params[i].second.grad(), gpu_params[i].second.grad());
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("factories make tensors on the device asked for", "[cuda]", float, double) {
+  using T = TestType;
+  CHECK(heed::zeros<T>({2, 3}, gpu).to_vector() == std::vector<T>(6, T(0)));
+  CHECK(heed::full<T>({4}, T(2.5), gpu).to_vector() == std::vector<T>(4, T(2.5)));
+  const Tensor<T> ones = heed::ones_like(heed::zeros<T>({3}, gpu));
+  CHECK(ones.device() == gpu);
+  CHECK(ones.to_vector() == std::vector<T>(3, T(1)));
+  CHECK(heed::full<std::int64_t>({2}, 7, gpu).to_vector() == std::vector<std::int64_t>{7, 7});
+}
+
+TEMPLATE_TEST_CASE("reductions on the device match the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(15);
+  check_op<T>({{3, 4, 5}}, gen, [](const auto& x) { return x[0].sum(); });
+  check_op<T>({{3, 4, 5}}, gen, [](const auto& x) { return x[0].mean(); });
+  check_op<T>({{3, 4, 5}}, gen, [](const auto& x) { return x[0].sum(1); });
+  check_op<T>({{3, 4, 5}}, gen, [](const auto& x) { return x[0].mean(2, true); });
+  check_op<T>({{7}}, gen, [](const auto& x) { return x[0].sum(0); });
+  check_op<T>({{}}, gen, [](const auto& x) { return x[0].sum(); });
+  check_op<T>({{4000}}, gen, [](const auto& x) { return x[0].sum(); });  // the block-per-output kernel
+  check_op<T>({{300, 3}}, gen, [](const auto& x) { return x[0].sum(0); });
+}
+
+TEMPLATE_TEST_CASE("dropout on the device draws the CPU's masks", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(16);
+  for (const Shape& shape : {Shape{}, Shape{7}, Shape{3, 40}, Shape{2, 3, 4, 33}}) {
+    INFO("shape " << heed::to_string(shape));
+    check_op<T>({shape}, gen, [](const auto& x) {
+      heed::Generator draws(17);  // the same draws for the CPU and the device
+      return heed::dropout(x[0], 0.3, true, draws);
+    });
+    const Tensor<T> x = heed::randn<T>(shape, gen);
+    heed::Generator a(18), b(18);
+    CHECK(heed::dropout(x, 0.5, true, a).to_vector() == heed::dropout(x.to(gpu), 0.5, true, b).to_vector());
+  }
+}
+
+TEMPLATE_TEST_CASE("layer_norm on the device matches the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(19);
+  check_op<T>({{3, 4, 10}, {10}, {10}}, gen, [](const auto& x) { return heed::layer_norm(x[0], {10}, x[1], x[2]); });
+  check_op<T>({{3, 4, 10}, {4, 10}, {4, 10}}, gen, [](const auto& x) {
+    return heed::layer_norm(x[0], {4, 10}, x[1], x[2]);
+  });
+  check_op<T>({{5, 100}}, gen, [](const auto& x) { return heed::layer_norm(x[0], {100}); });
+  check_op<T>({{2, 70}, {70}}, gen, [](const auto& x) { return heed::layer_norm(x[0], {70}, x[1]); });
+}
+
+TEMPLATE_TEST_CASE("embedding on the device matches the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(20);
+  const heed::IndexTensor indices({3, 0, 3, 5, 1, 3}, {2, 3});
+  check_op<T>({{6, 4}}, gen, [&](const auto& x) { return heed::embedding(x[0], indices.to(x[0].device())); });
+  SECTION("an index out of range gives NaN on the device") {
+    const Tensor<T> out = heed::embedding(heed::randn<T>({3, 2}, gen).to(gpu), heed::IndexTensor({1, 3}, {2}).to(gpu));
+    const std::vector<T> values = out.to_vector();
+    CHECK(!std::isnan(values[0]));
+    CHECK(std::isnan(values[2]));
+  }
+}
+
+TEMPLATE_TEST_CASE("cross-entropy on the device matches the CPU, forward and backward", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(21);
+  const heed::IndexTensor labels({1, 0, 4, 4, 2, 3}, {2, 3});
+  for (auto reduction : {heed::Reduction::none, heed::Reduction::mean, heed::Reduction::sum}) {
+    check_op<T>({{2, 3, 5}}, gen,
+                [&](const auto& x) { return heed::cross_entropy(x[0], labels.to(x[0].device()), reduction); });
+  }
+  SECTION("d2l's masked loss, padded steps left out") {
+    const heed::IndexTensor valid_len({2, 0}, {2});
+    for (index_t mean_steps : {0, 5}) {
+      check_op<T>({{2, 3, 5}}, gen, [&](const auto& x) {
+        const Device d = x[0].device();
+        return heed::masked_softmax_ce_loss(x[0], labels.to(d), valid_len.to(d), mean_steps);
+      });
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("Adam and gradient clipping on the device follow the CPU", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator gen(22);
+  for (double weight_decay : {0.0, 0.01}) {
+    Tensor<T> cpu = heed::randn<T>({4, 5}, gen).requires_grad_();
+    Tensor<T> device = cpu.detach().to(gpu).requires_grad_();
+    heed::Adam<T> adam_cpu({cpu}, 0.01, 0.9, 0.999, 1e-8, weight_decay);
+    heed::Adam<T> adam_gpu({device}, 0.01, 0.9, 0.999, 1e-8, weight_decay);
+    for (int step = 0; step < 3; ++step) {
+      const Tensor<T> target = heed::randn<T>({4, 5}, gen);
+      adam_cpu.zero_grad();
+      adam_gpu.zero_grad();
+      ((cpu - target) * (cpu - target)).sum().backward();
+      ((device - target.to(gpu)) * (device - target.to(gpu))).sum().backward();
+      const T norm_cpu = heed::clip_grad_norm(std::vector<Tensor<T>>{cpu}, 1.0);
+      const T norm_gpu = heed::clip_grad_norm(std::vector<Tensor<T>>{device}, 1.0);
+      CHECK(static_cast<double>(norm_gpu) == Approx(static_cast<double>(norm_cpu)).epsilon(tolerance<T>()));
+      check_matches(cpu.grad(), device.grad());
+      adam_cpu.step();
+      adam_gpu.step();
+      check_matches(cpu.detach(), device.detach());
+    }
+    CHECK(adam_gpu.state()[0].exp_avg.device() == gpu);
+  }
+}
+
+TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", "[cuda]") {
+  // Dropout included: the device draws the CPU's masks. In double, so that the curves
+  // agree closely after several epochs of Adam.
+  using T = double;
+  using Net = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
+  auto make_net = [](const heed::NmtData& data) {
+    heed::Generator init(23);
+    heed::TransformerOptions options;
+    options.generator = &init;
+    return std::make_unique<Net>(
+        std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2,
+                                                      0.1, false, options),
+        std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2,
+                                                      0.1, options));
+  };
+  auto corpus = [] { return heed::load_data_nmt_text(heed::builtin_fra_eng(), 16, 10, 64, /*seed=*/3); };
+  heed::NmtData data_cpu = corpus(), data_gpu = corpus();
+  auto net_cpu = make_net(data_cpu);
+  auto net_gpu = make_net(data_gpu);
+  net_gpu->to(gpu);
+  heed::TrainOptions options;
+  options.progress = false;
+  heed::Generator init_cpu(24), init_gpu(24);
+  options.generator = &init_cpu;
+  heed::manual_seed(25);  // dropout's generator
+  const heed::TrainResult cpu =
+      heed::train_seq2seq<T>(*net_cpu, data_cpu.data_iter, 0.005, 4, data_cpu.tgt_vocab, options);
+  options.generator = &init_gpu;
+  heed::manual_seed(25);
+  const heed::TrainResult device =
+      heed::train_seq2seq<T>(*net_gpu, data_gpu.data_iter, 0.005, 4, data_gpu.tgt_vocab, options);
+  REQUIRE(device.losses.size() == 4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    INFO("epoch " << i + 1);
+    CHECK(device.losses[i] == Approx(cpu.losses[i]).epsilon(1e-9));
+  }
+  CHECK(cpu.losses[3] < cpu.losses[0]);  // it learns
+  CHECK(net_gpu->device() == gpu);
+  const auto params_cpu = net_cpu->named_parameters(), params_gpu = net_gpu->named_parameters();
+  for (std::size_t i = 0; i < params_cpu.size(); ++i) {
+    INFO(params_cpu[i].first);
+    check_matches(params_cpu[i].second.detach(), params_gpu[i].second.detach(), 1e-9);
+  }
+}
+
+TEMPLATE_TEST_CASE("AdditiveAttention runs on the device and matches the CPU", "[cuda]", float, double) {
+  using T = TestType;
+  heed::Generator init_cpu(26), init_gpu(26), gen(27);
+  heed::AdditiveAttention<T> cpu(6, 5, 8, 0.0, init_cpu), device(6, 5, 8, 0.0, init_gpu);
+  device.to(gpu);
+  const heed::IndexTensor valid_lens({2, 4}, {2});
+  check_op<T>({{2, 3, 5}, {2, 4, 6}, {2, 4, 7}}, gen, [&](const std::vector<Tensor<T>>& x) {
+    heed::AdditiveAttention<T>& attention = x[0].is_cuda() ? device : cpu;
+    return attention(x[0], x[1], x[2], valid_lens.to(x[0].device()));
+  });
+  const auto cpu_params = cpu.named_parameters(), gpu_params = device.named_parameters();
+  for (std::size_t i = 0; i < cpu_params.size(); ++i) {
+    INFO("gradient of " << cpu_params[i].first);
+    check_matches(cpu_params[i].second.grad(), gpu_params[i].second.grad());
+  }
+}
