@@ -6,9 +6,8 @@
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
 #   scripts/dev.sh compat  the whole test suite compiled by clang++ in C++20 mode, and
-#                          every header compiled alone by g++ (C++20, -O3) and by
-#                          clang++ (C++17); g++ builds and runs the tests in C++17 for
-#                          `test` and `asan`
+#                          every header compiled alone by g++ (C++20, -O3); g++ builds
+#                          and runs the tests in C++17 for `test` and `asan`
 #   scripts/dev.sh cuda    build the CUDA backend with nvcc (CUDA 12+ in /usr/local/cuda or
 #                          on PATH, for sm_90) and run its tests, which skip without a GPU;
 #                          `test` and `asan` run the same tests against a host emulation
@@ -56,7 +55,7 @@ case "${1:-}" in
     ;;
   compat)
     install_deps clang
-    for preset in clang-cxx20 gcc-cxx20 clang-cxx17; do cmake --workflow --preset "$preset"; done
+    for preset in clang-cxx20 gcc-cxx20; do cmake --workflow --preset "$preset"; done
     ;;
   format)
     install_deps clang-format
@@ -83,7 +82,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,21p' "$0"
+    sed -n '2,19p' "$0"
     exit 2
     ;;
 esac

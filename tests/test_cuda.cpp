@@ -6,31 +6,20 @@
 //
 // Built only with heed::cuda: against a GPU (HEED_WITH_CUDA), or in CI against the host
 // emulation of one device (HEED_CUDA_EMULATION), which runs every CUDA code path of the
-// headers with the kernels' arithmetic. main() skips, with exit code 77 (CTest's
-// "skipped"), where no CUDA device is present.
-#define CATCH_CONFIG_RUNNER
+// headers with the kernels' arithmetic. main() (cuda_main.cpp) skips, with exit code 77
+// (CTest's "skipped"), where no CUDA device is present.
 #include "check.hpp"
 
 #include <cmath>
-#include <iostream>
+#include <cstdio>
 #include <limits>
+#include <sstream>
 #include <string>
 
 using heed::Device;
 using heed::index_t;
 using heed::Shape;
 using heed::Tensor;
-
-int main(int argc, char** argv) {
-  const int devices = heed::cuda_device_count();
-  if (devices == 0) {
-    std::cout << "heed_cuda_tests: no CUDA device (or no driver) on this machine: every CUDA test is skipped. "
-                 "The backend was built and linked; run these tests on a machine with a GPU.\n";
-    return 77;
-  }
-  std::cout << "heed_cuda_tests: " << devices << " CUDA device(s)\n";
-  return Catch::Session().run(argc, argv);
-}
 
 namespace {
 
@@ -556,3 +545,32 @@ TEMPLATE_TEST_CASE("AdditiveAttention runs on the device and matches the CPU", "
     check_matches(cpu_params[i].second.grad(), gpu_params[i].second.grad());
   }
 }
+
+TEST_CASE("device tensors print as PyTorch's, with their device", "[cuda]") {
+  std::ostringstream os;
+  os << heed::Tensor<float>({1, 2.5f}, {2}).to(gpu);
+  CHECK(os.str() == "tensor([1.0000, 2.5000], device='cuda:0')");
+  std::ostringstream os2;
+  os2 << heed::Tensor<double>({1, 2}, {2}).to(gpu).requires_grad_();
+  CHECK(os2.str() == "tensor([1., 2.], device='cuda:0', dtype=float64, requires_grad=True)");
+}
+
+#if __has_include(<nlohmann/json.hpp>)
+TEST_CASE("a module on the device saves and loads checkpoints", "[cuda]") {
+  heed::Generator gen_a(28), gen_b(29);
+  heed::Linear<float> a(4, 3, true, gen_a), b(4, 3, true, gen_b);
+  a.to(gpu);
+  b.to(gpu);
+  const std::string path = "heed_cuda_checkpoint_test.safetensors";
+  heed::save_checkpoint(a, path);
+  heed::load_checkpoint(b, path);
+  std::remove(path.c_str());
+  CHECK(b.device() == gpu);
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (std::size_t i = 0; i < pa.size(); ++i) {
+    INFO(pa[i].first);
+    CHECK(pb[i].second.device() == gpu);
+    CHECK(pa[i].second.to_vector() == pb[i].second.to_vector());
+  }
+}
+#endif

@@ -6,7 +6,8 @@
 // Same rules as torch/_tensor_str.py with its default options (precision 4, at most
 // 1000 elements before summarising with "...", 3 edge items, 80 columns): whole-valued
 // floats print as "1.", scientific notation when the magnitudes span more than 1000×.
-// A float64 tensor ends with ", dtype=float64"; a recorded result with its grad_fn.
+// A float64 tensor ends with ", dtype=float64"; a recorded result with its grad_fn; a
+// tensor on a CUDA device is copied to the host to print, with ", device='cuda:0'" first.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "heed/autograd/node.hpp"
+#include "heed/ops/device.hpp"
 
 namespace heed {
 namespace detail {
@@ -142,19 +144,21 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& x) {
   const detail::PrintOptions options;
   const Shape& shape = x.shape();
   const bool summarize = x.numel() > options.threshold;
+  const Tensor<T> host = x.is_cuda() ? x.detach().to(Device::cpu()) : x;  // the values, read on the host
   std::vector<T> shown;
-  if (x.numel() > 0) detail::collect_shown(x.data(), shape, 0, summarize, options, shown);
+  if (x.numel() > 0) detail::collect_shown(host.data(), shape, 0, summarize, options, shown);
   const detail::ElementFormatter<T> fmt(shown, options);
 
   std::string body;
   std::vector<std::string> suffixes;
+  if (x.is_cuda()) suffixes.push_back("device='" + to_string(x.device()) + "'");  // first, as in PyTorch
   if (x.numel() == 0) {
     body = "[]";
     if (shape.rank() != 1) suffixes.push_back("size=" + to_string(shape));
   } else if (shape.rank() == 0) {
-    body = fmt.render(x.data()[0]);
+    body = fmt.render(host.data()[0]);
   } else {
-    body = detail::format_block(x.data(), shape, 0, 7, summarize, fmt, options);
+    body = detail::format_block(host.data(), shape, 0, 7, summarize, fmt, options);
   }
   // An empty tensor names any dtype but float32: no element shows int64 or bool.
   constexpr bool implied_dtype = std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t>;

@@ -402,6 +402,12 @@ struct SafetensorsItem {
   bool host_order = false;
 };
 
+/// The tensor itself on the CPU, else a copy there (cut from the graph), for writing.
+template <typename T>
+Tensor<T> on_host(const Tensor<T>& tensor) {
+  return !tensor.defined() || tensor.device().is_cpu() ? tensor : tensor.detach().to(Device::cpu());
+}
+
 template <typename T>
 SafetensorsItem safetensors_item(const std::string& op, const std::string& path, const std::string& name,
                                  const Tensor<T>& tensor) {
@@ -573,7 +579,8 @@ TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
   TensorRecord record;
   record.dtype = detail::safetensors_dtype<T>();
   record.shape = tensor.shape().to_vector();
-  const auto* bytes = reinterpret_cast<const unsigned char*>(tensor.data());
+  const Tensor<T> host = detail::on_host(tensor);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
   record.data.assign(bytes, bytes + static_cast<std::size_t>(tensor.numel()) * sizeof(T));
   if (!detail::host_is_little_endian())
     detail::swap_bytes(record.data.data(), static_cast<std::size_t>(tensor.numel()), sizeof(T));
@@ -647,21 +654,29 @@ template <typename T>
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
                       const std::map<std::string, std::string>& metadata = {}) {
   std::vector<detail::SafetensorsItem> items;
-  for (const auto& [name, tensor] : tensors)
-    items.push_back(detail::safetensors_item("save_safetensors", path, name, tensor));
+  std::vector<Tensor<T>> on_host;  // device tensors copied out, alive until written
+  for (const auto& [name, tensor] : tensors) {
+    on_host.push_back(detail::on_host(tensor));
+    items.push_back(detail::safetensors_item("save_safetensors", path, name, on_host.back()));
+  }
   detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
 }
 
 // ---- checkpoints --------------------------------------------------------------------
 
 /// Saves module.named_parameters() (not the buffers) under their dotted names, which are
-/// d2l's state_dict() keys, with the given metadata. Atomic: see save_safetensors.
+/// d2l's state_dict() keys, with the given metadata. Atomic: see save_safetensors. A
+/// module on a CUDA device is copied to the host for the write; load_checkpoint copies
+/// the values back to where each parameter is.
 template <typename T>
 void save_checkpoint(const Module<T>& module, const std::string& path,
                      const std::map<std::string, std::string>& metadata = {}) {
   std::vector<detail::SafetensorsItem> items;
-  for (const auto& [name, parameter] : module.named_parameters())
-    items.push_back(detail::safetensors_item("save_checkpoint", path, name, parameter));
+  std::vector<Tensor<T>> on_host;  // parameters on a device copied out, alive until written
+  for (const auto& [name, parameter] : module.named_parameters()) {
+    on_host.push_back(detail::on_host(parameter));
+    items.push_back(detail::safetensors_item("save_checkpoint", path, name, on_host.back()));
+  }
   detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
 }
 
