@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "heed/autograd/node.hpp"
+#include "heed/core/factory.hpp"
 
 namespace heed {
 namespace autograd {
@@ -27,18 +28,6 @@ void check_gradient_shape(const Tensor<T>& grad, const Shape& expected, const ch
 template <typename T>
 bool sole_owner(const Tensor<T>& g) {
   return g.use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().grad_fn;
-}
-
-/// Every element of x = value, on x's device.
-template <typename T>
-void fill_with(Tensor<T>& x, T value) {
-#ifdef HEED_WITH_CUDA
-  if (x.is_cuda()) {
-    cuda::fill(x.device().index(), heed::detail::device_data(x), x.numel(), value);
-    return;
-  }
-#endif
-  x.array().setConstant(value);
 }
 
 /// A fresh copy of g, on g's device.
@@ -114,8 +103,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
   if (!seed.defined()) {
     HEED_CHECK(root.numel() == 1, AutogradError, "backward: the output has shape ", to_string(root.shape()),
                "; without an explicit gradient it must hold one element (call sum() or pass a gradient)");
-    seed = heed::detail::make_tensor<T>(root.shape(), root.device());
-    fill_with(seed, T(1));
+    seed = ones<T>(root.shape(), root.device());
   }
   HEED_CHECK(seed.shape() == root.shape(), ShapeError, "backward: gradient of shape ", to_string(seed.shape()),
              " for an output of shape ", to_string(root.shape()));

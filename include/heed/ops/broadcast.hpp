@@ -32,12 +32,10 @@ Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
   if (x.shape() == shape) return x;
 #ifdef HEED_WITH_CUDA
   if constexpr (std::is_floating_point_v<T>) {
-    if (x.is_cuda()) {  // x + 0, x read through the broadcast strides
-      Tensor<T> out = make_tensor<T>(shape, x.device()), zero = make_tensor<T>(Shape{}, x.device());
-      cuda::fill(x.device().index(), device_data(zero), 1, T(0));
-      cuda::binary(x.device().index(), cuda::BinaryOp::add, device_data(out), device_data(x),
-                   strided_shape(shape, broadcast_strides(x.shape(), shape)), device_data(zero),
-                   strided_shape(shape, broadcast_strides(Shape{}, shape)));
+    if (x.is_cuda()) {  // a gather through the broadcast strides
+      Tensor<T> out = make_tensor<T>(shape, x.device());
+      cuda::gather(x.device().index(), device_data(out), device_data(x),
+                   strided_shape(shape, broadcast_strides(x.shape(), shape)));
       return out;
     }
   }
