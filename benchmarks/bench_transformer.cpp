@@ -29,23 +29,21 @@
 // baseline, without touching the measured module's gradients), records the peak
 // resident size, runs ONE full-size forward + backward, records the peak again and
 // prints one JSON line with the growth in MiB, then exits without running any
-// benchmark. The peak is VmHWM of /proc/self/status, the high-water mark of this
-// process's own memory map: getrusage's ru_maxrss is the same number in a process
-// started from a shell, but it survives execve (getrusage(2)), so in a process started
-// by a large one (the comparison script, with PyTorch loaded) it begins at the parent's
-// peak and hides the growth; both are printed. heed's buffer cache (core/storage.hpp)
-// keeps freed large buffers for reuse; they are resident, so they count, as they would
-// in a training loop (--buffer-cache-limit=0 shows the footprint without it). Run it in
-// a fresh process per measurement.
+// benchmark (benchmarks/peak_memory.hpp says what is measured and why);
+// --buffer-cache-limit=0 shows the footprint without heed's buffer cache. Run it in a
+// fresh process per measurement.
 //
-// Benchmark names are read by compare_transformer.py; keep them in step.
+// BM_*Steps: both modules forward + backward at 128 and 512 steps, for
+// compare_fused_attention.py.
+//
+// Benchmark names are read by compare_transformer.py and compare_fused_attention.py;
+// keep them in step.
 #include <benchmark/benchmark.h>
-#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <map>
 #include <string>
 
 #include <heed/attention/multi_head.hpp>
@@ -53,6 +51,8 @@
 #include <heed/transformer/add_norm.hpp>
 #include <heed/transformer/encoder.hpp>
 #include <heed/transformer/ffn.hpp>
+
+#include "peak_memory.hpp"
 
 namespace {
 
@@ -126,8 +126,7 @@ void BM_EncoderBlock(benchmark::State& state, bool keep_weights) {
   }
 }
 
-void BM_EncoderBlockFwdBwd(benchmark::State& state, bool keep_weights) {
-  const auto& in = encoder_inputs();
+void encoder_block_fwd_bwd(benchmark::State& state, const Inputs& in, bool keep_weights) {
   auto X = in.X.detach().requires_grad_();  // a leaf of its own over the shared data
   const heed::AttentionMask<float> mask = in.valid_lens;
   EncoderBlockModel m;
@@ -142,6 +141,10 @@ void BM_EncoderBlockFwdBwd(benchmark::State& state, bool keep_weights) {
     X.zero_grad();
     m.block.zero_grad();
   }
+}
+
+void BM_EncoderBlockFwdBwd(benchmark::State& state, bool keep_weights) {
+  encoder_block_fwd_bwd(state, encoder_inputs(), keep_weights);
 }
 
 BENCHMARK_CAPTURE(BM_EncoderBlock, keep, true)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -219,8 +222,7 @@ void BM_MultiHeadAttention(benchmark::State& state, bool keep_weights) {
   }
 }
 
-void BM_MultiHeadAttentionFwdBwd(benchmark::State& state, bool keep_weights) {
-  const auto& in = mha_inputs();
+void multi_head_attention_fwd_bwd(benchmark::State& state, const Inputs& in, bool keep_weights) {
   auto X = in.X.detach().requires_grad_();
   const heed::AttentionMask<float> mask = in.valid_lens;
   MultiHeadAttentionModel m;
@@ -265,6 +267,10 @@ void BM_MhaPart_Attention(benchmark::State& state) {
   }
 }
 
+void BM_MultiHeadAttentionFwdBwd(benchmark::State& state, bool keep_weights) {
+  multi_head_attention_fwd_bwd(state, mha_inputs(), keep_weights);
+}
+
 BENCHMARK_CAPTURE(BM_MultiHeadAttention, keep, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MultiHeadAttention, no_keep, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwd, keep, true)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -272,60 +278,37 @@ BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwd, no_keep, false)->Unit(benchmark::
 BENCHMARK(BM_MhaPart_Projection)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MhaPart_Attention)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- both modules at 128 and 512 steps (compare_fused_attention.py) ---------------------
+// The inputs of steps T: make_inputs(T, kEncDataSeed, kEncValidLensSeed), so valid_lens
+// are heed::randint(1, T + 1, {8}, Generator(10)).
+
+const Inputs& steps_inputs(index_t steps) {
+  static std::map<index_t, Inputs> cache;  // benchmarks run one at a time
+  auto it = cache.find(steps);
+  if (it == cache.end()) it = cache.emplace(steps, make_inputs(steps, kEncDataSeed, kEncValidLensSeed)).first;
+  return it->second;
+}
+
+void BM_EncoderBlockFwdBwdSteps(benchmark::State& state, bool keep_weights) {
+  encoder_block_fwd_bwd(state, steps_inputs(state.range(0)), keep_weights);
+}
+void BM_MultiHeadAttentionFwdBwdSteps(benchmark::State& state, bool keep_weights) {
+  multi_head_attention_fwd_bwd(state, steps_inputs(state.range(0)), keep_weights);
+}
+
+BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwdSteps, keep, true)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwdSteps, no_keep, false)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwdSteps, keep, true)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwdSteps, no_keep, false)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 // ---- peak memory (--peak-memory=...) ---------------------------------------------------
-
-double max_rss_mib() {  // ru_maxrss: includes the peak of the process that exec'ed this one
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
-}
-
-// A "VmXXX:  1234 kB" line of /proc/self/status in MiB: VmHWM (peak resident size of this
-// process's memory map) or VmRSS (resident now).
-double status_mib(const char* field) {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  const std::size_t n = std::strlen(field);
-  while (std::getline(status, line))
-    if (line.compare(0, n, field) == 0 && line.size() > n && line[n] == ':')
-      return std::stod(line.substr(n + 1)) / 1024.0;
-  return -1.0;
-}
-
-// One small forward+backward of a module of its own: starts OpenMP's threads and the
-// like, touching nothing the measured run will use.
-void tiny_warm_up() {
-  heed::Generator gen(kInitSeed);
-  heed::TransformerOptions options;
-  options.generator = &gen;
-  heed::EncoderBlock<float> block(16, 16, 16, 16, heed::Shape{16}, 16, 32, 2, 0.0, false, options);
-  auto X = heed::randn<float>({2, 4, 16}, gen).requires_grad_();
-  heed::IndexTensor lens = heed::randint(1, 5, {2}, gen);
-  auto out = block(X, heed::AttentionMask<float>(lens));
-  out.backward(heed::ones<float>({2, 4, 16}));
-}
-
-template <typename Run>
-int report_peak(const char* which, Run&& run) {
-  tiny_warm_up();
-  const double before = status_mib("VmHWM"), rss_before = status_mib("VmRSS"), maxrss_before = max_rss_mib();
-  run();
-  const double after = status_mib("VmHWM"), maxrss_after = max_rss_mib();
-  const double cached = static_cast<double>(heed::buffer_cache_idle_bytes()) / (1024.0 * 1024.0);
-  std::printf(
-      "{\"case\": \"%s\", \"hwm_before_mib\": %.1f, \"hwm_after_mib\": %.1f, \"rss_before_mib\": %.1f, "
-      "\"maxrss_before_mib\": %.1f, \"maxrss_after_mib\": %.1f, \"buffer_cache_idle_mib\": %.1f, "
-      "\"peak_delta_mib\": %.1f}\n",
-      which, before, after, rss_before, maxrss_before, maxrss_after, cached, after - before);
-  return 0;
-}
 
 /// The peak of one forward(X) + backward on `in`, X a fresh leaf; the module is built
 /// by the caller, before the baseline.
 template <typename Forward>
 int report_fwd_bwd_peak(const char* which, const Inputs& in, Forward&& forward) {
   auto X = in.X.detach().requires_grad_();
-  return report_peak(which, [&] {
+  return heed_bench::report_peak(which, [&] {
     forward(X).backward(in.out_gradient);
     benchmark::DoNotOptimize(X.grad().data());
   });

@@ -13,8 +13,9 @@
 #                          `test` runs the same tests against a host emulation
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
-#   scripts/dev.sh compare heed and PyTorch side by side on attention and the Transformer
-#                          blocks (1 and 2 threads; speed and peak memory), and d2l's
+#   scripts/dev.sh compare heed and PyTorch (with OpenBLAS) side by side: the fused
+#                          attention at sequence lengths 128-8192, attention and the
+#                          Transformer blocks (speed and peak memory), and d2l's
 #                          translation training runs when ../shared/data/fra-eng exists
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
@@ -68,9 +69,13 @@ case "${1:-}" in
     for b in build/release/benchmarks/bench_*; do "$b"; done
     ;;
   compare)
-    install_deps python3-torch
+    # OpenBLAS: Debian's python3-torch calls libblas.so.3, the netlib reference BLAS
+    # (a few GFLOP/s) unless an optimised alternative is installed.
+    install_deps python3-torch libopenblas0-openmp
     cmake --preset release >/dev/null
-    cmake --build --preset release --target bench_attention bench_transformer
+    cmake --build --preset release --target bench_attention bench_transformer bench_fused_attention
+    /usr/bin/python3 benchmarks/compare_fused_attention.py --bench build/release/benchmarks/bench_fused_attention \
+      --transformer-bench build/release/benchmarks/bench_transformer --threads "$(nproc)"
     for threads in 1 2; do
       /usr/bin/python3 benchmarks/compare_attention.py --bench build/release/benchmarks/bench_attention --threads "$threads"
     done
@@ -82,7 +87,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,19p' "$0"
+    sed -n '2,20p' "$0"
     exit 2
     ;;
 esac

@@ -324,8 +324,8 @@ TEST_CASE("DotProductAttention: gradients, heads, dropout and kept weights", "[a
     for (index_t i = 0; i < dropped.numel(); ++i) differs = differs || dropped.data()[i] != expected.data()[i];
     CHECK(differs);
     attention.eval();
-    attention.keep_attention_weights(false);
-    check_close(attention(q, k, v), expected, 0);
+    attention.keep_attention_weights(false);  // the fused path: the same up to rounding
+    check_close(attention(q, k, v), expected, 1e-6);
     CHECK_FALSE(attention.attention_weights().defined());
   }
   SECTION("a query that sees no key gets a zero output and passes no gradient") {

@@ -417,9 +417,9 @@ TEST_CASE("Keeping attention weights changes no output", "[transformer]") {
   CHECK(decoder.cross_attention_weights()[1].shape() == Shape{2, kHeads, 4, 5});
   encoder.keep_attention_weights(false);
   decoder.keep_attention_weights(false);
-  const auto [enc_free, dec_free] = run();
-  check_close(enc_free, enc_kept, 0.0);
-  check_close(dec_free, dec_kept, 0.0);
+  const auto [enc_free, dec_free] = run();  // the fused attention: the same up to rounding
+  check_close(enc_free, enc_kept, 1e-5);
+  check_close(dec_free, dec_kept, 1e-5);
   CHECK_FALSE(encoder.attention_weights()[0].defined());
   CHECK_FALSE(decoder.self_attention_weights()[1].defined());
 }

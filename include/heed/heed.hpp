@@ -39,6 +39,7 @@
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/reduce.hpp"
+#include "heed/ops/scaled_dot_product_attention.hpp"
 #include "heed/ops/sequence_mask.hpp"
 #include "heed/ops/shape.hpp"
 #include "heed/ops/softmax.hpp"

@@ -20,32 +20,9 @@
 #include <string>
 
 #include "heed/nn/dropout.hpp"
-#include "heed/ops/masked_softmax.hpp"
+#include "heed/ops/scaled_dot_product_attention.hpp"
 
 namespace heed {
-namespace detail {
-
-/// Checks that queries, keys and values fit one attention call; `op` names the caller.
-template <typename T>
-void check_attention_inputs(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values, const char* op,
-                            bool same_feature_size, bool grouped_heads = false) {
-  const Shape &q = queries.shape(), &k = keys.shape(), &v = values.shape();
-  HEED_CHECK((q.rank() == 3 || q.rank() == 4) && k.rank() == q.rank() && v.rank() == q.rank(), ShapeError, op,
-             ": queries, keys and values must all be (batch, [heads,] steps, features), got ", to_string(q), ", ",
-             to_string(k), " and ", to_string(v));
-  HEED_CHECK(q[0] == k[0] && k[0] == v[0], ShapeError, op, ": batch sizes differ: queries ", to_string(q), ", keys ",
-             to_string(k), ", values ", to_string(v));
-  // 4-D: with grouped_heads, keys and values may have fewer heads than queries.
-  HEED_CHECK(q.rank() == 3 || (k[1] == v[1] && (grouped_heads ? k[1] > 0 && q[1] % k[1] == 0 : q[1] == k[1])),
-             ShapeError, op, ": keys and values need the same number of heads ", grouped_heads ? "dividing" : "as",
-             " the queries': queries ", to_string(q), ", keys ", to_string(k), ", values ", to_string(v));
-  HEED_CHECK(k[-2] == v[-2], ShapeError, op, ": keys ", to_string(k), " and values ", to_string(v),
-             " have different numbers of steps");
-  HEED_CHECK(!same_feature_size || q[-1] == k[-1], ShapeError, op, ": queries ", to_string(q), " and keys ",
-             to_string(k), " have different feature sizes");
-}
-
-}  // namespace detail
 
 template <typename T>
 class DotProductAttention : public Module<T> {
@@ -57,6 +34,11 @@ class DotProductAttention : public Module<T> {
   Tensor<T> forward(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
                     const AttentionMask<T>& mask = {}) {
     detail::check_attention_inputs(queries, keys, values, "DotProductAttention", true, true);
+    if (!keep_weights_ && !queries.is_cuda()) {  // nothing to keep: the weights need not exist
+      attention_weights_ = Tensor<T>();
+      return scaled_dot_product_attention(queries, keys, values, mask, dropout_.is_training() ? dropout_.p() : 0.0,
+                                          dropout_.generator());
+    }
     // Scaling the queries costs num_queries·d, scaling the scores num_queries·num_keys.
     const T scale = T(1) / static_cast<T>(std::sqrt(static_cast<double>(queries.shape()[-1])));
     if (queries.dim() == 3) {

@@ -35,4 +35,21 @@ void parallel_for(index_t n, index_t grain, Body&& body) {
   if (n > 0) body(index_t(0), n);
 }
 
+/// Calls body(task) for each task in [0, n), handing tasks out one at a time to the
+/// threads: for tasks of uneven cost (attention under a causal mask). Each task runs
+/// whole on one thread, so results do not depend on the thread count when tasks write
+/// disjoint outputs. Body must not throw.
+template <typename Body>
+void parallel_tasks(index_t n, Body&& body) {
+#ifdef _OPENMP
+  const index_t threads = std::min<index_t>(omp_get_max_threads(), n);
+  if (threads > 1 && !omp_in_parallel()) {
+#pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(dynamic, 1)
+    for (index_t task = 0; task < n; ++task) body(task);
+    return;
+  }
+#endif
+  for (index_t task = 0; task < n; ++task) body(task);
+}
+
 }  // namespace heed::detail

@@ -25,11 +25,13 @@ class Dropout : public Module<T> {
 
   // x: any shape -> same shape
   Tensor<T> forward(const Tensor<T>& x) const {
-    return dropout(x, p_, this->is_training(), gen_ ? *gen_ : default_generator());
+    return dropout(x, p_, this->is_training(), generator());
   }
   Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
 
   double p() const { return p_; }
+  /// The generator the masks are drawn from.
+  Generator& generator() const { return gen_ ? *gen_ : default_generator(); }
   std::string extra_repr() const override { return detail::concat("p=", p_, ", inplace=False"); }
 
  private:

@@ -156,6 +156,26 @@ inline std::vector<index_t> row_valid_lens(const IndexTensor& valid_lens, const 
   return lens;
 }
 
+/// Valid lengths and the causal rule both leave a prefix of each row's keys visible:
+/// the length of that prefix for each row of scores of this shape, or nothing when
+/// the mask has neither.
+template <typename T>
+std::vector<index_t> row_limits(const AttentionMask<T>& mask, const Shape& scores) {
+  const index_t num_queries = scores[-2], num_keys = scores[-1];
+  const index_t rows = scores.numel() / std::max<index_t>(num_keys, 1);
+  std::vector<index_t> limits;
+  if (mask.valid_lens().defined()) limits = row_valid_lens(mask.valid_lens(), scores);
+  if (mask.is_causal()) {
+    limits.resize(static_cast<std::size_t>(rows), num_keys);
+    for (index_t r = 0; r < rows; ++r) {
+      const index_t visible = std::max<index_t>(r % num_queries + 1 + num_keys - num_queries, 0);
+      auto& limit = limits[static_cast<std::size_t>(r)];
+      limit = std::min(limit, visible);
+    }
+  }
+  return limits;
+}
+
 /// The softmax of one row's visible prefix `in` into `out`; zeros when nothing is
 /// visible (an empty prefix, or every score -inf).
 template <typename T, typename Out>
@@ -231,20 +251,10 @@ void softmax_masked(const T* in, const bool* allowed, index_t allowed_stride, co
 
 /// masked_softmax's forward on the CPU, rows split across threads.
 template <typename T>
-Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask, index_t num_queries,
-                             index_t num_keys, index_t rows) {
+Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask, index_t num_keys,
+                             index_t rows) {
   const Shape& shape = scores.shape();
-  // Valid lengths and the causal rule both leave a prefix of each row's keys visible.
-  std::vector<index_t> limits;
-  if (mask.valid_lens().defined()) limits = row_valid_lens(mask.valid_lens(), shape);
-  if (mask.is_causal()) {
-    limits.resize(static_cast<std::size_t>(rows), num_keys);
-    for (index_t r = 0; r < rows; ++r) {
-      const index_t visible = std::max<index_t>(r % num_queries + 1 + num_keys - num_queries, 0);
-      auto& limit = limits[static_cast<std::size_t>(r)];
-      limit = std::min(limit, visible);
-    }
-  }
+  const std::vector<index_t> limits = row_limits(mask, shape);
   const bool has_allowed = mask.allowed().defined(), has_additive = mask.additive_mask().defined();
   MaskRows allowed_rows, additive_rows;
   if (has_allowed) allowed_rows = mask_rows(mask.allowed().shape(), shape, "the boolean mask");
@@ -323,14 +333,14 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
              "masked_softmax: scores must be (batch, queries, keys) or (batch, heads, queries, keys), got ",
              to_string(scores.shape()));
   const Shape& shape = scores.shape();
-  const index_t num_queries = shape[-2], num_keys = shape[-1];
+  const index_t num_keys = shape[-1];
   const index_t rows = shape.numel() / std::max<index_t>(num_keys, 1);
   Tensor<T> out;
 #ifdef HEED_WITH_CUDA
   if (detail::on_cuda("masked_softmax", scores, mask.valid_lens(), mask.allowed(), mask.additive_mask()))
     out = detail::cuda_masked_softmax(scores, mask);
 #endif
-  if (!out.defined()) out = detail::cpu_masked_softmax(scores, mask, num_queries, num_keys, rows);
+  if (!out.defined()) out = detail::cpu_masked_softmax(scores, mask, num_keys, rows);
 
   if (autograd::needs_grad(scores))
     // Masked weights are 0, so softmax's backward y · (g − Σ g·y) gives them a zero
