@@ -54,8 +54,11 @@ struct Inputs {
 Inputs make_inputs(index_t steps, index_t batch = kBatch) {
   heed::Generator gen(kDataSeed);
   const heed::Shape shape{batch, kHeads, steps, kHeadDim};
-  Inputs in{heed::randn<float>(shape, gen), heed::randn<float>(shape, gen), heed::randn<float>(shape, gen),
-            heed::randn<float>(shape, gen), {}};
+  Inputs in{heed::randn<float>(shape, gen),
+            heed::randn<float>(shape, gen),
+            heed::randn<float>(shape, gen),
+            heed::randn<float>(shape, gen),
+            {}};
   heed::Generator lens(kValidLensSeed);
   in.valid_lens = heed::randint(1, steps + 1, {batch}, lens);
   for (index_t b = 0; b < batch; ++b)
@@ -137,7 +140,8 @@ int peak_memory(const std::string& spec) {
     std::fprintf(stderr, "--peak-memory: expected fused:L:B or classic:L:B, got '%s'\n", spec.c_str());
     return 2;
   }
-  const index_t steps = std::stoll(spec.substr(first + 1, second - first - 1)), batch = std::stoll(spec.substr(second + 1));
+  const index_t steps = std::stoll(spec.substr(first + 1, second - first - 1)),
+                batch = std::stoll(spec.substr(second + 1));
   const Inputs in = make_inputs(steps, batch);
   auto q = in.queries.detach().requires_grad_(), k = in.keys.detach().requires_grad_(),
        v = in.values.detach().requires_grad_();

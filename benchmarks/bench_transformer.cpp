@@ -296,10 +296,14 @@ void BM_MultiHeadAttentionFwdBwdSteps(benchmark::State& state, bool keep_weights
   multi_head_attention_fwd_bwd(state, steps_inputs(state.range(0)), keep_weights);
 }
 
-BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwdSteps, keep, true)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwdSteps, no_keep, false)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwdSteps, keep, true)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwdSteps, no_keep, false)->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+void at_128_and_512_steps(benchmark::internal::Benchmark* b) {
+  b->Arg(128)->Arg(512)->Unit(benchmark::kMillisecond)->UseRealTime();
+}
+
+BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwdSteps, keep, true)->Apply(at_128_and_512_steps);
+BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwdSteps, no_keep, false)->Apply(at_128_and_512_steps);
+BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwdSteps, keep, true)->Apply(at_128_and_512_steps);
+BENCHMARK_CAPTURE(BM_MultiHeadAttentionFwdBwdSteps, no_keep, false)->Apply(at_128_and_512_steps);
 
 // ---- peak memory (--peak-memory=...) ---------------------------------------------------
 

@@ -88,19 +88,41 @@ std::vector<Case> cases() {
   using M = AttentionMask<double>;
   return {
       {"3-D, no mask", q3, k3, v3, [] { return M(); }},
-      {"3-D, valid_lens (batch)", q3, k3, v3, [] { return M(lens({0, 270}, {2})); }},
-      {"3-D, valid_lens (batch, queries)", q3, k3, v3, [=] { return M(lens(per_query, {2, 70})); }},
+      {"3-D, valid_lens (batch)", q3, k3, v3,
+       [] {
+         return M(lens({0, 270}, {2}));
+       }},
+      {"3-D, valid_lens (batch, queries)", q3, k3, v3,
+       [=] {
+         return M(lens(per_query, {2, 70}));
+       }},
       {"3-D, causal", q3, k3, v3, [] { return M::causal(); }},
-      {"4-D, valid_lens (batch)", q4, k4, v4, [] { return M(lens({77, 300}, {2})); }},
-      {"4-D, valid_lens per row", q4, k4, v4, [=] { return M(lens(per_row, {2, 4, 70})); }},
+      {"4-D, valid_lens (batch)", q4, k4, v4,
+       [] {
+         return M(lens({77, 300}, {2}));
+       }},
+      {"4-D, valid_lens per row", q4, k4, v4,
+       [=] {
+         return M(lens(per_row, {2, 4, 70}));
+       }},
       {"4-D, boolean (batch, 1, queries, keys)", q4, k4, v4, [=] { return M(allowed); }},
       {"4-D, boolean over keys only", q4, k4, v4, [=] { return M(allowed_keys); }},
       {"4-D, additive with -inf, broadcast", q4, k4, v4, [=] { return M::additive(additive); }},
       {"4-D, causal + valid_lens + boolean", q4, k4, v4,
-       [=] { return M::causal().with_valid_lens(lens({250, 40}, {2})).with_allowed(allowed); }},
+       [=] {
+         return M::causal().with_valid_lens(lens({250, 40}, {2})).with_allowed(allowed);
+       }},
       {"4-D grouped heads, causal", q4, kg, vg, [] { return M::causal(); }},
-      {"4-D grouped heads, valid_lens, dropout", q4, kg, vg, [] { return M(lens({300, 123}, {2})); }, 0.3},
-      {"3-D, valid_lens, dropout", q3, k3, v3, [] { return M(lens({200, 300}, {2})); }, 0.5},
+      {"4-D grouped heads, valid_lens, dropout", q4, kg, vg,
+       [] {
+         return M(lens({300, 123}, {2}));
+       },
+       0.3},
+      {"3-D, valid_lens, dropout", q3, k3, v3,
+       [] {
+         return M(lens({200, 300}, {2}));
+       },
+       0.5},
       {"4-D, additive, dropout 1", q4, k4, v4, [=] { return M::additive(additive); }, 1.0},
   };
 }
@@ -174,8 +196,8 @@ TEST_CASE("scaled_dot_product_attention's gradients match finite differences", "
   Tensord v = heed::randn<double>({1, 1, 260, 2}, gen).requires_grad_();
   const BoolTensor allowed = heed::rand<double>({1, 1, 70, 260}, gen) > 0.2;
   using M = AttentionMask<double>;
-  for (const auto& [mask, p] : {std::pair{M(), 0.0}, std::pair{M::causal().with_allowed(allowed), 0.0},
-                                std::pair{M(lens({100}, {1})), 0.25}}) {
+  for (const auto& [mask, p] :
+       {std::pair{M(), 0.0}, std::pair{M::causal().with_allowed(allowed), 0.0}, std::pair{M(lens({100}, {1})), 0.25}}) {
     const auto result = heed::gradcheck(
         [&, p = p, mask = mask](const std::vector<Tensord>& in) {
           heed::Generator dropout_gen(9);  // the same dropout mask at every evaluation

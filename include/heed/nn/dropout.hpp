@@ -24,9 +24,7 @@ class Dropout : public Module<T> {
   }
 
   // x: any shape -> same shape
-  Tensor<T> forward(const Tensor<T>& x) const {
-    return dropout(x, p_, this->is_training(), generator());
-  }
+  Tensor<T> forward(const Tensor<T>& x) const { return dropout(x, p_, this->is_training(), generator()); }
   Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
 
   double p() const { return p_; }

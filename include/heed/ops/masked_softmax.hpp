@@ -251,8 +251,7 @@ void softmax_masked(const T* in, const bool* allowed, index_t allowed_stride, co
 
 /// masked_softmax's forward on the CPU, rows split across threads.
 template <typename T>
-Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask, index_t num_keys,
-                             index_t rows) {
+Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask, index_t num_keys, index_t rows) {
   const Shape& shape = scores.shape();
   const std::vector<index_t> limits = row_limits(mask, shape);
   const bool has_allowed = mask.allowed().defined(), has_additive = mask.additive_mask().defined();

@@ -35,6 +35,8 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "heed/detail/parallel.hpp"
@@ -170,8 +172,7 @@ void apply_dropout(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T
   for (index_t i = 0; i < P.rows(); ++i) {
     const std::uint32_t seed = a.row_seeds[static_cast<std::size_t>(r0 + i)];
     T* row = P.row(i).data();
-    for (index_t j = 0; j < P.cols(); ++j)
-      row[j] *= dropout_drops(seed, k0 + j, a.threshold) ? T(0) : a.keep_scale;
+    for (index_t j = 0; j < P.cols(); ++j) row[j] *= dropout_drops(seed, k0 + j, a.threshold) ? T(0) : a.keep_scale;
   }
 }
 
@@ -272,6 +273,55 @@ void fused_attention_backward_block(const FusedAttention<T>& a, index_t r0, cons
   }
 }
 
+/// The output and the log-sum-exp of each score row, from the scaled queries.
+template <typename T>
+std::pair<Tensor<T>, Tensor<T>> fused_attention_forward(const FusedAttention<T>& a, const Tensor<T>& scaled_queries,
+                                                        const Tensor<T>& keys, const Tensor<T>& values) {
+  Shape out_shape = scaled_queries.shape(), lse_shape;
+  out_shape[-1] = a.value_dim;
+  for (int i = 0; i + 1 < out_shape.rank(); ++i) lse_shape.push_back(out_shape[i]);
+  Tensor<T> out = make_tensor<T>(out_shape), lse = make_tensor<T>(lse_shape);
+  const T *Q = scaled_queries.data(), *K = keys.data(), *V = values.data();
+  T *O = out.data(), *L = lse.data();
+  const index_t rows = a.block_rows(), tiles = (rows + kAttentionQueryTile - 1) / kAttentionQueryTile;
+  const index_t d = a.d, dv = a.value_dim, nk = a.num_keys;
+  parallel_tasks(a.batch * a.kv_heads * tiles, [&](index_t task) {
+    const index_t block = task / tiles, q0 = (task % tiles) * kAttentionQueryTile;
+    const index_t nq = std::min(kAttentionQueryTile, rows - q0);
+    const index_t r = a.block_row0(block / a.kv_heads, block % a.kv_heads) + q0;
+    const SerialGemmScope serial(true);
+    fused_attention_forward_tile(a, r, ConstTileMap<T>(Q + r * d, nq, d), ConstTileMap<T>(K + block * nk * d, nk, d),
+                                 ConstTileMap<T>(V + block * nk * dv, nk, dv), TileMap<T>(O + r * dv, nq, dv), L + r);
+  });
+  return {out, lse};
+}
+
+/// Gradients of queries, keys and values, from the scaled queries, keys, values, the
+/// output and its gradient and the log-sum-exp of the forward.
+template <typename T>
+autograd::Grads<T> fused_attention_backward(const FusedAttention<T>& a, const Tensor<T>& scaled_queries,
+                                            const Tensor<T>& keys, const Tensor<T>& values, const Tensor<T>& out,
+                                            const Tensor<T>& lse, const Tensor<T>& grad) {
+  Tensor<T> dq = make_tensor<T>(scaled_queries.shape()), dk = make_tensor<T>(keys.shape()),
+            dv = make_tensor<T>(values.shape());
+  const index_t rows = a.block_rows(), d = a.d, vd = a.value_dim, nk = a.num_keys;
+  const T *Q = scaled_queries.data(), *K = keys.data(), *V = values.data();
+  const T *O = out.data(), *dO = grad.data(), *L = lse.data();
+  T *dQ = dq.data(), *dK = dk.data(), *dV = dv.data();
+  parallel_tasks(a.batch * a.kv_heads, [&](index_t block) {
+    const index_t r = a.block_row0(block / a.kv_heads, block % a.kv_heads);
+    const SerialGemmScope serial(true);
+    fused_attention_backward_block(a, r, ConstTileMap<T>(Q + r * d, rows, d),
+                                   ConstTileMap<T>(K + block * nk * d, nk, d),
+                                   ConstTileMap<T>(V + block * nk * vd, nk, vd), ConstTileMap<T>(O + r * vd, rows, vd),
+                                   ConstTileMap<T>(dO + r * vd, rows, vd), L + r, TileMap<T>(dQ + r * d, rows, d),
+                                   TileMap<T>(dK + block * nk * d, nk, d), TileMap<T>(dV + block * nk * vd, nk, vd));
+  });
+  // S = (Q/√d) Kᵀ: dQ = dS K/√d, dK = dSᵀ (Q/√d).
+  dq.array() *= a.scale;
+  return {dq, dk, dv};
+}
+
 /// The sizes, mask and dropout of one call, checked.
 template <typename T>
 FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
@@ -288,7 +338,8 @@ FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>
   a.d = q[-1];
   a.value_dim = values.shape()[-1];
   a.scale = T(1) / static_cast<T>(std::sqrt(static_cast<double>(a.d)));
-  Shape scores = four_d ? Shape{a.batch, a.heads, a.num_queries, a.num_keys} : Shape{a.batch, a.num_queries, a.num_keys};
+  Shape scores =
+      four_d ? Shape{a.batch, a.heads, a.num_queries, a.num_keys} : Shape{a.batch, a.num_queries, a.num_keys};
   a.limits = row_limits(mask, scores);
   if (mask.allowed().defined()) {
     a.allowed_rows = mask_rows(mask.allowed().shape(), scores, "the boolean mask");
@@ -310,8 +361,7 @@ FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>
       const std::uint64_t batch_key = dropout_rekey(key, b);
       for (index_t h = 0; h < a.heads; ++h) {
         const std::uint64_t head_key = four_d ? dropout_rekey(batch_key, h) : batch_key;
-        for (index_t i = 0; i < a.num_queries; ++i)
-          a.row_seeds.push_back(dropout_row_seed(dropout_rekey(head_key, i)));
+        for (index_t i = 0; i < a.num_queries; ++i) a.row_seeds.push_back(dropout_row_seed(dropout_rekey(head_key, i)));
       }
     }
   }
@@ -331,7 +381,6 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
   HEED_CHECK(dropout >= 0.0 && dropout <= 1.0, ValueError,
              "scaled_dot_product_attention: dropout probability must be in [0, 1], got ", dropout);
   const Shape& q = queries.shape();
-  const int rank = q.rank();
   const index_t num_keys = keys.shape()[-2];
   if (q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0) {
     // Nothing to tile: the classic path gives the zeros of the right shape.
@@ -342,62 +391,23 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
   auto plan = std::make_shared<detail::FusedAttention<T>>(
       detail::plan_fused_attention(queries, keys, values, mask, dropout, gen));
   const detail::FusedAttention<T>& a = *plan;
-  Shape out_shape = q;
-  out_shape[rank - 1] = a.value_dim;
-  Tensor<T> out = detail::make_tensor<T>(out_shape);
-  Tensor<T> lse = detail::make_tensor<T>(rank == 4 ? Shape{a.batch, a.heads, a.num_queries}
-                                                   : Shape{a.batch, a.num_queries});
-  const Tensor<T> scaled_queries = queries * a.scale;  // as the classic path scales them
-  const T *Q = scaled_queries.data(), *K = keys.data(), *V = values.data();
-  T* O = out.data();
-  T* L = lse.data();
-  const index_t rows = a.block_rows(), tiles = (rows + detail::kAttentionQueryTile - 1) / detail::kAttentionQueryTile;
-  const index_t d = a.d, dv = a.value_dim, nk = a.num_keys;
-  detail::parallel_tasks(a.batch * a.kv_heads * tiles, [&](index_t task) {
-    const index_t block = task / tiles, q0 = (task % tiles) * detail::kAttentionQueryTile;
-    const index_t nq = std::min(detail::kAttentionQueryTile, rows - q0);
-    const index_t r = a.block_row0(block / a.kv_heads, block % a.kv_heads) + q0;
-    const detail::SerialGemmScope serial(true);
-    detail::fused_attention_forward_tile(a, r, detail::ConstTileMap<T>(Q + r * d, nq, d),
-                                         detail::ConstTileMap<T>(K + block * nk * d, nk, d),
-                                         detail::ConstTileMap<T>(V + block * nk * dv, nk, dv),
-                                         detail::TileMap<T>(O + r * dv, nq, dv), L + r);
-  });
+  Tensor<T> scaled_queries, out, lse;
+  {
+    const NoGradGuard no_grad;           // the node recorded below differentiates the whole op
+    scaled_queries = queries * a.scale;  // as the classic path scales them
+  }
+  std::tie(out, lse) = detail::fused_attention_forward(a, scaled_queries, keys, values);
 
   if (autograd::needs_grad(queries, keys, values))
-    autograd::record(out, "ScaledDotProductAttentionBackward", {queries, keys, values},
-                     [plan, mask = AttentionMask<T>(mask), saved_queries = autograd::save(scaled_queries),
-                      saved_keys = autograd::save(keys), saved_values = autograd::save(values),
-                      saved_out = autograd::save(out), lse](const Tensor<T>& grad) {
-                       // mask keeps the mask tensors that plan points into alive.
-                       (void)mask;
-                       const detail::FusedAttention<T>& a = *plan;
-                       const Tensor<T>& queries = saved_queries.get();
-                       const Tensor<T>& keys = saved_keys.get();
-                       const Tensor<T>& values = saved_values.get();
-                       Tensor<T> dq = detail::make_tensor<T>(queries.shape());
-                       Tensor<T> dk = detail::make_tensor<T>(keys.shape());
-                       Tensor<T> dv = detail::make_tensor<T>(values.shape());
-                       const index_t rows = a.block_rows(), d = a.d, vd = a.value_dim, nk = a.num_keys;
-                       const T *Q = queries.data(), *K = keys.data(), *V = values.data();
-                       const T *O = saved_out.get().data(), *dO = grad.data(), *L = lse.data();
-                       T *dQ = dq.data(), *dK = dk.data(), *dV = dv.data();
-                       detail::parallel_tasks(a.batch * a.kv_heads, [&](index_t block) {
-                         const index_t r = a.block_row0(block / a.kv_heads, block % a.kv_heads);
-                         const detail::SerialGemmScope serial(true);
-                         detail::fused_attention_backward_block(
-                             a, r, detail::ConstTileMap<T>(Q + r * d, rows, d),
-                             detail::ConstTileMap<T>(K + block * nk * d, nk, d),
-                             detail::ConstTileMap<T>(V + block * nk * vd, nk, vd),
-                             detail::ConstTileMap<T>(O + r * vd, rows, vd),
-                             detail::ConstTileMap<T>(dO + r * vd, rows, vd), L + r,
-                             detail::TileMap<T>(dQ + r * d, rows, d), detail::TileMap<T>(dK + block * nk * d, nk, d),
-                             detail::TileMap<T>(dV + block * nk * vd, nk, vd));
-                       });
-                       // S = (Q/√d) Kᵀ: dQ = dS K/√d, dK = dSᵀ (Q/√d).
-                       dq.array() *= a.scale;
-                       return autograd::Grads<T>{dq, dk, dv};
-                     });
+    autograd::record(
+        out, "ScaledDotProductAttentionBackward", {queries, keys, values},
+        [plan, mask = AttentionMask<T>(mask),  // keeps alive the mask tensors plan points into
+         saved_queries = autograd::save(scaled_queries), saved_keys = autograd::save(keys),
+         saved_values = autograd::save(values), saved_out = autograd::save(out), lse](const Tensor<T>& grad) {
+          (void)mask;
+          return detail::fused_attention_backward(*plan, saved_queries.get(), saved_keys.get(), saved_values.get(),
+                                                  saved_out.get(), lse, grad);
+        });
   return out;
 }
 
