@@ -5,9 +5,9 @@
 #                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
-#   scripts/dev.sh compat  the whole test suite compiled by clang++ in C++20 mode; g++
-#                          builds and runs it in C++17 for `test` (which also compiles
-#                          every header alone) and `asan`
+#   scripts/dev.sh compat  the whole test suite, the benchmarks and every header alone
+#                          compiled by clang++ in C++20 mode; g++ builds and runs the
+#                          tests in C++17 for `test` and `asan`
 #   scripts/dev.sh cuda    build the CUDA backend with nvcc (CUDA 12+ in /usr/local/cuda or
 #                          on PATH, for sm_90) and run its tests, which skip without a GPU;
 #                          `test` runs the same tests against a host emulation
@@ -64,7 +64,7 @@ case "${1:-}" in
     ;;
   bench)
     install_deps
-    cmake --preset release >/dev/null
+    cmake --preset release -DHEED_BUILD_BENCHMARKS=ON >/dev/null
     cmake --build --preset release
     for b in build/release/benchmarks/bench_*; do "$b"; done
     ;;
@@ -72,7 +72,7 @@ case "${1:-}" in
     # OpenBLAS: Debian's python3-torch calls libblas.so.3, the netlib reference BLAS
     # (a few GFLOP/s) unless an optimised alternative is installed.
     install_deps python3-torch libopenblas0-openmp
-    cmake --preset release >/dev/null
+    cmake --preset release -DHEED_BUILD_BENCHMARKS=ON >/dev/null
     cmake --build --preset release --target bench_attention bench_transformer bench_fused_attention
     /usr/bin/python3 benchmarks/compare_fused_attention.py --bench build/release/benchmarks/bench_fused_attention \
       --transformer-bench build/release/benchmarks/bench_transformer --threads "$(nproc)"
