@@ -150,6 +150,19 @@ def ratio(ref, heed):
     return statistics.median(ref) / statistics.median(heed) if ref and heed else float("nan")
 
 
+def print_table_head(times, numbers):
+    """A blank line, then the column names of print_table_row's rows and a rule."""
+    head = f"{'case':<34}{'pass':<9}" + "".join(f"{t:>24}" for t in times) + "".join(f"{n:>13}" for n in numbers)
+    print()
+    print(head)
+    print("-" * len(head))
+
+
+def print_table_row(case, pass_, times, numbers):
+    """One row: median (min) of each list of samples, then the numbers (ratios, GFLOP/s)."""
+    print(f"{case:<34}{pass_:<9}" + "".join(f"{cell(t):>24}" for t in times) + "".join(f"{n:>13.2f}" for n in numbers))
+
+
 def peak_memory(bench, threads, spec):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     env.setdefault("OMP_WAIT_POLICY", "passive")
@@ -205,11 +218,7 @@ def main():
 
     gemm_ms = min(heed["BM_EigenGemm"])
     gemm_heed = 2 * 2048 ** 3 / (gemm_ms * 1e-3) / 1e9
-    width = 118
-    print()
-    print(f"{'case':<34}{'pass':<9}{'heed fused':>24}{'heed classic':>24}{'torch plain':>24}"
-          f"{'torch d2l':>24}{'plain/fused':>13}{'d2l/fused':>11}{'GFLOP/s':>9}")
-    print("-" * (width + 52))
+    print_table_head(["heed fused", "heed classic", "torch plain", "torch d2l"], ["plain/fused", "d2l/fused", "GFLOP/s"])
     flops = {}
     for L in lengths:
         lens = heed_randint(1, L + 1, B, VALID_LENS_SEED)
@@ -220,12 +229,9 @@ def main():
             plain, d2l = ref.get((L, "plain", p), []), ref.get((L, "d2l", p), [])
             gflops = factor * D * pairs / (statistics.median(fused) * 1e-3) / 1e9 if fused else float("nan")
             flops[(L, p)] = gflops
-            print(f"{f'attention (8, 8, {L}, 64)':<34}{p:<9}{cell(fused):>24}{cell(classic):>24}{cell(plain):>24}"
-                  f"{cell(d2l):>24}{ratio(plain, fused):>13.2f}{ratio(d2l, fused):>11.2f}{gflops:>9.1f}")
-    print()
-    print(f"{'case':<34}{'pass':<9}{'heed no_keep':>24}{'heed keep':>24}{'torch d2l':>24}"
-          f"{'d2l/no_keep':>13}{'d2l/keep':>11}")
-    print("-" * (width + 20))
+            print_table_row(f"attention (8, 8, {L}, 64)", p, [fused, classic, plain, d2l],
+                            [ratio(plain, fused), ratio(d2l, fused), gflops])
+    print_table_head(["heed no_keep", "heed keep", "torch d2l"], ["d2l/no_keep", "d2l/keep"])
     module_ratio = {}
     for steps in STEPS:
         for module in ("MultiHeadAttention", "EncoderBlock"):
@@ -233,8 +239,7 @@ def main():
             kept = heed.get(f"BM_{module}FwdBwdSteps/keep/{steps}", [])
             r = ref.get((steps, module), [])
             module_ratio[(module, steps)] = (ratio(r, free), ratio(r, kept))
-            print(f"{f'{module} (8, {steps}, 512)':<34}{'fwd+bwd':<9}{cell(free):>24}{cell(kept):>24}{cell(r):>24}"
-                  f"{ratio(r, free):>13.2f}{ratio(r, kept):>11.2f}")
+            print_table_row(f"{module} (8, {steps}, 512)", "fwd+bwd", [free, kept, r], [ratio(r, free), ratio(r, kept)])
     print()
     print(f"GEMM 2048 x 2048 x 2048 float, best sample: heed::matmul (Eigen) {gemm_heed:.1f} GFLOP/s "
           f"({gemm_ms:.1f} ms); PyTorch {gemm_torch:.1f} GFLOP/s")
