@@ -1,7 +1,9 @@
 // Every op validates its arguments and throws a typed heed::Error naming itself.
 #include "check.hpp"
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -22,6 +24,7 @@ TEST_CASE("every heed exception is a heed::Error and a std::runtime_error", "[er
   CHECK(std::is_base_of_v<heed::Error, heed::IndexError>);
   CHECK(std::is_base_of_v<heed::Error, heed::ValueError>);
   CHECK(std::is_base_of_v<heed::Error, heed::AutogradError>);
+  CHECK(std::is_base_of_v<heed::Error, heed::OutOfMemoryError>);
   // The kinds are distinct: catching one never catches another.
   CHECK_FALSE(std::is_base_of_v<heed::ShapeError, heed::IndexError>);
   CHECK_FALSE(std::is_base_of_v<heed::ValueError, heed::ShapeError>);
@@ -294,4 +297,240 @@ TEST_CASE("gradcheck refuses inputs it cannot check", "[errors]") {
               heed::gradcheck(f, {heed::Tensord()}));
   CHECK_ERROR(heed::ValueError, "gradcheck: the output does not require grad",
               heed::gradcheck(f, {heed::tensor<double>({1, 2})}));
+}
+
+// ---- sizes and conversions that overflow ----------------------------------------------------
+
+namespace {
+
+constexpr heed::index_t kBig = heed::index_t(1) << 31;  // kBig * kBig floats: 2^64 bytes
+constexpr heed::index_t kMax = std::numeric_limits<heed::index_t>::max();
+constexpr heed::index_t kMin = std::numeric_limits<heed::index_t>::min();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+const float kInf = std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+TEST_CASE("a shape whose bytes overflow is a ValueError naming the op and the shape", "[errors]") {
+  CHECK_ERROR(heed::ValueError,
+              "zeros: shape (2147483648, 2147483648) of float32 needs 4611686018427387904 x 4 bytes, more than the "
+              "9223372036854775807 one buffer can hold",
+              heed::zeros({kBig, kBig}));
+  CHECK_ERROR(heed::ValueError, "ones: shape (2147483648, 2147483648) of float64", heed::ones<double>({kBig, kBig}));
+  CHECK_ERROR(heed::ValueError, "full: shape (2147483648, 2147483648) of int64",
+              heed::full<std::int64_t>({kBig, kBig}, 1));
+  CHECK_ERROR(heed::ValueError, "empty: shape (2147483648, 2147483648) of float32", Tensorf::empty({kBig, kBig}));
+  CHECK_ERROR(heed::ValueError, "Linear: shape (2147483648, 2147483648) of float32 needs",
+              heed::Linear<float>(kBig, kBig));
+  CHECK_ERROR(heed::ValueError, "Embedding: shape (2147483648, 2147483648) of float32 needs",
+              heed::Embedding<float>(kBig, kBig));
+  heed::Generator gen(0);
+  CHECK_ERROR(heed::ValueError, "randint: shape (2147483648, 2147483648) of int64 needs",
+              heed::randint(0, 2, {kBig, kBig}, gen));
+  CHECK_ERROR(heed::ValueError, "uniform: shape (2147483648, 2147483648)", heed::rand({kBig, kBig}, gen));
+  CHECK_ERROR(heed::ValueError, "normal: shape (2147483648, 2147483648)", heed::randn({kBig, kBig}, gen));
+  // Just under the limit in elements, over it once rounded up to whole 64-byte lines.
+  CHECK_ERROR(heed::ValueError, "zeros: shape (2305843009213693951) of float32", heed::zeros({kMax / 4}));
+}
+
+TEST_CASE("Shape::numel refuses an element count beyond int64", "[errors]") {
+  const heed::index_t huge = heed::index_t(1) << 33;
+  CHECK_ERROR(heed::ValueError, "Shape: shape (8589934592, 8589934592) has more than 9223372036854775807 elements",
+              heed::Shape({huge, huge}).numel());
+  CHECK_ERROR(heed::ValueError, "Shape: shape (8589934592, 8589934592)", heed::Shape({huge, huge}).strides());
+  CHECK_ERROR(heed::ValueError, "zeros: shape (8589934592, 8589934592) has more than", heed::zeros({huge, huge}));
+  CHECK_ERROR(heed::ValueError, "add: shape (8589934592, 8589934592) has more than",
+              heed::detail::broadcast_shapes({huge, 1}, {1, huge}, "add"));
+  // A size 0 makes the count 0, but the other sizes still must multiply within int64:
+  // they are the strides.
+  CHECK(heed::Shape({0, kBig, kBig}).numel() == 0);
+  CHECK(heed::Shape({kBig, kBig, 0}).strides()[0] == 0);
+  CHECK(heed::zeros({kBig, 0, kBig}).shape() == heed::Shape{kBig, 0, kBig});
+  CHECK_ERROR(heed::ValueError, "Shape: shape (8589934592, 0, 8589934592) has more than",
+              heed::Shape({huge, 0, huge}).numel());
+  CHECK(heed::Shape({kMax}).numel() == kMax);
+  CHECK_ERROR(heed::ValueError, "Tensor: shape (8589934592, 8589934592) has more than", Tensorf({1}, {huge, huge}));
+}
+
+TEST_CASE("reshape of sizes whose product overflows is a ValueError", "[errors]") {
+  const auto x = heed::zeros({2, 3});
+  const heed::index_t huge = heed::index_t(1) << 40;
+  CHECK_ERROR(heed::ValueError, "reshape: 1099511627776 * 1099511627776 overflows int64 (sizes asked of shape (2, 3))",
+              x.reshape({huge, huge, -1}));
+  CHECK_ERROR(heed::ValueError, "reshape: 1099511627776 * 1099511627776 overflows int64", x.reshape({huge, huge}));
+  CHECK_ERROR(heed::ShapeError, "reshape: shape (1099511627776, 0) is invalid for input of shape (2, 3)",
+              x.reshape({huge, 0}));
+  CHECK(heed::zeros({0, 4}).reshape({huge, 0}).shape() == heed::Shape{huge, 0});
+}
+
+TEST_CASE("narrow and slice with bounds and steps near INT64_MAX", "[errors]") {
+  const auto x = heed::arange(0, 6).reshape({2, 3});
+  CHECK_ERROR(heed::IndexError, "narrow: start 1 + length 9223372036854775807 exceeds dim 1 of size 3",
+              x.narrow(1, 1, kMax));
+  CHECK_ERROR(heed::IndexError, "narrow: start 1 + length 9223372036854775807 exceeds dim 0 of size 3",
+              heed::zeros({3}).narrow(0, 1, kMax));
+  CHECK_ERROR(heed::IndexError, "narrow: start -9223372036854775808 out of range", x.narrow(1, kMin, 1));
+  CHECK_ERROR(heed::IndexError, "select: index 9223372036854775807 out of range", x.select(1, kMax));
+  // Python's slicing: a step past the end takes only the first element.
+  const auto first = x.slice(1, 0, 3, kMax);
+  CHECK(first.shape() == heed::Shape{2, 1});
+  CHECK(first.to_vector() == std::vector<float>{0, 3});
+  CHECK(x.slice(1, 1, kMax, kMax).to_vector() == std::vector<float>{1, 4});
+  CHECK(x.slice(1, -1, kMax, kMax - 1).to_vector() == std::vector<float>{2, 5});
+  CHECK(x.slice(1, kMin, kMax).to_vector() == std::vector<float>{0, 1, 2, 3, 4, 5});
+  CHECK(x.slice(1, kMax, kMin).shape() == heed::Shape{2, 0});
+  CHECK(x.slice(1, kMin, kMin, kMax).shape() == heed::Shape{2, 0});
+  auto w = heed::ones({2, 3}).requires_grad_();
+  w.slice(1, 0, 3, kMax).sum().backward();
+  CHECK(w.grad().to_vector() == std::vector<float>{1, 0, 0, 1, 0, 0});
+  // An empty result of a tensor with a large zero-size dim reads nothing.
+  CHECK(heed::zeros({0, kBig}).slice(1, kBig - 1, kMax).shape() == heed::Shape{0, 1});
+}
+
+TEST_CASE("repeat, repeat_interleave, expand and cat refuse sizes that overflow", "[errors]") {
+  const auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ValueError, "repeat_interleave: 2 * 9223372036854775807 overflows int64 (dim 0 of shape (2, 3))",
+              x.repeat_interleave(kMax, 0));
+  CHECK_ERROR(heed::ValueError, "repeat_interleave: 3 * 4611686018427387904 overflows int64 (dim 1 of shape (2, 3))",
+              x.repeat_interleave(heed::index_t(1) << 62, 1));
+  CHECK_ERROR(heed::ValueError, "repeat_interleave: shape (4294967296, 0, 4294967296) has more than",
+              heed::zeros({heed::index_t(1) << 32, 0, 1}).repeat_interleave(heed::index_t(1) << 32, 2));
+  CHECK_ERROR(heed::ValueError, "repeat: 4611686018427387904 * 2 overflows int64 (4611686018427387904 repeats of dim 0",
+              x.repeat({heed::index_t(1) << 62, 1}));
+  CHECK_ERROR(heed::ValueError, "repeat: shape (2199023255552, 3298534883328) has more than",
+              x.repeat({heed::index_t(1) << 40, heed::index_t(1) << 40}));
+  CHECK_ERROR(heed::ValueError, "expand: shape (1099511627776, 1099511627776) has more than",
+              heed::zeros({1, 1}).expand({heed::index_t(1) << 40, heed::index_t(1) << 40}));
+  const auto wide = heed::zeros({0, heed::index_t(1) << 62});
+  CHECK_ERROR(heed::ValueError, "cat: 4611686018427387904 + 4611686018427387904 overflows int64 (the sizes of dim 1)",
+              heed::cat<float>({wide, wide}, 1));
+  // Zero repeats leave nothing to copy, however large the other sizes.
+  auto y = heed::zeros({3, 1}).requires_grad_();
+  const auto none = y.repeat({0, heed::index_t(1) << 62});
+  CHECK(none.shape() == heed::Shape{0, heed::index_t(1) << 62});
+  none.sum().backward();
+  CHECK(y.grad().to_vector() == std::vector<float>{0, 0, 0});
+  CHECK(x.repeat_interleave(0, 0).shape() == heed::Shape{0, 3});
+}
+
+TEST_CASE("randint covers the whole int64 range without overflowing", "[errors]") {
+  heed::Generator gen(0);
+  const auto all = heed::randint(kMin, kMax, {256}, gen).to_vector();
+  bool negative = false, positive = false;
+  for (std::int64_t v : all) {
+    negative = negative || v < 0;
+    positive = positive || v > 0;
+    CHECK(v != kMax);  // the range is half-open
+  }
+  CHECK(negative);
+  CHECK(positive);
+  CHECK(heed::randint(kMax - 1, kMax, {3}, gen).to_vector() == std::vector<std::int64_t>(3, kMax - 1));
+  CHECK(heed::randint(kMin, kMin + 1, {3}, gen).to_vector() == std::vector<std::int64_t>(3, kMin));
+  CHECK_ERROR(heed::ValueError, "randint: empty range [9223372036854775807, -9223372036854775808)",
+              heed::randint(kMax, kMin, {1}, gen));
+  CHECK_ERROR(heed::ValueError, "Generator::uniform_int: n must be positive", gen.uniform_int(0));
+}
+
+TEST_CASE("eye and PositionalEncoding of huge sizes are a ValueError", "[errors]") {
+  CHECK_ERROR(heed::ValueError, "eye: shape (4294967296, 4294967296) has more than 9223372036854775807 elements",
+              heed::eye(heed::index_t(1) << 32));
+  CHECK_ERROR(heed::ValueError, "eye: shape (2147483648, 2147483648) of float32 needs", heed::eye(kBig));
+  CHECK_ERROR(heed::ValueError, "eye: shape (2, 9223372036854775807) has more than", heed::eye(2, kMax));
+  CHECK_ERROR(heed::ValueError, "eye: shape (1, 9223372036854775807) of float32 needs", heed::eye(1, kMax));
+  CHECK(heed::eye(2, 3).to_vector() == std::vector<float>{1, 0, 0, 0, 1, 0});
+
+  CHECK_ERROR(heed::ValueError, "PositionalEncoding: shape (1, 2147483648, 2147483648) of float32 needs",
+              heed::PositionalEncoding<float>(kBig, 0, kBig));
+  CHECK_ERROR(heed::ValueError, "PositionalEncoding: shape (1, 1000, 9223372036854775807) has more than",
+              heed::PositionalEncoding<float>(kMax, 0));
+  CHECK_ERROR(heed::ValueError, "PositionalEncoding: shape (1, 9223372036854775807, 1) of float32 needs",
+              heed::PositionalEncoding<float>(1, 0, kMax));
+  const heed::PositionalEncoding<float> pe(4, 0, 10);
+  CHECK_ERROR(heed::ValueError,
+              "PositionalEncoding: 2 steps from position 9223372036854775807 of X (1, 2, 4) reach past max_len = 10",
+              pe(heed::zeros({1, 2, 4}), kMax));
+  CHECK_ERROR(heed::ValueError, "PositionalEncoding: offset must not be negative, got -1",
+              pe(heed::zeros({1, 2, 4}), -1));
+  CHECK(pe(heed::zeros({1, 2, 4}), 8).shape() == heed::Shape{1, 2, 4});
+}
+
+TEST_CASE("float valid_lens must be whole numbers within int64", "[errors]") {
+  const auto scores = heed::zeros({2, 2, 3});
+  CHECK_ERROR(heed::ValueError,
+              "masked_softmax: valid_lens must be whole numbers that fit in int64, got 1e+30 at flat index 0 of "
+              "shape (2)",
+              heed::masked_softmax(scores, Tensorf({1e30f, 1}, {2})));
+  CHECK_ERROR(heed::ValueError, "got nan at flat index 1 of shape (2)",
+              heed::masked_softmax(scores, Tensorf({1, kNaN}, {2})));
+  CHECK_ERROR(heed::ValueError, "got inf at flat index 3 of shape (2, 2)",
+              heed::masked_softmax(scores, Tensorf({1, 1, 1, kInf}, {2, 2})));
+  CHECK_ERROR(heed::ValueError, "got -1e+30 at flat index 0", heed::masked_softmax(scores, Tensorf({-1e30f, 1}, {2})));
+  CHECK_ERROR(heed::ValueError, "got 1.5 at flat index 1", heed::masked_softmax(scores, Tensorf({1, 1.5f}, {2})));
+  // Whole lengths, even past num_keys, still work as in d2l.
+  heed_test::check_values(heed::masked_softmax(scores, Tensorf({2, 1e9f}, {2})),
+                          {0.5, 0.5, 0, 0.5, 0.5, 0, 1. / 3, 1. / 3, 1. / 3, 1. / 3, 1. / 3, 1. / 3});
+}
+
+TEST_CASE("to an integer type refuses NaN, infinities and values out of range", "[errors]") {
+  CHECK_ERROR(heed::ValueError, "to: nan at flat index 1 of shape (3) does not fit in int64",
+              Tensorf({1, kNaN, 2}, {3}).to<std::int64_t>());
+  CHECK_ERROR(heed::ValueError, "to: inf at flat index 0 of shape (1) does not fit in int64",
+              Tensorf({kInf}, {1}).to<std::int64_t>());
+  CHECK_ERROR(heed::ValueError, "to: -inf at flat index 2 of shape (2, 2)",
+              Tensorf({0, 0, -kInf, 0}, {2, 2}).to<std::int64_t>());
+  CHECK_ERROR(heed::ValueError, "to: 1e+30 at flat index 0 of shape (1) does not fit in int64",
+              Tensorf({1e30f}, {1}).to<std::int64_t>());
+  // The bounds are exact: -2^63 converts, 2^63 does not; int32 truncates toward zero.
+  CHECK_ERROR(heed::ValueError, "does not fit in int64",
+              heed::Tensord({9.223372036854775808e18}, {1}).to<std::int64_t>());
+  CHECK(heed::Tensord({-9.223372036854775808e18, 9.2233720368547748e18}, {2}).to<std::int64_t>().to_vector() ==
+        std::vector<std::int64_t>{kMin, 9223372036854774784});
+  CHECK(heed::Tensord({2147483647.9, -2147483648.9}, {2}).to<std::int32_t>().to_vector() ==
+        std::vector<std::int32_t>{2147483647, -2147483647 - 1});
+  CHECK_ERROR(heed::ValueError, "to: 2.14748e+09 at flat index 0 of shape (1) does not fit in int32",
+              heed::Tensord({2147483648.0}, {1}).to<std::int32_t>());
+  CHECK(Tensorf({-2.7f, 3.9f}, {2}).to<std::int64_t>().to_vector() == std::vector<std::int64_t>{-2, 3});
+  // bool takes any value, and conversions to floating types are unchecked.
+  CHECK(Tensorf({kNaN, 0}, {2}).to<bool>().to_vector() == std::vector<bool>{true, false});
+  CHECK(Index({kMax}, {1}).to<float>().item() == 0x1p63f);
+}
+
+TEST_CASE("arange needs finite bounds and a count within int64", "[errors]") {
+  CHECK_ERROR(heed::ValueError, "arange: 0 to 1e+30 by 1 gives 1e+30 elements, more than 9223372036854775807",
+              heed::arange(0, 1e30));
+  CHECK_ERROR(heed::ValueError, "arange: start, end and step must be finite, got 0, nan and 1",
+              heed::arange(0, std::nan("")));
+  CHECK_ERROR(heed::ValueError, "arange: start, end and step must be finite, got 0, inf and 1",
+              heed::arange(0, HUGE_VAL));
+  CHECK_ERROR(heed::ValueError, "got -inf, 0 and 1", heed::arange(-HUGE_VAL, 0));
+  CHECK_ERROR(heed::ValueError, "got 0, 1 and nan", heed::arange(0, 1, std::nan("")));
+  CHECK_ERROR(heed::ValueError, "gives inf elements", heed::arange(-1e308, 1e308, 1));
+  CHECK_ERROR(heed::ValueError, "arange: shape (4611686018427387904) of float32 needs", heed::arange(0, 0x1p62));
+  CHECK_ERROR(heed::ValueError, "arange: value 1e+30 at flat index 0 does not fit in int64",
+              heed::arange<std::int64_t>(1e30, 1e30 + 1e15, 1e14));
+  CHECK_ERROR(heed::ValueError, "arange: value 9.3e+18 at flat index 1 does not fit in int64",
+              heed::arange<std::int64_t>(0, 1.5e19, 9.3e18));
+  CHECK(heed::arange<std::int64_t>(-2, 3).to_vector() == std::vector<std::int64_t>{-2, -1, 0, 1, 2});
+}
+
+TEST_CASE("an allocation the system refuses is an OutOfMemoryError naming the bytes", "[errors]") {
+  // 2^62 bytes: within PTRDIFF_MAX, beyond any address space, so refused on every system.
+  CHECK_ERROR(heed::OutOfMemoryError,
+              "zeros: out of memory: the system refused 4611686018427387904 bytes for a tensor of shape "
+              "(1152921504606846976) of float32",
+              heed::zeros({heed::index_t(1) << 60}));
+  CHECK_ERROR(heed::OutOfMemoryError, "zeros: out of memory: the system refused 4611686018427387904 bytes",
+              heed::zeros<bool>({kBig, kBig}));
+  CHECK_ERROR(heed::OutOfMemoryError, "PositionalEncoding: out of memory",
+              heed::PositionalEncoding<float>(kBig, 0, kBig / 4));
+  CHECK_FALSE(std::is_base_of_v<heed::ValueError, heed::OutOfMemoryError>);
+  // Nothing is left broken: the next allocation works.
+  CHECK(heed::ones({2}).to_vector() == std::vector<float>{1, 1});
+}
+
+TEST_CASE("matrix views need non-negative sizes whose product is numel", "[errors]") {
+  auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ShapeError, "matrix: -2 x -3 does not cover shape (2, 3)", x.matrix(-2, -3));
+  CHECK_ERROR(heed::ShapeError, "matrix: 4611686018427387904 x 4 does not cover", x.matrix(heed::index_t(1) << 62, 4));
+  CHECK(x.matrix(3, 2).rows() == 3);
 }

@@ -28,7 +28,7 @@ class PositionalEncoding : public Module<T> {
       : Module<T>("PositionalEncoding"), dropout_(dropout) {
     HEED_CHECK(num_hiddens > 0 && max_len > 0, ValueError,
                "PositionalEncoding: num_hiddens and max_len must be positive, got ", num_hiddens, " and ", max_len);
-    P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens});
+    P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens}, Device::cpu(), "PositionalEncoding");
     for (index_t i = 0; i < max_len; ++i)
       for (index_t c = 0; c < num_hiddens; ++c) {
         const double angle = static_cast<double>(i) /
@@ -45,8 +45,10 @@ class PositionalEncoding : public Module<T> {
     HEED_CHECK(X.dim() == 3 && X.shape()[2] == num_hiddens(), ShapeError,
                "PositionalEncoding: X must be (batch, num_steps, ", num_hiddens(), "), got ", to_string(X.shape()));
     const index_t num_steps = X.shape()[1];
-    HEED_CHECK(offset >= 0 && offset + num_steps <= max_len(), ValueError, "PositionalEncoding: positions ", offset,
-               "..", offset + num_steps - 1, " of X ", to_string(X.shape()), " reach past max_len = ", max_len());
+    HEED_CHECK(offset >= 0, ValueError, "PositionalEncoding: offset must not be negative, got ", offset);
+    // Subtracting from max_len, not adding to offset: an offset near INT64_MAX must not overflow.
+    HEED_CHECK(offset <= max_len() - num_steps, ValueError, "PositionalEncoding: ", num_steps, " steps from position ",
+               offset, " of X ", to_string(X.shape()), " reach past max_len = ", max_len());
     return dropout_(X + P.narrow(1, offset, num_steps));
   }
   Tensor<T> operator()(const Tensor<T>& X, index_t offset = 0) const { return forward(X, offset); }

@@ -59,6 +59,14 @@ class DeviceError : public Error {
   using Error::Error;
 };
 
+/// An allocation the system refused (std::bad_alloc, or a null aligned_alloc); the
+/// message names the operation and the bytes asked for. A size too large to allocate at
+/// all (its bytes overflow) is a ValueError instead.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// A failed call into the CUDA runtime or cuBLAS; the message names the call and the
 /// error code ("cudaMalloc(1073741824 bytes) on cuda:0: cudaErrorMemoryAllocation ...").
 class CudaError : public Error {

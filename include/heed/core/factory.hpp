@@ -13,7 +13,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 #include <vector>
 
 #include "heed/core/generator.hpp"
@@ -21,11 +23,13 @@
 
 namespace heed {
 
-/// A tensor of `value`s, on `device` (the CPU unless given), as torch.full.
-template <typename T = float>
-Tensor<T> full(const Shape& shape, T value, Device device = Device::cpu()) {
-  detail::check_device_usable(device, "full");
-  Tensor<T> out = detail::make_tensor<T>(shape, device);
+namespace detail {
+
+/// full, zeros, ones and eye: `op` names the caller in errors.
+template <typename T>
+Tensor<T> filled(const Shape& shape, T value, Device device, const char* op) {
+  check_device_usable(device, op);
+  Tensor<T> out = make_tensor<T>(shape, device, op);
 #ifdef HEED_WITH_CUDA
   if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>) {
     if (device.is_cuda()) {
@@ -38,14 +42,22 @@ Tensor<T> full(const Shape& shape, T value, Device device = Device::cpu()) {
   return out;
 }
 
+}  // namespace detail
+
+/// A tensor of `value`s, on `device` (the CPU unless given), as torch.full.
+template <typename T = float>
+Tensor<T> full(const Shape& shape, T value, Device device = Device::cpu()) {
+  return detail::filled<T>(shape, value, device, "full");
+}
+
 template <typename T = float>
 Tensor<T> zeros(const Shape& shape, Device device = Device::cpu()) {
-  return full<T>(shape, T(0), device);
+  return detail::filled<T>(shape, T(0), device, "zeros");
 }
 
 template <typename T = float>
 Tensor<T> ones(const Shape& shape, Device device = Device::cpu()) {
-  return full<T>(shape, T(1), device);
+  return detail::filled<T>(shape, T(1), device, "ones");
 }
 
 /// Like x: its shape, and its device.
@@ -68,11 +80,26 @@ Tensor<T> full_like(const Tensor<T>& x, T value) {
 /// doubles, as PyTorch's are, so arange<float>(0, 0.3, 0.1) has 3 elements.
 template <typename T = float>
 Tensor<T> arange(double start, double end, double step = 1.0) {
+  HEED_CHECK(std::isfinite(start) && std::isfinite(end) && std::isfinite(step), ValueError,
+             "arange: start, end and step must be finite, got ", start, ", ", end, " and ", step);
   HEED_CHECK(step != 0.0, ValueError, "arange: step must be nonzero");
   HEED_CHECK((end - start) * step >= 0.0, ValueError, "arange: step ", step, " does not lead from ", start, " to ",
              end);
-  const auto count = static_cast<index_t>(std::ceil((end - start) / step));
-  Tensor<T> out = Tensor<T>::empty(Shape{count});
+  // In double, as the bounds are; 2^63 is exact, and an inf (end - start overflowing) or
+  // a count at or above it does not fit in index_t.
+  const double steps = std::ceil((end - start) / step);
+  HEED_CHECK(steps < 9.223372036854775808e18, ValueError, "arange: ", start, " to ", end, " by ", step, " gives ",
+             steps, " elements, more than ", INT64_MAX);
+  const auto count = static_cast<index_t>(steps);
+  Tensor<T> out = detail::make_tensor<T>(Shape{count}, Device::cpu(), "arange");
+  if (count == 0) return out;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // The values run monotonically from the first to the last: both must convert.
+    const double ends[] = {start, start + static_cast<double>(count - 1) * step};
+    const index_t bad = detail::first_unconvertible<T>(ends, 2);
+    HEED_CHECK(bad < 0, ValueError, "arange: value ", ends[bad], " at flat index ", bad == 0 ? 0 : count - 1,
+               " does not fit in ", detail::dtype_name<T>());
+  }
   for (index_t i = 0; i < count; ++i) out.data()[i] = static_cast<T>(start + static_cast<double>(i) * step);
   return out;
 }
@@ -89,7 +116,7 @@ Tensor<T> eye(index_t n, index_t m = -1) {
   HEED_CHECK(n >= 0, ValueError, "eye: negative size ", n);
   HEED_CHECK(m >= -1, ValueError, "eye: negative size ", m);  // -1 (the default) means m = n
   if (m < 0) m = n;
-  Tensor<T> out = zeros<T>(Shape{n, m});
+  Tensor<T> out = detail::filled<T>(Shape{n, m}, T(0), Device::cpu(), "eye");
   for (index_t i = 0; i < std::min(n, m); ++i) out.data()[i * m + i] = T(1);
   return out;
 }
@@ -156,8 +183,8 @@ Tensor<T> scalar_tensor(T value) {
 template <typename T = float>
 Tensor<T> uniform(const Shape& shape, T low, T high, Generator& gen) {
   HEED_CHECK(low <= high, ValueError, "uniform: low ", low, " above high ", high);
-  Tensor<T> out = Tensor<T>::empty(shape);
-  for (index_t i = 0; i < out.numel(); ++i) {
+  Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "uniform");
+  for (index_t i = 0, n = out.numel(); i < n; ++i) {
     const T value = static_cast<T>(low + (high - low) * gen.uniform());
     // Rounding to a float can land on high itself; the range is half-open.
     out.data()[i] = value < high || low == high ? value : std::nextafter(high, low);
@@ -175,8 +202,8 @@ Tensor<T> rand(const Shape& shape, Generator& gen) {
 template <typename T = float>
 Tensor<T> normal(T mean, T std, const Shape& shape, Generator& gen) {
   HEED_CHECK(std >= T(0), ValueError, "normal: std must be non-negative, got ", std);
-  Tensor<T> out = Tensor<T>::empty(shape);
-  for (index_t i = 0; i < out.numel(); ++i) out.data()[i] = static_cast<T>(mean + std * gen.normal());
+  Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "normal");
+  for (index_t i = 0, n = out.numel(); i < n; ++i) out.data()[i] = static_cast<T>(mean + std * gen.normal());
   return out;
 }
 
@@ -189,9 +216,12 @@ Tensor<T> randn(const Shape& shape, Generator& gen) {
 /// Integers uniform in [low, high).
 inline Tensor<std::int64_t> randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen) {
   HEED_CHECK(low < high, ValueError, "randint: empty range [", low, ", ", high, ")");
-  Tensor<std::int64_t> out = Tensor<std::int64_t>::empty(shape);
-  const auto span = static_cast<std::uint64_t>(high - low);
-  for (index_t i = 0; i < out.numel(); ++i) out.data()[i] = low + static_cast<std::int64_t>(gen.uniform_int(span));
+  Tensor<std::int64_t> out = detail::make_tensor<std::int64_t>(shape, Device::cpu(), "randint");
+  // In unsigned arithmetic, which wraps instead of overflowing: high - low reaches
+  // 2^64 - 1 for the full int64 range, and low + offset lands back inside [low, high).
+  const std::uint64_t base = static_cast<std::uint64_t>(low), span = static_cast<std::uint64_t>(high) - base;
+  for (index_t i = 0, n = out.numel(); i < n; ++i)
+    out.data()[i] = static_cast<std::int64_t>(base + gen.uniform_int(span));
   return out;
 }
 

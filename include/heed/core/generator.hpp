@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <random>
 
+#include "heed/core/error.hpp"
+
 namespace heed {
 
 class Generator {
@@ -36,6 +38,7 @@ class Generator {
 
   /// Uniform integer in [0, n), without modulo bias. n must be positive.
   std::uint64_t uniform_int(std::uint64_t n) {
+    HEED_CHECK(n > 0, ValueError, "Generator::uniform_int: n must be positive, got 0");
     const std::uint64_t limit = UINT64_MAX - UINT64_MAX % n;
     std::uint64_t x = engine_();
     while (x >= limit) x = engine_();

@@ -32,10 +32,18 @@ class Shape {
   index_t operator[](int d) const { return dims_[d < 0 ? d + rank_ : d]; }
   index_t& operator[](int d) { return dims_[d < 0 ? d + rank_ : d]; }
 
-  index_t numel() const {
+  /// The number of elements. The product of the sizes other than 0 must fit in index_t,
+  /// or this is a ValueError naming `op` and the shape: then every stride and every
+  /// offset inside a tensor of this shape fits too, whatever the order of the dims.
+  index_t numel(const char* op = "Shape") const {
     index_t n = 1;
-    for (int d = 0; d < rank_; ++d) n *= dims_[d];
-    return n;
+    bool overflow = false, has_zero = false;
+    for (int d = 0; d < rank_; ++d) {
+      has_zero |= dims_[d] == 0;
+      overflow |= __builtin_mul_overflow(n, dims_[d] == 0 ? 1 : dims_[d], &n);
+    }
+    if (overflow) throw_too_large(op);
+    return has_zero ? 0 : n;
   }
 
   const index_t* begin() const { return dims_.data(); }
@@ -44,6 +52,7 @@ class Shape {
 
   /// Row-major strides in elements.
   std::array<index_t, kMaxRank> strides() const {
+    (void)numel();  // throws for sizes whose products would overflow below
     std::array<index_t, kMaxRank> s{};
     index_t step = 1;
     for (int d = rank_ - 1; d >= 0; --d) {
@@ -84,6 +93,8 @@ class Shape {
     }
   }
 
+  [[noreturn]] void throw_too_large(const char* op) const;
+
   std::array<index_t, kMaxRank> dims_{};
   int rank_ = 0;
 };
@@ -95,6 +106,10 @@ inline std::string to_string(const Shape& s) {
   return out + ")";
 }
 
+inline void Shape::throw_too_large(const char* op) const {
+  throw ValueError(detail::concat(op, ": shape ", to_string(*this), " has more than ", INT64_MAX, " elements"));
+}
+
 /// Prints as PyTorch prints x.shape, without the module name: "Size([2, 3, 4])".
 inline std::ostream& operator<<(std::ostream& os, const Shape& s) {
   os << "Size([";
@@ -103,6 +118,34 @@ inline std::ostream& operator<<(std::ostream& os, const Shape& s) {
 }
 
 namespace detail {
+
+/// Streams a shape as to_string writes it, "(2, 3)", but only when streamed: an error
+/// message's context costs nothing until the error happens.
+struct ShapeText {
+  const Shape& shape;
+};
+inline std::ostream& operator<<(std::ostream& os, const ShapeText& s) { return os << to_string(s.shape); }
+
+/// a * b, or a ValueError naming op when it overflows index_t; `context` is streamed
+/// after the numbers to say what was being computed (only on failure: pass cheap
+/// values, a ShapeText rather than a to_string). Every size heed derives from user
+/// input goes through this, checked_add or Shape::numel.
+template <typename... Context>
+index_t checked_mul(index_t a, index_t b, const char* op, const Context&... context) {
+  index_t out;
+  if (__builtin_mul_overflow(a, b, &out))
+    throw ValueError(concat(op, ": ", a, " * ", b, " overflows int64", context...));
+  return out;
+}
+
+/// a + b, or a ValueError naming op when it overflows index_t (see checked_mul).
+template <typename... Context>
+index_t checked_add(index_t a, index_t b, const char* op, const Context&... context) {
+  index_t out;
+  if (__builtin_add_overflow(a, b, &out))
+    throw ValueError(concat(op, ": ", a, " + ", b, " overflows int64", context...));
+  return out;
+}
 
 /// Turns a possibly negative dim into 0..rank-1, or throws IndexError naming op.
 inline int normalize_dim(int dim, int rank, const char* op) {
@@ -130,6 +173,7 @@ inline Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
                " are not broadcastable (dim ", d, ": ", sa, " vs ", sb, ")");
     out.push_back(sa == 1 ? sb : sa);
   }
+  (void)out.numel(op);  // (2^40, 1) and (1, 2^40) broadcast to more elements than exist
   return out;
 }
 

@@ -13,12 +13,14 @@
 // Device buffers (HEED_WITH_CUDA) come from the CUDA backend's own caching allocator.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #include "heed/core/device.hpp"
@@ -80,15 +82,23 @@ class BufferCache {
       std::lock_guard<std::mutex> lock(mutex_);
       if (bytes < kMinBytes) {
         std::vector<void*>& list = small_[bytes / kSmallGranule];
-        if (list.size() < kSmallPerSize && idle_bytes_ + bytes <= limit_) {
-          list.push_back(p);
-          idle_bytes_ += bytes;
-          return;
+        // Keeping a buffer needs memory of its own; when there is none, it is freed
+        // instead (this runs in destructors, which must not throw).
+        try {
+          if (list.size() < kSmallPerSize && idle_bytes_ + bytes <= limit_) {
+            list.push_back(p);
+            idle_bytes_ += bytes;
+            return;
+          }
+        } catch (const std::bad_alloc&) {
         }
       } else if (idle_bytes_ + bytes <= limit_) {
-        idle_.emplace(bytes, p);
-        idle_bytes_ += bytes;
-        return;
+        try {
+          idle_.emplace(bytes, p);
+          idle_bytes_ += bytes;
+          return;
+        } catch (const std::bad_alloc&) {
+        }
       }
     }
     std::free(p);
@@ -128,12 +138,48 @@ class BufferCache {
 };
 
 template <typename T>
+constexpr const char* dtype_name() {
+  if constexpr (std::is_same_v<T, float>)
+    return "float32";
+  else if constexpr (std::is_same_v<T, double>)
+    return "float64";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, bool>)
+    return "bool";
+  else
+    return "unknown";
+}
+
+constexpr std::size_t kBufferAlignment = BufferCache::kSmallGranule;  // a cache line; AVX-512 loads
+
+/// The most elements of T one buffer holds: its bytes, rounded up to the alignment, stay
+/// within PTRDIFF_MAX, so that every pointer difference inside it is defined.
+template <typename T>
+constexpr index_t max_buffer_size() {
+  return static_cast<index_t>((static_cast<std::size_t>(PTRDIFF_MAX) - (kBufferAlignment - 1)) / sizeof(T));
+}
+
+/// The element count of a buffer for `shape`; a ValueError naming op and the shape when
+/// its elements (see Shape::numel) or its bytes do not fit.
+template <typename T>
+index_t buffer_size(const Shape& shape, const char* op) {
+  const index_t size = shape.numel(op);
+  HEED_CHECK(size <= max_buffer_size<T>(), ValueError, op, ": shape ", to_string(shape), " of ", dtype_name<T>(),
+             " needs ", size, " x ", sizeof(T), " bytes, more than the ", PTRDIFF_MAX, " one buffer can hold");
+  return size;
+}
+
+template <typename T>
 class Storage {
  public:
-  static constexpr std::size_t kAlignment = BufferCache::kSmallGranule;  // a cache line; AVX-512 loads
+  static constexpr std::size_t kAlignment = kBufferAlignment;
 
-  explicit Storage(index_t size, Device device = Device::cpu()) : size_(size), device_(device) {
-    bytes_ = static_cast<std::size_t>(size) * sizeof(T);
+  /// A buffer for a tensor of `shape`, made by `op`: the name its errors carry.
+  Storage(const Shape& shape, Device device, const char* op) : size_(buffer_size<T>(shape, op)), device_(device) {
+    bytes_ = static_cast<std::size_t>(size_) * sizeof(T);
     bytes_ = (bytes_ + kAlignment - 1) / kAlignment * kAlignment;  // aligned_alloc needs a multiple
     if (bytes_ == 0) bytes_ = kAlignment;
 #ifdef HEED_WITH_CUDA
@@ -144,7 +190,8 @@ class Storage {
 #endif
     data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
     if (data_ == nullptr) data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
-    if (data_ == nullptr) throw std::bad_alloc();
+    HEED_CHECK(data_ != nullptr, OutOfMemoryError, op, ": out of memory: the system refused ", bytes_,
+               " bytes for a tensor of shape ", to_string(shape), " of ", dtype_name<T>());
   }
   ~Storage() {
 #ifdef HEED_WITH_CUDA

@@ -18,9 +18,12 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <memory>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -43,22 +46,6 @@ namespace detail {
 
 template <typename T>
 struct TensorImpl;
-
-template <typename T>
-constexpr const char* dtype_name() {
-  if constexpr (std::is_same_v<T, float>)
-    return "float32";
-  else if constexpr (std::is_same_v<T, double>)
-    return "float64";
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return "int64";
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return "int32";
-  else if constexpr (std::is_same_v<T, bool>)
-    return "bool";
-  else
-    return "unknown";
-}
 
 }  // namespace detail
 
@@ -218,6 +205,7 @@ class Tensor {
 
  private:
   index_t offset_of(std::initializer_list<index_t> index) const;
+  bool covers(index_t rows, index_t cols) const;
   T* host_data() const;
 
   std::shared_ptr<detail::TensorImpl<T>> impl_;
@@ -261,10 +249,39 @@ struct TensorImpl {
   }
 };
 
-/// A fresh tensor with uninitialised storage.
+/// A fresh tensor with uninitialised storage. A shape too large for memory is a
+/// ValueError, memory the system refuses an OutOfMemoryError, both naming `op`.
 template <typename T>
-Tensor<T> make_tensor(const Shape& shape, Device device = Device::cpu()) {
-  return Tensor<T>(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape.numel(), device), shape));
+Tensor<T> make_tensor(const Shape& shape, Device device = Device::cpu(), const char* op = "Tensor") {
+  try {
+    return Tensor<T>(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape, device, op), shape));
+  } catch (const std::bad_alloc&) {  // the small bookkeeping allocations
+    // Possibly before Storage checked the size: counted, not multiplied out.
+    throw OutOfMemoryError(concat(op, ": out of memory creating a tensor of shape ", to_string(shape), " of ",
+                                  dtype_name<T>(), " (", shape.numel(op), " elements of ", sizeof(T), " bytes)"));
+  }
+}
+
+/// Whether converting every value of a floating type to the integer type U is defined
+/// (finite and within U's range); the flat index of the first that is not, or -1.
+template <typename U, typename T>
+index_t first_unconvertible(const T* values, index_t count) {
+  // The conversion truncates, so v must lie in (min - 1, max + 1). Those bounds are
+  // powers of two (exact as doubles) minus one; NaN fails every comparison.
+  const double high = std::ldexp(1.0, std::numeric_limits<U>::digits);  // max + 1
+  const double low = std::is_signed_v<U> ? -high : 0.0;                 // min
+  const double below = low - 1.0;  // rounds to low for int64, where v >= low is the same set
+  const bool below_exact = below != low;
+  const auto fits = [&](T v) {
+    const double d = static_cast<double>(v);
+    return (below_exact ? d > below : d >= low) && d < high;
+  };
+  bool all_fit = true;
+  for (index_t i = 0; i < count; ++i) all_fit &= fits(values[i]);  // no early exit: vectorises
+  if (all_fit) return -1;
+  for (index_t i = 0; i < count; ++i)
+    if (!fits(values[i])) return i;
+  return -1;
 }
 
 /// The buffer of a tensor on any device: for ops that dispatch on the device.
@@ -311,7 +328,7 @@ Tensor<T> alias(const Tensor<T>& src, const Shape& shape) {
 
 template <typename T>
 Tensor<T>::Tensor(const std::vector<T>& values, const Shape& shape) {
-  HEED_CHECK(static_cast<index_t>(values.size()) == shape.numel(), ShapeError, "Tensor: ", values.size(),
+  HEED_CHECK(static_cast<index_t>(values.size()) == shape.numel("Tensor"), ShapeError, "Tensor: ", values.size(),
              " values do not fill shape ", to_string(shape), " (", shape.numel(), " elements)");
   *this = detail::make_tensor<T>(shape);
   std::copy(values.begin(), values.end(), data());
@@ -319,7 +336,7 @@ Tensor<T>::Tensor(const std::vector<T>& values, const Shape& shape) {
 
 template <typename T>
 Tensor<T> Tensor<T>::empty(const Shape& shape) {
-  return detail::make_tensor<T>(shape);
+  return detail::make_tensor<T>(shape, Device::cpu(), "empty");
 }
 
 template <typename T>
@@ -330,16 +347,22 @@ index_t Tensor<T>::size(int d) const {
 
 template <typename T>
 typename Tensor<T>::MatrixMap Tensor<T>::matrix(index_t rows, index_t cols) {
-  HEED_CHECK(rows * cols == numel(), ShapeError, "matrix: ", rows, " x ", cols, " does not cover shape ",
+  HEED_CHECK(covers(rows, cols), ShapeError, "matrix: ", rows, " x ", cols, " does not cover shape ",
              to_string(shape()));
   return MatrixMap(data(), rows, cols);
 }
 
 template <typename T>
 typename Tensor<T>::ConstMatrixMap Tensor<T>::matrix(index_t rows, index_t cols) const {
-  HEED_CHECK(rows * cols == numel(), ShapeError, "matrix: ", rows, " x ", cols, " does not cover shape ",
+  HEED_CHECK(covers(rows, cols), ShapeError, "matrix: ", rows, " x ", cols, " does not cover shape ",
              to_string(shape()));
   return ConstMatrixMap(data(), rows, cols);
+}
+
+template <typename T>
+bool Tensor<T>::covers(index_t rows, index_t cols) const {
+  index_t product;
+  return rows >= 0 && cols >= 0 && !__builtin_mul_overflow(rows, cols, &product) && product == numel();
 }
 
 template <typename T>
@@ -440,7 +463,14 @@ Tensor<T> Tensor<T>::detach() const {
 template <typename T>
 template <typename U>
 Tensor<U> Tensor<T>::to() const {
-  Tensor<U> out = Tensor<U>::empty(shape());
+  // A floating value outside an integer type's range (NaN, inf, 1e30 to int64) has no
+  // defined conversion; a bool takes any value (nonzero is true).
+  if constexpr (std::is_floating_point_v<T> && std::is_integral_v<U> && !std::is_same_v<U, bool>) {
+    const index_t bad = detail::first_unconvertible<U>(data(), numel());
+    HEED_CHECK(bad < 0, ValueError, "to: ", data()[bad], " at flat index ", bad, " of shape ", to_string(shape()),
+               " does not fit in ", detail::dtype_name<U>());
+  }
+  Tensor<U> out = detail::make_tensor<U>(shape(), Device::cpu(), "to");
   out.array() = array().template cast<U>();
   return out;
 }

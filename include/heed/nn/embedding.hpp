@@ -22,6 +22,7 @@ class Embedding : public Module<T> {
     HEED_CHECK(num_embeddings > 0 && embedding_dim > 0, ValueError,
                "Embedding: num_embeddings and embedding_dim must be positive, got ", num_embeddings, " and ",
                embedding_dim);
+    (void)detail::buffer_size<T>(Shape{num_embeddings, embedding_dim}, "Embedding");  // named Embedding, not normal
     weight = normal<T>(T(0), T(1), {num_embeddings, embedding_dim}, gen);
     this->register_parameter("weight", weight);
   }

@@ -23,6 +23,8 @@ class Linear : public Module<T> {
       : Module<T>("Linear"), in_features_(in_features), out_features_(out_features) {
     HEED_CHECK(in_features > 0 && out_features > 0, ValueError,
                "Linear: in_features and out_features must be positive, got ", in_features, " and ", out_features);
+    // The weight's size first: named after Linear rather than the uniform that fills it.
+    (void)detail::buffer_size<T>(Shape{out_features, in_features}, "Linear");
     const T bound = T(1) / static_cast<T>(std::sqrt(static_cast<double>(in_features)));
     weight = uniform<T>({out_features, in_features}, -bound, bound, gen);
     this->register_parameter("weight", weight);

@@ -67,11 +67,13 @@ class AttentionMask {
 template <typename T>
 AttentionMask<T>::AttentionMask(const Tensor<T>& valid_lens) {
   if (!valid_lens.defined()) return;  // an undefined tensor stands for "no valid_lens"
+  // Whole numbers in int64's range (exact powers of two as doubles; NaN fails them), so
+  // that the conversion below is defined.
   for (index_t i = 0; i < valid_lens.numel(); ++i) {
-    const T v = valid_lens.data()[i];
-    HEED_CHECK(std::isfinite(v) && v == std::floor(v), ValueError,
-               "masked_softmax: valid_lens must be whole numbers, got ", v, " at flat index ", i, " of shape ",
-               to_string(valid_lens.shape()));
+    const double v = static_cast<double>(valid_lens.data()[i]);
+    HEED_CHECK(v == std::floor(v) && v >= -9.223372036854775808e18 && v < 9.223372036854775808e18, ValueError,
+               "masked_softmax: valid_lens must be whole numbers that fit in int64, got ", v, " at flat index ", i,
+               " of shape ", to_string(valid_lens.shape()));
   }
   valid_lens_ = valid_lens.template to<std::int64_t>();
 }

@@ -26,7 +26,8 @@ inline Shape infer_shape(const std::vector<index_t>& requested, index_t numel, c
   HEED_CHECK(static_cast<int>(requested.size()) <= Shape::kMaxRank, ShapeError, op, ": rank ", requested.size(),
              " above the maximum ", Shape::kMaxRank);
   int infer_at = -1;
-  index_t known = 1;
+  index_t known = 1;  // the product of the sizes given, but for zeros
+  bool has_zero = false;
   Shape shape;
   for (std::size_t d = 0; d < requested.size(); ++d) {
     const index_t size = requested[d];
@@ -37,15 +38,17 @@ inline Shape infer_shape(const std::vector<index_t>& requested, index_t numel, c
       continue;
     }
     HEED_CHECK(size >= 0, ShapeError, op, ": invalid size ", size, " at dim ", d);
-    known *= size;
+    has_zero |= size == 0;
+    if (size > 0) known = checked_mul(known, size, op, " (sizes asked of shape ", ShapeText{from}, ")");
     shape.push_back(size);
   }
+  if (has_zero) known = 0;
   if (infer_at >= 0) {
     HEED_CHECK(known > 0 && numel % known == 0, ShapeError, op, ": cannot view shape ", to_string(from), " (", numel,
                " elements) with a -1 among the other sizes");
     shape[infer_at] = numel / known;
   }
-  HEED_CHECK(shape.numel() == numel, ShapeError, op, ": shape ", to_string(shape), " is invalid for input of shape ",
+  HEED_CHECK(shape.numel(op) == numel, ShapeError, op, ": shape ", to_string(shape), " is invalid for input of shape ",
              to_string(from), " (", numel, " elements)");
   return shape;
 }
@@ -99,6 +102,9 @@ Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* 
   }
 #endif
   Tensor<T> out = make_tensor<T>(out_shape);
+  // Nothing to copy; and the sizes' products below may overflow when a size-0 dim
+  // hides large ones (x.repeat({0, 1 << 40})).
+  if (out.numel() == 0) return out;
   std::array<index_t, kMaxLoopDims> dst_strides{};
   for (index_t d = rank - 1, step = 1; d >= 0; --d) {
     dst_strides[d] = step;
@@ -130,6 +136,7 @@ Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst
 #endif
   Tensor<T> dx = make_tensor<T>(in_shape);
   dx.array().setZero();
+  if (g.numel() == 0) return dx;  // as in gather_strided
   std::array<index_t, kMaxLoopDims> src_strides{};
   for (index_t d = rank - 1, step = 1; d >= 0; --d) {
     src_strides[d] = step;
@@ -250,11 +257,16 @@ Tensor<T> slice(const Tensor<T>& x, int dim, index_t start, index_t end, index_t
   start = clamp(start);
   end = std::max(clamp(end), start);
   Shape shape = x.shape();
-  shape[dim] = (end - start + step - 1) / step;
+  // ceil((end - start) / step), written so that a step near INT64_MAX cannot overflow.
+  shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
   const auto strides = x.shape().strides();
   std::vector<index_t> sizes(shape.begin(), shape.end()), src_strides(strides.begin(), strides.begin() + x.dim());
-  src_strides[dim] *= step;
-  return detail::strided_op(x, "SliceBackward", start * strides[dim], sizes, src_strides, shape);
+  // With two or more elements step < size, so the product stays inside x; with one the
+  // stride is never used.
+  if (shape[dim] > 1) src_strides[dim] *= step;
+  // An empty result reads nothing: offset 0 keeps the pointer inside x's buffer.
+  const index_t offset = shape.numel() == 0 ? 0 : start * strides[dim];
+  return detail::strided_op(x, "SliceBackward", offset, sizes, src_strides, shape);
 }
 
 /// length elements from start along dim; the range must lie inside the tensor.
@@ -266,7 +278,7 @@ Tensor<T> narrow(const Tensor<T>& x, int dim, index_t start, index_t length) {
   HEED_CHECK(start >= -size && start <= size, IndexError, "narrow: start ", start, " out of range for dim ", dim,
              " of size ", size);
   if (start < 0) start += size;
-  HEED_CHECK(length >= 0 && start + length <= size, IndexError, "narrow: start ", start, " + length ", length,
+  HEED_CHECK(length >= 0 && length <= size - start, IndexError, "narrow: start ", start, " + length ", length,
              " exceeds dim ", dim, " of size ", size, " (shape ", to_string(x.shape()), ")");
   return slice(x, dim, start, start + length);
 }
@@ -297,10 +309,12 @@ Tensor<T> repeat(const Tensor<T>& x, const std::vector<index_t>& repeats) {
     const int sd = d - (rank - x.dim());
     const index_t size = sd >= 0 ? x.shape()[sd] : 1;
     HEED_CHECK(repeats[d] >= 0, ValueError, "repeat: negative repeat count ", repeats[d]);
-    shape.push_back(repeats[d] * size);
+    shape.push_back(detail::checked_mul(repeats[d], size, "repeat", " (", repeats[d], " repeats of dim ", sd,
+                                        " of shape ", detail::ShapeText{x.shape()}, ")"));
     sizes.insert(sizes.end(), {repeats[d], size});
     src_strides.insert(src_strides.end(), {0, sd >= 0 ? strides[sd] : 0});
   }
+  (void)shape.numel("repeat");
   return detail::strided_op(x, "RepeatBackward", 0, sizes, src_strides, shape);
 }
 
@@ -316,7 +330,9 @@ Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats, int dim) {
   sizes.insert(sizes.begin() + dim + 1, repeats);
   src_strides.insert(src_strides.begin() + dim + 1, 0);
   Shape shape = x.shape();
-  shape[dim] *= repeats;
+  shape[dim] = detail::checked_mul(shape[dim], repeats, "repeat_interleave", " (dim ", dim, " of shape ",
+                                   detail::ShapeText{x.shape()}, ")");
+  (void)shape.numel("repeat_interleave");
   return detail::strided_op(x, "RepeatInterleaveBackward", 0, sizes, src_strides, shape);
 }
 
@@ -325,6 +341,7 @@ template <typename T>
 Tensor<T> expand(const Tensor<T>& x, const Shape& shape) {
   HEED_CHECK(detail::broadcasts_to(x.shape(), shape), ShapeError, "expand: shape ", to_string(x.shape()),
              " cannot be expanded to ", to_string(shape));
+  (void)shape.numel("expand");
   const auto strides = detail::broadcast_strides(x.shape(), shape);
   return detail::strided_op(x, "ExpandBackward", 0, std::vector<index_t>(shape.begin(), shape.end()),
                             std::vector<index_t>(strides.begin(), strides.begin() + shape.rank()), shape);
@@ -342,7 +359,7 @@ Tensor<T> index_select(const Tensor<T>& x, int dim, const Tensor<std::int64_t>& 
   const detail::DimSplit s(x.shape(), dim);
   Shape shape = x.shape();
   if (x.dim()) shape[dim] = index.numel();
-  Tensor<T> out = detail::make_tensor<T>(shape);
+  Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "index_select");
   const index_t n = index.numel();
   for (index_t o = 0; o < s.outer; ++o)
     for (index_t k = 0; k < n; ++k)
@@ -376,9 +393,9 @@ Tensor<T> cat(const std::vector<Tensor<T>>& tensors, int dim = 0) {
     for (int d = 0; fits && d < s.rank(); ++d) fits = d == dim || s[d] == first[d];
     HEED_CHECK(fits, ShapeError, "cat: tensor ", i, " has shape ", to_string(s), ", expected ", to_string(first),
                " except at dim ", dim);
-    shape[dim] += s[dim];
+    shape[dim] = detail::checked_add(shape[dim], s[dim], "cat", " (the sizes of dim ", dim, ")");
   }
-  Tensor<T> out = detail::make_tensor<T>(shape);
+  Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "cat");
   const detail::DimSplit outer(shape, dim);
   index_t offset = 0;  // along dim, in units of inner rows
   for (const Tensor<T>& t : tensors) {
