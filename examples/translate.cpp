@@ -287,5 +287,8 @@ int main(int argc, char** argv) {
   } catch (const heed::Error& e) {
     std::cerr << "translate: " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {  // not heed's (the standard library's): still a message, not an abort
+    std::cerr << "translate: " << e.what() << "\n";
+    return 1;
   }
 }

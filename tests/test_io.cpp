@@ -1,25 +1,42 @@
 // Checkpoints in the safetensors format (heed/io/safetensors.hpp): round trips, the byte
 // layout, files laid out as PyTorch's writer lays them out, a checkpoint written by
 // PyTorch, every kind of damage or mismatch a load must refuse (leaving the model as it
-// was), and atomic saves.
+// was), hostile files (deep nesting, huge numbers, changed data, FIFOs), CRC-32C
+// (heed/io/crc32c.hpp), and atomic saves with the clean-up after killed ones.
 #include "golden.hpp"
 
+#include <heed/io/crc32c.hpp>
 #include <heed/io/safetensors.hpp>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
 
 using Catch::Matchers::Contains;
 using heed::index_t;
@@ -60,6 +77,10 @@ class TempDir {
 };
 
 void write_file(const std::string& path, const std::string& bytes) {
+  // A new file rather than the old one truncated: ext4 flushes a truncated file as it is
+  // closed, and the tests below rewrite one file thousands of times.
+  std::error_code ec;
+  fs::remove(path, ec);
   std::ofstream out(path, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   REQUIRE(out.good());
@@ -215,6 +236,40 @@ void check_refused(const std::string& bytes, const std::string& text, bool valid
   }
 }
 
+/// The good file's bytes with the JSON value at header[name][key] replaced by raw text
+/// (which nlohmann could not build: a million nested arrays, 1e400).
+std::string with_raw(const Built& good, const std::string& name, const std::string& key, const std::string& raw) {
+  Built b = good;
+  b.header[name][key] = "@@";
+  std::string text = b.header.dump();
+  const std::size_t at = text.find("\"@@\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 4, raw);
+  return encode_text(text, b.data);
+}
+
+/// Arrays nested `depth` deep around `inner`: [[[inner]]].
+std::string nested(std::size_t depth, const std::string& inner = "") {
+  return std::string(depth, '[') + inner + std::string(depth, ']');
+}
+
+/// The message of the FileError that loading `bytes` into a float TinyNet throws, or ""
+/// when it loads.
+std::string load_error(const std::string& bytes) {
+  TempDir dir;
+  write_file(dir.file("bad.safetensors"), bytes);
+  heed::Generator gen(0);
+  TinyNet<float> net(gen);
+  try {
+    heed::load_checkpoint(net, dir.file("bad.safetensors"));
+  } catch (const heed::FileError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::uint32_t crc(const std::string& bytes) { return heed::crc32c(bytes.data(), bytes.size()); }
+
 }  // namespace
 
 // ---- round trips ---------------------------------------------------------------------------
@@ -351,15 +406,22 @@ TEMPLATE_TEST_CASE("A saved file follows the safetensors layout byte for byte", 
   CHECK(json.at("weight") ==
         nlohmann::json{{"dtype", dtype}, {"shape", {2, 3}}, {"data_offsets", {2 * size, 8 * size}}});
   CHECK(bytes.size() == 8 + n + 8 * size);  // the tensors cover the data section exactly
-  // Keys sorted, the metadata (when there is some) first, as safetensors writes them.
+  // Keys sorted, the metadata first, as safetensors writes them. It holds each tensor's
+  // CRC-32C over its bytes in the file, beside the user's keys.
   CHECK(header.find("\"bias\"") < header.find("\"weight\""));
+  CHECK(json.size() == 3);
+  CHECK(header.find("\"__metadata__\"") == 1);
+  nlohmann::json expected_metadata = {
+      {"heed.crc32c.bias", heed::detail::format_crc(heed::crc32c(bytes.data() + 8 + n, 2 * size))},
+      {"heed.crc32c.weight", heed::detail::format_crc(heed::crc32c(bytes.data() + 8 + n + 2 * size, 6 * size))}};
   if (with_metadata) {
-    CHECK(json.size() == 3);
-    CHECK(json.at("__metadata__") == nlohmann::json{{"a", "1"}, {"b", "2"}});
-    CHECK(header.find("\"__metadata__\"") == 1);
-  } else {
-    CHECK(json.size() == 2);
+    expected_metadata["a"] = "1";
+    expected_metadata["b"] = "2";
   }
+  CHECK(json.at("__metadata__") == expected_metadata);
+  // The CRC-32C of bias [1.5, 4] and weight [[1.5, -2, 0.25], [3, 0, -0.5]] as little-endian T.
+  CHECK(json.at("__metadata__").at("heed.crc32c.bias") == (std::is_same_v<T, float> ? "dd0768a3" : "4e39c756"));
+  CHECK(json.at("__metadata__").at("heed.crc32c.weight") == (std::is_same_v<T, float> ? "045e38cf" : "748f5295"));
 
   // Little-endian IEEE 754: 1.5 is 0x3fc00000 (float) or 0x3ff8000000000000 (double).
   const std::string one_and_a_half = std::is_same_v<T, float> ? std::string("\x00\x00\xc0\x3f", 4)
@@ -674,6 +736,273 @@ TEST_CASE("read_safetensors_metadata validates the header without reading the te
               heed::read_safetensors_metadata(path));
 }
 
+// ---- hostile files -----------------------------------------------------------------------
+
+TEST_CASE("crc32c gives the standard check values", "[io]") {
+  CHECK(crc("123456789") == 0xE3069283u);  // the check value of CRC-32C (iSCSI)
+  CHECK(crc("") == 0u);
+  CHECK(heed::crc32c(nullptr, 0) == 0u);
+  CHECK(crc("a") == 0xC1D04330u);
+  // RFC 3720 (iSCSI), appendix B.4: 32 zeros, 32 bytes 0xff, 0 to 31 ascending and descending.
+  std::string up, down;
+  for (int i = 0; i < 32; ++i) {
+    up += static_cast<char>(i);
+    down += static_cast<char>(31 - i);
+  }
+  CHECK(crc(std::string(32, '\0')) == 0x8A9136AAu);
+  CHECK(crc(std::string(32, '\xff')) == 0x62A8AB43u);
+  CHECK(crc(up) == 0x46DD794Eu);
+  CHECK(crc(down) == 0x113FDB5Cu);
+
+  // Continuing a CRC: crc32c(b, crc32c(a)) is the CRC of a then b, wherever the cut.
+  std::mt19937 rng(5);
+  std::string random(1000, '\0');
+  for (char& c : random) c = static_cast<char>(rng());
+  const std::uint32_t whole = crc(random);
+  for (std::size_t cut = 0; cut <= random.size(); cut += 37) {
+    INFO("cut " << cut);
+    CHECK(heed::crc32c(random.data() + cut, random.size() - cut, heed::crc32c(random.data(), cut)) == whole);
+  }
+  // The CPU's crc32 instruction (when crc32c uses it) and the tables agree at every length and alignment.
+  INFO("crc32 instruction: " << heed::detail::crc32c_hardware());
+  const auto* bytes = reinterpret_cast<const unsigned char*>(random.data());
+  std::size_t agree = 0, tried = 0;
+  for (std::size_t offset = 0; offset < 8; ++offset)
+    for (std::size_t size = 0; offset + size <= 200; ++size, ++tried)
+      agree += heed::crc32c(bytes + offset, size) == ~heed::detail::crc32c_update_portable(~0u, bytes + offset, size);
+  CHECK(agree == tried);
+  CHECK(~heed::detail::crc32c_update_portable(~0u, bytes, random.size()) == whole);
+}
+
+TEST_CASE("A header nested a million deep is refused, wherever the nesting is", "[io]") {
+  const Built good = tiny_file();
+  const std::size_t levels = GENERATE(65, 100000, 1000000);  // arrays and objects, the header's own included
+  INFO("levels " << levels);
+  const std::string text = "the header nests arrays and objects more than 64 deep (at byte ";
+  // In a value of an entry (the header and the entry are 2 levels), or of the header.
+  check_refused(with_raw(good, "__metadata__", "format", nested(levels - 2)), text);
+  check_refused(with_raw(good, "fc.weight", "dtype", nested(levels - 2)), text);
+  check_refused(with_raw(good, "fc.weight", "shape", "[" + nested(levels - 3, "4") + ",3]"), text);
+  check_refused(with_raw(good, "fc.bias", "data_offsets", "[" + nested(levels - 3, "80") + ",96]"), text);
+  check_refused(encode_text("{\"a\":" + nested(levels - 1) + "}", ""), text);
+  check_refused(encode_text(nested(levels), ""), text);
+  check_refused(encode_text(std::string(levels, '['), ""), text);  // never closed
+  check_refused(encode_text(std::string(levels, '{'), ""), text);
+  // The message quotes no more than a line of it.
+  CHECK(load_error(with_raw(good, "fc.weight", "dtype", nested(levels - 2))).size() < 200);
+}
+
+TEST_CASE("A header nested 64 deep is read, and its values are quoted in a line", "[io]") {
+  const Built good = tiny_file();
+  // 62 arrays in an entry of the header: 64 levels, the most a header may have.
+  check_refused(with_raw(good, "fc.weight", "dtype", nested(62)),
+                "tensor 'fc.weight': dtype is " + std::string(57, '[') + "..., not a string");
+  const std::string deep = with_raw(good, "fc.weight", "dtype", nested(63));
+  const std::size_t first = deep.substr(8, read_le64(deep, 0)).find(std::string(63, '['));
+  check_refused(deep,
+                "more than 64 deep (at byte " + std::to_string(first + 62) + " of the header; a valid one nests 3)");
+  check_refused(with_raw(good, "__metadata__", "format", nested(62, "1")),
+                "__metadata__ 'format' is a JSON array (" + std::string(57, '[') + "...), not a string");
+  const std::string long_text(100000, 'x');
+  check_refused(with_raw(good, "fc.weight", "dtype", "[\"" + long_text + "\"]"),
+                "tensor 'fc.weight': dtype is [\"" + std::string(55, 'x') + "..., not a string");
+  CHECK(load_error(with_raw(good, "fc.weight", "dtype", "[\"" + long_text + "\"]")).size() < 200);
+
+  // Brackets inside strings are text, escaped quotes included: the file loads.
+  TempDir dir;
+  const std::string path = dir.file("brackets.safetensors");
+  Built b = good;
+  const std::string brackets = "\"" + std::string(100000, '[') + "\\\"{{" + std::string(1000, '{');
+  b.header["__metadata__"]["format"] = brackets;
+  write_file(path, encode(b));
+  heed::Generator gen(0);
+  TinyNet<float> net(gen);
+  CHECK(heed::load_checkpoint(net, path) == Metadata{{"format", brackets}});
+  CHECK(net.fc.weight.to_vector() == kFcWeight);
+}
+
+TEST_CASE("Numbers too large for a double are a FileError, not nlohmann's exception", "[io]") {
+  const Built good = tiny_file();
+  check_refused(encode_text(R"({"a":1e400})", ""),
+                "the header cannot be read as JSON: number overflow parsing '1e400'");
+  check_refused(with_raw(good, "__metadata__", "format", "-1e400"), "number overflow parsing '-1e400'");
+  check_refused(with_raw(good, "fc.weight", "shape", "[1e400,3]"), "number overflow parsing '1e400'");
+  check_refused(with_raw(good, "fc.bias", "data_offsets", "[80,1E+999]"), "number overflow parsing '1E+999'");
+  // An integer past 64 bits is read as a double: not an integer, then.
+  check_refused(with_raw(good, "fc.weight", "shape", "[18446744073709551616,3]"),
+                "shape entry 0 is 1.8446744073709552e+19, not a non-negative integer");
+}
+
+TEST_CASE("A checkpoint's checksums catch every changed data byte and name its tensor", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  heed::Generator gen(0);
+  TinyNet<float> a(gen), b(gen);
+  randomize(a, 1);
+  randomize(b, 2);
+  heed::save_checkpoint(a, path, {{"epochs", "3"}});
+  const std::string bytes = read_file(path);
+  const std::uint64_t n = read_le64(bytes, 0);
+  const nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  const std::size_t data = 8 + n;
+
+  // One checksum a tensor, hidden from the metadata the readers return.
+  for (const std::string& name : names_of(a)) {
+    const nlohmann::json& entry = header.at(name);
+    const std::size_t begin = entry.at("data_offsets")[0], end = entry.at("data_offsets")[1];
+    CHECK(header.at("__metadata__").at("heed.crc32c." + name) ==
+          heed::detail::format_crc(crc(bytes.substr(data + begin, end - begin))));
+  }
+  CHECK(header.at("__metadata__").size() == 5);
+  CHECK(heed::read_safetensors_metadata(path) == Metadata{{"epochs", "3"}});
+  CHECK(heed::read_safetensors(path).metadata == Metadata{{"epochs", "3"}});
+
+  const auto before = bits(b);
+  std::size_t refused = 0;
+  for (std::size_t at = data; at < bytes.size(); ++at) {
+    std::string owner;
+    for (const std::string& name : names_of(a)) {
+      const nlohmann::json& offsets = header.at(name).at("data_offsets");
+      if (offsets[0] <= at - data && at - data < offsets[1]) owner = name;
+    }
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ (1 << at % 8));
+    write_file(path, damaged);
+    INFO("byte " << at << " of tensor " << owner);
+    CHECK_ERROR(heed::FileError,
+                "load_checkpoint: " + path + ": tensor '" + owner + "': its bytes do not match their checksum",
+                heed::load_checkpoint(b, path));
+    CHECK_ERROR(heed::FileError, "read_safetensors: " + path + ": tensor '" + owner + "'",
+                heed::read_safetensors(path));
+    CHECK(heed::read_safetensors_metadata(path) == Metadata{{"epochs", "3"}});  // it reads no data
+    refused += bits(b) == before;
+  }
+  CHECK(refused == bytes.size() - data);
+
+  // Without checksums (another writer's file) the same damage goes unseen.
+  nlohmann::json plain = header;
+  for (const std::string& name : names_of(a)) plain.at("__metadata__").erase("heed.crc32c." + name);
+  std::string damaged = encode_text(plain.dump(), bytes.substr(data));
+  damaged[damaged.size() - 1] = static_cast<char>(damaged[damaged.size() - 1] ^ 1);
+  write_file(path, damaged);
+  CHECK(heed::load_checkpoint(b, path) == Metadata{{"epochs", "3"}});
+  CHECK(bits(b) != bits(a));
+}
+
+TEST_CASE("Checksums must be well-formed and name a tensor of the file", "[io]") {
+  Built b = tiny_file();
+  const std::string bias_crc = heed::detail::format_crc(crc(le_bytes(kFcBias)));
+  SECTION("a good one, in either case, loads") {
+    std::string upper = bias_crc;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    b.header["__metadata__"]["heed.crc32c.fc.bias"] = upper;
+    CHECK(load_error(encode(b)).empty());
+  }
+  SECTION("a wrong one") {
+    const std::string wrong = heed::detail::format_crc(crc(le_bytes(kFcBias)) ^ 4);
+    b.header["__metadata__"]["heed.crc32c.fc.bias"] = wrong;
+    const std::string message = load_error(encode(b));
+    CHECK_THAT(message, Contains("tensor 'fc.bias': its bytes do not match their checksum (CRC-32C " + bias_crc +
+                                 ", the metadata says " + wrong + "): the data is damaged"));
+    TempDir dir;
+    write_file(dir.file("wrong.safetensors"), encode(b));
+    CHECK_ERROR(heed::FileError, "tensor 'fc.bias': its bytes do not match",
+                heed::read_safetensors(dir.file("wrong.safetensors")));
+    CHECK(heed::read_safetensors_metadata(dir.file("wrong.safetensors")) == Metadata{{"format", "pt"}});
+  }
+  SECTION("one that is not 8 hex digits") {
+    for (const char* bad : {"", "1234567", "123456789", "0x123456", "1234567g", " 1234567"}) {
+      b.header["__metadata__"]["heed.crc32c.fc.bias"] = bad;
+      check_refused(encode(b),
+                    "__metadata__ 'heed.crc32c.fc.bias' is \"" + std::string(bad) + "\", not a CRC-32C (8 hex digits)");
+    }
+  }
+  SECTION("one of a tensor the file does not have") {
+    b.header["__metadata__"]["heed.crc32c.fc.bias"] = bias_crc;
+    b.header["__metadata__"]["heed.crc32c.fc.biaz"] = bias_crc;
+    check_refused(
+        encode(b),
+        "__metadata__ 'heed.crc32c.fc.biaz' is the checksum of a tensor 'fc.biaz' that the file does not have");
+  }
+  SECTION("the writer keeps the keys to itself") {
+    TempDir dir;
+    const std::string path = dir.file("ckpt.safetensors");
+    heed::Generator gen(0);
+    TinyNet<float> net(gen);
+    CHECK_ERROR(heed::ValueError,
+                "save_checkpoint: " + path +
+                    ": metadata key 'heed.crc32c.fc.bias' is reserved: heed writes each tensor's checksum under "
+                    "'heed.crc32c.<tensor name>'",
+                heed::save_checkpoint(net, path, {{"heed.crc32c.fc.bias", bias_crc}}));
+    CHECK(dir.listing().empty());
+  }
+}
+
+#if !defined(_WIN32)
+namespace {
+
+/// Should a reader block on the FIFO after all, this opens and closes its writing end every
+/// few seconds, which ends the read: the test then fails instead of hanging.
+class FifoWatchdog {
+ public:
+  explicit FifoWatchdog(std::string path)
+      : path_(std::move(path)), thread_([this] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          while (!done_changed_.wait_for(lock, std::chrono::seconds(3), [this] { return done_; })) {
+            const int fd = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK);  // only while a reader has it open
+            if (fd >= 0) ::close(fd);
+          }
+        }) {}
+  FifoWatchdog(const FifoWatchdog&) = delete;
+  FifoWatchdog& operator=(const FifoWatchdog&) = delete;
+  ~FifoWatchdog() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    done_changed_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::string path_;
+  std::mutex mutex_;
+  std::condition_variable done_changed_;
+  bool done_ = false;
+  std::thread thread_;  // last: it starts once the rest is built
+};
+
+}  // namespace
+
+TEST_CASE("Readers refuse a FIFO or a device at once instead of blocking on it", "[io]") {
+  TempDir dir;
+  const std::string fifo = dir.file("pipe.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const FifoWatchdog watchdog(fifo);
+  heed::Generator gen(0);
+  TinyNet<float> net(gen), saved(gen);
+  randomize(saved, 3);
+  const auto before = bits(net);
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_ERROR(heed::FileError, "load_checkpoint: " + fifo + ": is a FIFO (named pipe), not a safetensors file",
+              heed::load_checkpoint(net, fifo));
+  CHECK_ERROR(heed::FileError, "read_safetensors: " + fifo + ": is a FIFO", heed::read_safetensors(fifo));
+  CHECK_ERROR(heed::FileError, "read_safetensors_metadata: " + fifo + ": is a FIFO",
+              heed::read_safetensors_metadata(fifo));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
+  if (fs::exists("/dev/zero"))
+    CHECK_ERROR(heed::FileError, "load_checkpoint: /dev/zero: is a character device, not a safetensors file",
+                heed::load_checkpoint(net, "/dev/zero"));
+  CHECK(bits(net) == before);
+
+  // A save replaces the FIFO with a checkpoint: the rename never opens the target.
+  heed::save_checkpoint(saved, fifo);
+  CHECK(fs::is_regular_file(fifo));
+  CHECK(heed::load_checkpoint(net, fifo).empty());
+  CHECK(bits(net) == bits(saved));
+}
+#endif
+
 // ---- saving ----------------------------------------------------------------------------
 
 TEST_CASE("save_checkpoint is atomic: it replaces a file whole and leaves no temporary", "[io]") {
@@ -737,3 +1066,125 @@ TEST_CASE("save_checkpoint is atomic: it replaces a file whole and leaves no tem
     CHECK(dir.listing() == std::vector<std::string>{"ckpt.safetensors"});
   }
 }
+
+TEST_CASE("Every truncation and every flipped bit of a checkpoint is refused, or loads the same values", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  heed::Generator gen(0);
+  TinyNet<float> a(gen), b(gen);
+  randomize(a, 1);
+  heed::save_checkpoint(a, path, {{"epochs", "3"}});
+  const std::string bytes = read_file(path);
+  const std::size_t data = 8 + read_le64(bytes, 0);
+
+  const auto before = bits(b);
+  std::size_t refused = 0;
+  for (std::size_t size = 0; size < bytes.size(); ++size) {
+    write_file(path, bytes.substr(0, size));
+    try {
+      heed::load_checkpoint(b, path);
+    } catch (const heed::FileError&) {
+      refused += bits(b) == before;
+    }
+  }
+  CHECK(refused == bytes.size());
+
+  // A changed header may still be valid (a metadata value): then the values are a's.
+  std::size_t header_refused = 0, header_loaded = 0, data_refused = 0;
+  for (std::size_t bit = 0; bit < 8 * bytes.size(); ++bit) {
+    std::string damaged = bytes;
+    damaged[bit / 8] = static_cast<char>(damaged[bit / 8] ^ (1 << bit % 8));
+    write_file(path, damaged);
+    const auto current = bits(b);
+    try {
+      heed::load_checkpoint(b, path);
+      header_loaded += bit / 8 < data && bits(b) == bits(a);
+    } catch (const heed::FileError&) {
+      (bit / 8 < data ? header_refused : data_refused) += bits(b) == current;
+    }
+  }
+  CHECK(data_refused == 8 * (bytes.size() - data));
+  CHECK(header_refused + header_loaded == 8 * data);
+  CHECK(header_refused > header_loaded);
+}
+
+#if !defined(_WIN32)
+TEST_CASE("A save removes what killed saves to its target left behind, and nothing else", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("ckpt.safetensors");
+  heed::Generator gen(0);
+  TinyNet<float> a(gen), b(gen);
+  randomize(a, 1);
+  const std::string dead = std::to_string(std::numeric_limits<int>::max() - 1);  // past any pid_max
+
+  // A save killed with SIGKILL while it wrote its temporary file (named as heed names it).
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::FILE* file = std::fopen(heed::detail::temporary_path(path).c_str(), "wbx");
+    if (file != nullptr) {
+      std::fputs("half a checkpoint", file);
+      std::fflush(file);
+    }
+    std::raise(SIGKILL);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  REQUIRE(WIFSIGNALED(status));
+  const std::string killed_prefix = "ckpt.safetensors.tmp-" + std::to_string(child) + "-";
+
+  // Stale: one of this pid no save holds (a killed process whose pid was reused), one of a
+  // pid no process has.
+  const std::string own_stale = heed::detail::temporary_path(path);
+  write_file(own_stale, "stale");
+  write_file(path + ".tmp-" + dead + "-7", "stale");
+  // Kept: a save of this process in progress, one of a live process, files of other
+  // targets or not named as heed names them, a directory and a link.
+  auto claim = std::make_unique<heed::detail::TemporaryFile>(heed::detail::temporary_path(path));
+  write_file(claim->path(), "being written");
+  const std::string in_progress = fs::path(claim->path()).filename().string();
+  const std::string live = "ckpt.safetensors.tmp-" + std::to_string(::getppid()) + "-0";
+  write_file(dir.file(live), "a live process's");
+  const std::vector<std::string> kept = {"ckpt.safetensors.tmp-",
+                                         "ckpt.safetensors.tmp--1-0",
+                                         "ckpt.safetensors.tmp-0-1",
+                                         "ckpt.safetensors.tmp-" + dead,
+                                         "ckpt.safetensors.tmp-" + dead + "-",
+                                         "ckpt.safetensors.tmp-" + dead + "-7.bak",
+                                         "ckpt.safetensors.tmp-" + dead + "-x7",
+                                         "ckpt.safetensors.tmp-99999999999-1",
+                                         "ckpt.safetensors.tmp-12ab-1",
+                                         "ckpt.safetensors.tmp.tmp-" + dead + "-1",
+                                         "ckpt.safetensors-" + dead + "-1",
+                                         "old.ckpt.safetensors.tmp-" + dead + "-1",
+                                         "other.safetensors.tmp-" + dead + "-1",
+                                         "notes.txt"};
+  for (const std::string& name : kept) write_file(dir.file(name), "keep");
+  fs::create_directory(dir.file("ckpt.safetensors.tmp-" + dead + "-8"));
+  write_file(dir.file("ckpt.safetensors.tmp-" + dead + "-8/inside"), "keep");
+  fs::create_symlink(dir.file("notes.txt"), dir.file("ckpt.safetensors.tmp-" + dead + "-9"));
+  const std::vector<std::string> before = dir.listing();
+  CHECK(std::count_if(before.begin(), before.end(),
+                      [&](const std::string& name) { return name.rfind(killed_prefix, 0) == 0; }) == 1);
+
+  heed::save_checkpoint(a, path);
+  std::vector<std::string> expected = kept;
+  for (const std::string& name : {std::string("ckpt.safetensors"), std::string("ckpt.safetensors.tmp-" + dead + "-8"),
+                                  std::string("ckpt.safetensors.tmp-" + dead + "-9"), in_progress, live})
+    expected.push_back(name);
+  std::sort(expected.begin(), expected.end());
+  CHECK(dir.listing() == expected);
+  CHECK(read_file(dir.file("notes.txt")) == "keep");
+  CHECK(read_file(dir.file("ckpt.safetensors.tmp-" + dead + "-8/inside")) == "keep");
+  CHECK(read_file(claim->path()) == "being written");
+  CHECK(heed::load_checkpoint(b, path).empty());
+  CHECK(bits(b) == bits(a));
+
+  // Once its save is over, the next save removes the claimed file too.
+  claim.reset();
+  CHECK(fs::exists(dir.file(in_progress)));  // it never created it: not its to remove
+  heed::save_checkpoint(a, path);
+  CHECK_FALSE(fs::exists(dir.file(in_progress)));
+  CHECK(fs::exists(dir.file(live)));
+}
+#endif

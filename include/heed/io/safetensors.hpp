@@ -21,10 +21,20 @@
 // most 100 MB and an object; every entry has a known dtype, a shape of non-negative
 // integers and data_offsets whose size is numel × element size; the tensors cover the
 // data section exactly, without overlaps, holes or trailing bytes. Anything else throws
-// FileError naming the file and the field. save writes a temporary file beside the target,
-// fsyncs it and renames it over the target, so a checkpoint is never half-written; load
-// reads and checks everything before it touches a parameter, so a failed load leaves the
-// module bit-for-bit as it was.
+// FileError naming the file and the field, as does a header nested more than 64 deep (a
+// valid one nests 3) or a path that is not a regular file (a FIFO would block the read).
+//
+// heed's writer adds the CRC-32C of each tensor's bytes to the metadata, as
+// "heed.crc32c.<tensor name>": "<8 hex digits>", and the readers check the bytes against it
+// where it is present (files from other writers have none and load unchecked). These keys
+// are the format's, not the user's: the readers leave them out of the metadata they return
+// and the writer refuses them in the metadata it is given.
+//
+// save writes a temporary file beside the target, fsyncs it and renames it over the
+// target, so a checkpoint is never half-written, and removes the temporary files of earlier
+// saves to the same target that were killed before they could (see
+// remove_stale_temporaries); load reads and checks everything before it touches a
+// parameter, so a failed load leaves the module bit-for-bit as it was.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -39,6 +49,8 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <system_error>
@@ -51,10 +63,15 @@
 #include <process.h>
 #else
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 #endif
 
 #include "heed/autograd/node.hpp"
+#include "heed/detail/files.hpp"
+#include "heed/io/crc32c.hpp"
 #include "heed/nn/module.hpp"
 #include "heed/ops/elementwise.hpp"
 
@@ -88,6 +105,40 @@ namespace detail {
 /// The largest header safetensors reads (its MAX_HEADER_SIZE); a bigger length means a
 /// corrupt file or not a safetensors file at all.
 inline constexpr std::uint64_t kSafetensorsMaxHeader = 100000000;
+
+/// The deepest nesting of arrays and objects a header may have. A valid one has 3 (the
+/// header, an entry, its shape); the cap keeps a crafted one from exhausting the stack of
+/// code that walks the parsed value recursively.
+inline constexpr std::size_t kSafetensorsMaxDepth = 64;
+
+/// The metadata key of a tensor's checksum is this prefix and the tensor's name.
+inline constexpr const char* kChecksumPrefix = "heed.crc32c.";
+
+/// Whether a metadata key is one of heed's checksums.
+inline bool is_checksum_key(const std::string& key) { return key.rfind(kChecksumPrefix, 0) == 0; }
+
+/// "0a1b2c3d": a checksum as the metadata holds it.
+inline std::string format_crc(std::uint32_t crc) {
+  static const char digits[] = "0123456789abcdef";
+  std::string out(8, '0');
+  for (int i = 7; i >= 0; --i, crc >>= 4) out[static_cast<std::size_t>(i)] = digits[crc & 0xF];
+  return out;
+}
+
+/// Reads exactly 8 hex digits (either case) into crc.
+inline bool parse_crc(const std::string& text, std::uint32_t& crc) {
+  if (text.size() != 8) return false;
+  crc = 0;
+  for (const char c : text) {
+    const int digit = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+    if (digit < 0) return false;
+    crc = crc << 4 | static_cast<std::uint32_t>(digit);
+  }
+  return true;
+}
 
 /// The dtypes safetensors defines, with their sizes in bytes.
 inline const std::map<std::string, std::size_t>& safetensors_dtypes() {
@@ -156,10 +207,65 @@ inline std::string format_names(const std::vector<std::string>& names) {
   return out;
 }
 
+/// Appends `value` as JSON writes it, stopping once `out` holds more than `budget` bytes.
+/// Each level of nesting writes a byte before it goes deeper, so the recursion stops
+/// within budget + 1 levels however deep the value is; strings are cut to the budget
+/// before they are escaped, so a long one costs no more than a short one.
+inline void append_json_excerpt(const nlohmann::json& value, std::string& out, std::size_t budget) {
+  const auto quote = [&out, budget](const std::string& text) {
+    out += nlohmann::json(text.substr(0, budget + 1)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  if (out.size() > budget) return;
+  if (value.is_string()) {
+    quote(value.get_ref<const std::string&>());
+  } else if (value.is_array() || value.is_object()) {
+    out += value.is_array() ? '[' : '{';
+    for (auto it = value.begin(); it != value.end() && out.size() <= budget; ++it) {
+      if (it != value.begin()) out += ',';
+      if (value.is_object()) {
+        quote(it.key());
+        out += ':';
+      }
+      append_json_excerpt(it.value(), out, budget);
+    }
+    out += value.is_array() ? ']' : '}';
+  } else {
+    out += value.dump();  // a number, a boolean or null
+  }
+}
+
 /// A JSON value as it would be written, cut short for a message.
 inline std::string json_excerpt(const nlohmann::json& value) {
-  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+  constexpr std::size_t kShown = 60;
+  std::string text;
+  append_json_excerpt(value, text, kShown);
+  if (text.size() <= kShown) return text;
+  std::size_t cut = kShown - 3;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return text.substr(0, cut) + "...";
+}
+
+/// Where JSON text first nests arrays and objects more than `limit` deep (outside its
+/// strings), or npos. A scan of the bytes, before the text is parsed into anything.
+inline std::size_t json_too_deep_at(const std::string& text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // the escaped character, which may be a quote
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return i;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;  // unbalanced brackets are the parser's to report
+    }
+  }
+  return std::string::npos;
 }
 
 /// A non-negative JSON integer ("3", not "3.0", "-1" or "\"3\"").
@@ -188,33 +294,57 @@ struct FileCloser {
 using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 // ---- reading ------------------------------------------------------------------------
-
 /// Opens a safetensors file, reads and validates its header; read_data() then reads the
-/// tensors. Every error is a FileError "<op>: <path>: <what is wrong>".
+/// tensors. Every error is a FileError "<op>: <path>: <what is wrong>", whatever throws
+/// underneath (nlohmann's exceptions included).
 class SafetensorsReader {
  public:
   struct Entry {
     std::string name, dtype;
     std::vector<index_t> shape;
     std::uint64_t begin = 0, end = 0;  // bytes, from the start of the data section
+    bool has_crc = false;              // the metadata holds the CRC-32C of its bytes
+    std::uint32_t crc = 0;
   };
 
   SafetensorsReader(std::string op, std::string path) : op_(std::move(op)), path_(std::move(path)) {
-    open();
-    read_header();
+    try {
+      open();
+      read_header();
+    } catch (const std::bad_alloc&) {
+      out_of_memory("reading the ", header_length_, "-byte header");
+    }
   }
 
   /// The tensors in the order of their data.
   const std::vector<Entry>& entries() const { return entries_; }
+  /// Bytes of the data section, which the tensors cover exactly.
+  std::uint64_t data_size() const { return data_size_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   /// Reads each tensor's bytes (as in the file: little-endian) into destination(entry),
-  /// which returns memory for entry.end - entry.begin bytes. Call once.
+  /// which returns memory for entry.end - entry.begin bytes, and checks them against
+  /// their checksum where the file has one. Call once.
   template <typename Destination>
   void read_data(Destination&& destination) {
     // The header was read up to its end, and the entries cover the data section in
-    // order, so the tensors follow one another without a seek.
-    for (const Entry& e : entries_) read_exact(destination(e), e.end - e.begin, "tensor '" + e.name + "'");
+    // order, so the tensors follow one another without a seek. Each chunk is checksummed
+    // while it is still in the cache.
+    constexpr std::uint64_t kChunk = std::uint64_t(1) << 20;
+    for (const Entry& e : entries_) {
+      auto* bytes = static_cast<unsigned char*>(destination(e));
+      const std::string what = "tensor '" + e.name + "'";
+      std::uint32_t crc = 0;
+      for (std::uint64_t done = 0, size = e.end - e.begin; done < size;) {
+        const std::uint64_t chunk = std::min(kChunk, size - done);
+        read_exact(bytes + done, chunk, what);
+        if (e.has_crc) crc = crc32c(bytes + done, static_cast<std::size_t>(chunk), crc);
+        done += chunk;
+      }
+      if (e.has_crc && crc != e.crc)
+        fail(what, ": its bytes do not match their checksum (CRC-32C ", format_crc(crc), ", the metadata says ",
+             format_crc(e.crc), "): the data is damaged, or was changed by a tool that kept heed's checksums");
+    }
   }
 
   template <typename... Args>
@@ -222,16 +352,60 @@ class SafetensorsReader {
     throw FileError(concat(op_, ": ", path_, ": ", std::forward<Args>(args)...));
   }
 
+  /// For std::bad_alloc: the file was fine, the memory to read it was not there.
+  template <typename... Args>
+  [[noreturn]] void out_of_memory(Args&&... args) const {
+    throw OutOfMemoryError(concat(op_, ": ", path_, ": out of memory ", std::forward<Args>(args)...));
+  }
+
  private:
+  /// Opens the path only if it is a regular file: a FIFO without a writer would block the
+  /// read forever, a device would never end.
   void open() {
     std::error_code ec;
-    if (std::filesystem::is_directory(path_, ec)) fail("is a directory, not a safetensors file");
+    const std::filesystem::file_type type = std::filesystem::status(path_, ec).type();
+    if (!ec && type != std::filesystem::file_type::regular && type != std::filesystem::file_type::not_found)
+      fail("is ", file_kind(type), ", not a safetensors file");
+#if defined(_WIN32)
     errno = 0;
     file_.reset(std::fopen(path_.c_str(), "rb"));
     if (!file_) fail("cannot open: ", errno_message(errno));
     const std::uintmax_t size = std::filesystem::file_size(path_, ec);
     if (ec) fail("cannot tell the size: ", ec.message());
     size_ = static_cast<std::uint64_t>(size);
+#else
+    // The path may have been replaced since the check: O_NONBLOCK makes opening a FIFO
+    // return at once, and fstat tells what was opened.
+    errno = 0;
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) fail("cannot open: ", errno_message(errno));
+    struct ::stat info {};
+    if (::fstat(fd, &info) != 0) {
+      const int error = errno;
+      ::close(fd);
+      fail("cannot tell the size: ", errno_message(error));
+    }
+    if (!S_ISREG(info.st_mode)) {
+      ::close(fd);
+      fail("is ",
+           file_kind(S_ISDIR(info.st_mode)    ? std::filesystem::file_type::directory
+                     : S_ISFIFO(info.st_mode) ? std::filesystem::file_type::fifo
+                     : S_ISSOCK(info.st_mode) ? std::filesystem::file_type::socket
+                     : S_ISCHR(info.st_mode)  ? std::filesystem::file_type::character
+                     : S_ISBLK(info.st_mode)  ? std::filesystem::file_type::block
+                                              : std::filesystem::file_type::unknown),
+           ", not a safetensors file");
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);  // regular files ignore it anyway
+    file_.reset(::fdopen(fd, "rb"));
+    if (!file_) {
+      const int error = errno;
+      ::close(fd);
+      fail("cannot open: ", errno_message(error));
+    }
+    size_ = static_cast<std::uint64_t>(info.st_size);
+#endif
   }
 
   void read_exact(void* destination, std::uint64_t bytes, const std::string& what) {
@@ -254,6 +428,7 @@ class SafetensorsReader {
     if (length > size_ - 8)
       fail("header length ", length, " runs past the end of the file (", size_ - 8,
            " bytes follow the length; truncated?)");
+    header_length_ = length;
     std::string header(static_cast<std::size_t>(length), '\0');
     read_exact(header.data(), length, "the header");
     data_size_ = size_ - 8 - length;
@@ -261,10 +436,33 @@ class SafetensorsReader {
   }
 
   void parse_header(const std::string& header) {
+    try {
+      interpret_header(header);
+    } catch (const nlohmann::json::exception& e) {
+      // Whatever nlohmann throws past the checks below ("number overflow parsing '1e400'"
+      // is an out_of_range) still names the file.
+      fail("the header cannot be read: ", json_error_text(e));
+    }
+  }
+
+  /// nlohmann's message without its "[json.exception.parse_error.101] " prefix.
+  static std::string json_error_text(const nlohmann::json::exception& e) {
+    const std::string what = e.what();
+    const std::size_t bracket = what.find("] ");
+    return bracket == std::string::npos ? what : what.substr(bracket + 2);
+  }
+
+  void interpret_header(const std::string& header) {
     // nlohmann takes a NUL byte for the end of the input; serde_json, as JSON, refuses it.
     const std::size_t nul = header.find('\0');
     if (nul != std::string::npos)
       fail("the header is not valid JSON: it has a NUL byte at offset ", nul, " (only spaces may pad it)");
+    // Checked on the bytes, before anything is built: 10^6 nested arrays parse, but
+    // would then take as deep a recursion (and as much memory) to be used.
+    const std::size_t deep = json_too_deep_at(header, kSafetensorsMaxDepth);
+    if (deep != std::string::npos)
+      fail("the header nests arrays and objects more than ", kSafetensorsMaxDepth, " deep (at byte ", deep,
+           " of the header; a valid one nests 3)");
     // nlohmann keeps the last of two equal keys; a valid file has none, so they are
     // looked for while parsing.
     using Event = nlohmann::json::parse_event_t;
@@ -284,31 +482,51 @@ class SafetensorsReader {
     try {
       root = nlohmann::json::parse(header.begin(), header.end(), find_duplicates);
     } catch (const nlohmann::json::parse_error& e) {
-      std::string what = e.what();  // "[json.exception.parse_error.101] parse error at ..."
-      const std::size_t bracket = what.find("] ");
-      fail("the header is not valid JSON: ", bracket == std::string::npos ? what : what.substr(bracket + 2));
+      fail("the header is not valid JSON: ", json_error_text(e));  // "parse error at line 1, column 15: ..."
+    } catch (const nlohmann::json::exception& e) {
+      fail("the header cannot be read as JSON: ", json_error_text(e));  // a number too large for a double
     }
     if (!duplicate.empty()) fail("the header has the key '", duplicate, "' twice");
     if (!root.is_object()) fail("the header is a JSON ", root.type_name(), ", not an object");
     if (header[0] != '{') fail("the header must start with '{' (only trailing spaces may pad it)");
 
+    std::map<std::string, std::string> checksums;  // "heed.crc32c.<name>" → its value
     for (auto it = root.begin(); it != root.end(); ++it) {
       if (it.key() == "__metadata__")
-        parse_metadata(it.value());
+        parse_metadata(it.value(), checksums);
       else
         entries_.push_back(parse_entry(it.key(), it.value()));
     }
+    attach_checksums(checksums);
     check_layout();
   }
 
-  void parse_metadata(const nlohmann::json& value) {
+  void parse_metadata(const nlohmann::json& value, std::map<std::string, std::string>& checksums) {
     if (value.is_null()) return;  // safetensors reads "__metadata__": null as no metadata
     if (!value.is_object()) fail("__metadata__ is a JSON ", value.type_name(), ", not an object of strings");
     for (auto it = value.begin(); it != value.end(); ++it) {
       if (!it.value().is_string())
         fail("__metadata__ '", it.key(), "' is a JSON ", it.value().type_name(), " (", json_excerpt(it.value()),
              "), not a string");
-      metadata_.emplace(it.key(), it.value().get<std::string>());
+      (is_checksum_key(it.key()) ? checksums : metadata_).emplace(it.key(), it.value().get<std::string>());
+    }
+  }
+
+  /// A checksum must be well-formed and name a tensor of the file: a damaged key would
+  /// otherwise let its tensor load unchecked. A tensor without one loads unchecked, as
+  /// every tensor of another writer's file does.
+  void attach_checksums(const std::map<std::string, std::string>& checksums) {
+    if (checksums.empty()) return;
+    std::map<std::string, Entry*> by_name;
+    for (Entry& e : entries_) by_name[e.name] = &e;
+    for (const auto& [key, value] : checksums) {
+      const std::string name = key.substr(std::strlen(kChecksumPrefix));
+      const auto it = by_name.find(name);
+      if (it == by_name.end())
+        fail("__metadata__ '", key, "' is the checksum of a tensor '", name, "' that the file does not have");
+      if (!parse_crc(value, it->second->crc))
+        fail("__metadata__ '", key, "' is ", json_excerpt(nlohmann::json(value)), ", not a CRC-32C (8 hex digits)");
+      it->second->has_crc = true;
     }
   }
 
@@ -384,7 +602,7 @@ class SafetensorsReader {
 
   std::string op_, path_;
   FilePtr file_;
-  std::uint64_t size_ = 0, data_size_ = 0;
+  std::uint64_t size_ = 0, data_size_ = 0, header_length_ = 0;
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };
@@ -431,33 +649,117 @@ inline void check_utf8(const std::string& op, const std::string& path, const cha
   }
 }
 
+inline long current_pid() {
+#if defined(_WIN32)
+  return static_cast<long>(_getpid());
+#else
+  return static_cast<long>(getpid());
+#endif
+}
+
 /// path + ".tmp-<pid>-<n>": unique within the process by n, across processes by pid.
 inline std::string temporary_path(const std::string& path) {
   static std::atomic<unsigned long long> counter{0};
-#if defined(_WIN32)
-  const long pid = static_cast<long>(_getpid());
-#else
-  const long pid = static_cast<long>(getpid());
-#endif
-  return concat(path, ".tmp-", pid, "-", counter.fetch_add(1));
+  return concat(path, ".tmp-", current_pid(), "-", counter.fetch_add(1));
 }
 
-/// Removes the temporary file unless the save got as far as renaming it.
+/// The file names (without directory: n makes them unique in the process) of the
+/// temporary files this process's saves hold now, and the lock that guards them.
+inline std::set<std::string>& temporaries_in_progress() {
+  static std::set<std::string> names;
+  return names;
+}
+inline std::mutex& temporaries_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+/// A save's claim on a temporary file name. While it lives, remove_stale_temporaries in
+/// other threads leaves the file alone; on destruction it removes the file if created()
+/// and the save did not get as far as renaming it.
 class TemporaryFile {
  public:
-  explicit TemporaryFile(std::string path) : path_(std::move(path)) {}
+  explicit TemporaryFile(std::string path)
+      : path_(std::move(path)), name_(std::filesystem::path(path_).filename().string()) {
+    const std::lock_guard<std::mutex> lock(temporaries_mutex());
+    temporaries_in_progress().insert(name_);
+  }
   TemporaryFile(const TemporaryFile&) = delete;
   TemporaryFile& operator=(const TemporaryFile&) = delete;
   ~TemporaryFile() {
-    if (!committed_) std::remove(path_.c_str());
+    if (created_ && !committed_) std::remove(path_.c_str());
+    const std::lock_guard<std::mutex> lock(temporaries_mutex());
+    temporaries_in_progress().erase(name_);
   }
   const std::string& path() const { return path_; }
+  /// This save made the file (until then it may be another's, which is not removed).
+  void created() { created_ = true; }
   void commit() { committed_ = true; }
 
  private:
-  std::string path_;
-  bool committed_ = false;
+  std::string path_, name_;
+  bool created_ = false, committed_ = false;
 };
+
+/// Whether the process `pid` may be running: only "no such process" says it is not.
+inline bool process_may_be_running([[maybe_unused]] long pid) {
+#if defined(_WIN32)
+  return true;  // no cheap test here: other processes' files are left alone
+#else
+  return !(::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
+#endif
+}
+
+/// The pid in a name `base` + ".tmp-<pid>-<n>" (decimal digits only, as temporary_path
+/// writes them, and a pid a process can have), or 0 for any other name.
+inline long temporary_owner(const std::string& name, const std::string& base) {
+  const std::string prefix = base + ".tmp-";
+  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
+  std::size_t at = prefix.size();
+  long pid = 0;
+  const std::size_t pid_begin = at;
+  for (; at < name.size() && name[at] >= '0' && name[at] <= '9'; ++at) {
+    if (pid > (std::numeric_limits<int>::max() - (name[at] - '0')) / 10) return 0;  // pids are ints
+    pid = pid * 10 + (name[at] - '0');
+  }
+  if (at == pid_begin || at == name.size() || name[at] != '-' || pid <= 0) return 0;
+  const std::size_t n_begin = ++at;
+  for (; at < name.size() && name[at] >= '0' && name[at] <= '9'; ++at) {
+  }
+  return at == n_begin || at != name.size() ? 0 : pid;
+}
+
+/// Removes the temporary files that earlier saves to `path` left when they were killed
+/// before they could remove them (SIGKILL, a power cut). Only regular files named exactly
+/// `path` + ".tmp-<pid>-<n>" are candidates, and of those only files no save can still be
+/// writing: this process's own that none of its threads holds (its pid can be a killed
+/// predecessor's, as in a restarted container), and other processes' whose pid the system
+/// says no process has. A file of a live process is kept even if that process is not a
+/// save (its pid was reused): it goes once that process ends. Best effort: a file that
+/// cannot be removed stays, and the save goes on.
+inline void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string base = target.filename().string();
+  if (base.empty()) return;
+  const fs::path directory = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  const long own_pid = current_pid();
+  std::error_code ec;
+  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const long pid = temporary_owner(name, base);
+    std::error_code kind_ec;
+    if (pid == 0 || it->symlink_status(kind_ec).type() != fs::file_type::regular) continue;
+    const std::string stale = path + name.substr(base.size());  // the name temporary_path made
+    std::error_code remove_ec;
+    if (pid == own_pid) {
+      const std::lock_guard<std::mutex> lock(temporaries_mutex());  // no thread claims it meanwhile
+      if (temporaries_in_progress().count(name) == 0) fs::remove(stale, remove_ec);
+    } else if (!process_may_be_running(pid)) {
+      fs::remove(stale, remove_ec);
+    }
+  }
+}
 
 /// Makes the rename itself durable; a failure here loses nothing, so it is not reported.
 inline void sync_directory([[maybe_unused]] const std::string& path) {
@@ -485,6 +787,8 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
   for (const auto& [key, value] : metadata) {
     check_utf8(op, path, "metadata key", key);
     check_utf8(op, path, "metadata value", value);
+    HEED_CHECK(!is_checksum_key(key), ValueError, op, ": ", path, ": metadata key '", key,
+               "' is reserved: heed writes each tensor's checksum under '", kChecksumPrefix, "<tensor name>'");
   }
 
   // As safetensors' writer: the largest elements first, then by name, so that each tensor
@@ -492,10 +796,24 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
   std::stable_sort(items.begin(), items.end(), [](const SafetensorsItem& a, const SafetensorsItem& b) {
     return a.element_size != b.element_size ? a.element_size > b.element_size : a.name < b.name;
   });
+  // Each tensor's checksum joins the metadata, over its bytes as the file holds them.
+  std::map<std::string, std::string> all_metadata = metadata;
+  const bool swap = !host_is_little_endian();
+  for (const SafetensorsItem& item : items) {
+    std::uint32_t crc = 0;
+    if (swap && item.host_order) {
+      std::vector<unsigned char> little(item.bytes, item.bytes + item.size);
+      swap_bytes(little.data(), item.size / item.element_size, item.element_size);
+      crc = crc32c(little.data(), little.size());
+    } else {
+      crc = crc32c(item.bytes, item.size);
+    }
+    all_metadata[kChecksumPrefix + item.name] = format_crc(crc);
+  }
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
+  if (!all_metadata.empty()) {
     nlohmann::ordered_json& meta = header["__metadata__"] = nlohmann::ordered_json::object();
-    for (const auto& [key, value] : metadata) meta[key] = value;
+    for (const auto& [key, value] : all_metadata) meta[key] = value;
   }
   std::uint64_t offset = 0;
   for (const SafetensorsItem& item : items) {
@@ -514,16 +832,20 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
   // Write a temporary file beside the target and rename it over the target only once
   // it is complete and on disk: the target is the old file or the new one, never half.
   auto fail = [&](auto&&... what) { throw FileError(concat(op, ": ", path, ": ", what...)); };
-  std::string temp_path;
+  remove_stale_temporaries(path);
+  std::unique_ptr<TemporaryFile> temporary;  // declared before `file`, so closed before removed
   std::FILE* raw = nullptr;
+  int error = 0;
   for (int attempt = 0; attempt < 100 && raw == nullptr; ++attempt) {
-    temp_path = temporary_path(path);
+    temporary = std::make_unique<TemporaryFile>(temporary_path(path));  // claimed before it exists
     errno = 0;
-    raw = std::fopen(temp_path.c_str(), "wbx");  // x: never reuse an existing file
-    if (raw == nullptr && errno != EEXIST) break;
+    raw = std::fopen(temporary->path().c_str(), "wbx");  // x: never reuse an existing file
+    error = errno;
+    if (raw == nullptr && error != EEXIST) break;
   }
-  if (raw == nullptr) fail("cannot create the temporary file '", temp_path, "': ", errno_message(errno));
-  TemporaryFile temporary(temp_path);  // declared before `file`, so closed before removed
+  const std::string temp_path = temporary->path();
+  if (raw == nullptr) fail("cannot create the temporary file '", temp_path, "': ", errno_message(error));
+  temporary->created();
   FilePtr file(raw);
 
   auto write = [&](const void* bytes, std::size_t size) {
@@ -534,7 +856,6 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> 8 * i);
   write(length, 8);
   write(text.data(), text.size());
-  const bool swap = !host_is_little_endian();
   for (const SafetensorsItem& item : items) {
     if (swap && item.host_order) {
       std::vector<unsigned char> little(item.bytes, item.bytes + item.size);
@@ -555,7 +876,7 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
   std::error_code ec;
   std::filesystem::rename(temp_path, path, ec);
   if (ec) fail("cannot rename '", temp_path, "' over it: ", ec.message());
-  temporary.commit();
+  temporary->commit();
   sync_directory(path);
 }
 
@@ -610,11 +931,15 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
   detail::SafetensorsReader reader("read_safetensors", path);
   SafetensorsFile file;
   file.metadata = reader.metadata();
-  for (const auto& e : reader.entries()) {
-    TensorRecord& record = file.tensors[e.name];
-    record.dtype = e.dtype;
-    record.shape = e.shape;
-    record.data.resize(static_cast<std::size_t>(e.end - e.begin));
+  try {
+    for (const auto& e : reader.entries()) {
+      TensorRecord& record = file.tensors[e.name];
+      record.dtype = e.dtype;
+      record.shape = e.shape;
+      record.data.resize(static_cast<std::size_t>(e.end - e.begin));
+    }
+  } catch (const std::bad_alloc&) {
+    reader.out_of_memory("for the tensors' ", reader.data_size(), " bytes");
   }
   reader.read_data([&](const detail::SafetensorsReader::Entry& e) { return file.tensors[e.name].data.data(); });
   return file;
@@ -723,7 +1048,13 @@ std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std:
   if (!problems.empty()) reader.fail(problems);
 
   std::map<std::string, Tensor<T>> values;
-  for (const auto& [name, parameter] : parameters) values.emplace(name, Tensor<T>::empty(parameter.shape()));
+  try {
+    for (const auto& [name, parameter] : parameters) values.emplace(name, Tensor<T>::empty(parameter.shape()));
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(detail::concat("load_checkpoint: ", path, ": ", e.what()));
+  } catch (const std::bad_alloc&) {
+    reader.out_of_memory("for the ", reader.data_size(), " bytes of the parameters' new values");
+  }
   reader.read_data([&](const Entry& e) { return reinterpret_cast<unsigned char*>(values.at(e.name).data()); });
   if (!detail::host_is_little_endian())
     for (auto& [name, value] : values)
