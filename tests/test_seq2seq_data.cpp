@@ -6,7 +6,10 @@
 #include "check.hpp"
 #include "golden.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -189,7 +192,7 @@ TEST_CASE("tokenize_nmt matches d2l on the handcrafted text", "[data]") {
   CHECK(spaced.target == std::vector<std::vector<std::string>>{{"."}});
 }
 
-TEST_CASE("tokenize_nmt keeps d2l's num_examples quirk and reads the first two columns", "[data]") {
+TEST_CASE("tokenize_nmt keeps d2l's num_examples quirk, counts pairs only and reads the first two columns", "[data]") {
   std::string many;
   for (int i = 0; i < 1000; ++i) many += "a" + std::to_string(i) + "\tb\n";
   // d2l breaks at i > num_examples: 600 examples give 601 pairs; 0 or none gives all.
@@ -198,6 +201,9 @@ TEST_CASE("tokenize_nmt keeps d2l's num_examples quirk and reads the first two c
   CHECK(heed::tokenize_nmt(many, 1).source.size() == 2);
   CHECK(heed::tokenize_nmt(many, 0).source.size() == 1000);
   CHECK(heed::tokenize_nmt(many).source.size() == 1000);
+  // Blank lines and lines without a tab are not examples, wherever they are.
+  CHECK(heed::tokenize_nmt("\n\nno tab\na\tb\n\nc\td\ne\tf\n", 1).source ==
+        std::vector<std::vector<std::string>>{{"a"}, {"c"}});
 
   const heed::NmtTokens tokens = heed::tokenize_nmt("go .\tva !\tCC-BY 2.0\nno tab\n\nhi .\tsalut !");
   CHECK(tokens.source == std::vector<std::vector<std::string>>{{"go", "."}, {"hi", "."}});
@@ -287,11 +293,11 @@ TEST_CASE("truncate_pad and build_array_nmt match d2l", "[data]") {
 TEST_CASE("the pipeline matches d2l on the first 600 examples of fra.txt", "[data]") {
   const std::string path = fra_txt();
   if (path.empty()) return;
-  // d2l reads the whole file; reading only the 601 lines tokenize_nmt uses is the same.
-  for (const std::optional<std::size_t> max_lines : {std::optional<std::size_t>(), std::optional<std::size_t>(601)}) {
-    INFO("max_lines " << (max_lines ? std::to_string(*max_lines) : "none"));
+  // d2l reads the whole file; reading only the 601 pairs tokenize_nmt uses is the same.
+  for (const std::optional<std::size_t> max_pairs : {std::optional<std::size_t>(), std::optional<std::size_t>(601)}) {
+    INFO("max_pairs " << (max_pairs ? std::to_string(*max_pairs) : "none"));
     heed::ReadNmtOptions options;
-    options.max_lines = max_lines;
+    options.max_pairs = max_pairs;
     check_pipeline(heed::read_data_nmt(path, options), 600, 10, "fra");
   }
   check_pipeline(heed::read_data_nmt(path), std::nullopt, 10, "fra_all");
@@ -315,6 +321,21 @@ TEST_CASE("the pipeline matches d2l on the first 600 examples of fra.txt", "[dat
 
 // ---- read_data_nmt ---------------------------------------------------------------
 
+namespace {
+
+/// Every source sentence of one epoch, in batch order (the same seed shuffles alike).
+std::vector<std::vector<std::int64_t>> epoch_sources(heed::NmtData& data) {
+  std::vector<std::vector<std::int64_t>> rows;
+  for (const heed::NmtBatch& batch : data.data_iter)
+    for (index_t r = 0; r < batch.X.size(0); ++r) {
+      const std::int64_t* row = batch.X.data() + r * batch.X.size(1);
+      rows.emplace_back(row, row + batch.X.size(1));
+    }
+  return rows;
+}
+
+}  // namespace
+
 TEST_CASE("read_data_nmt reads fra.txt's format", "[data]") {
   SECTION("pairs, CRLF, extra columns, empty lines, no final newline") {
     const TempFile file(
@@ -332,12 +353,23 @@ TEST_CASE("read_data_nmt reads fra.txt's format", "[data]") {
     const std::string dir = std::filesystem::temp_directory_path().string();
     CHECK_ERROR(heed::FileError, dir + " is a directory", heed::read_data_nmt(dir));
   }
+  SECTION("a FIFO with no writer is refused at once instead of blocking the reader") {
+    const std::string fifo = (std::filesystem::temp_directory_path() /
+                              ("heed_test_fifo_" + std::to_string(reinterpret_cast<std::uintptr_t>(&fifo))))
+                                 .string();
+    std::filesystem::remove(fifo);
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_ERROR(heed::FileError, "read_data_nmt: " + fifo + " is a FIFO (named pipe), not a regular file",
+                heed::read_data_nmt(fifo));
+    CHECK_ERROR(heed::FileError, fifo + " is a FIFO", heed::load_data_nmt(fifo, 2, 4));
+    std::filesystem::remove(fifo);
+  }
   SECTION("a line without a tab names the file and the line") {
     const TempFile file("Go.\tVa !\nHi.\tSalut !\nRun! Cours !\nWho?\tQui ?\n");
     CHECK_ERROR(heed::FileError, file.path() + ":3: no tab", heed::read_data_nmt(file.path()));
 
     heed::ReadNmtOptions options;
-    options.max_lines = 2;  // the bad line is not read
+    options.max_pairs = 2;  // the bad line is not read
     CHECK(heed::read_data_nmt(file.path(), options) == "Go.\tVa !\nHi.\tSalut !\n");
   }
   SECTION("invalid UTF-8") {
@@ -356,6 +388,28 @@ TEST_CASE("read_data_nmt reads fra.txt's format", "[data]") {
     // The largest code point and the ones around the surrogates are fine.
     const TempFile fine("a\xF4\x8F\xBF\xBF\xED\x9F\xBF\xEE\x80\x80\tb\n");
     CHECK(heed::read_data_nmt(fine.path()) == "a\xF4\x8F\xBF\xBF\xED\x9F\xBF\xEE\x80\x80\tb\n");
+  }
+  SECTION("blank lines count nowhere: load_data_nmt reads what load_data_nmt_text reads") {
+    std::string raw;
+    for (int i = 0; i < 12; ++i) raw += "\n\r\nw" + std::to_string(i % 3) + " .\tm" + std::to_string(i % 3) + " .\n";
+    const TempFile file(raw);
+    for (const std::size_t n : {std::size_t(1), std::size_t(4), std::size_t(20)}) {
+      INFO(n << " examples");
+      heed::ReadNmtOptions options;
+      options.max_pairs = n + 1;
+      CHECK(heed::read_data_nmt(file.path(), options) ==
+            heed::read_data_nmt(file.path()).substr(0, std::min<std::size_t>(n + 1, 12) * 10));
+      heed::NmtData from_file = heed::load_data_nmt(file.path(), 2, 4, n, 7);
+      heed::NmtData from_text = heed::load_data_nmt_text(heed::read_data_nmt(file.path()), 2, 4, n, 7);
+      heed::NmtData from_raw = heed::load_data_nmt_text(raw, 2, 4, n, 7);
+      const index_t expected = static_cast<index_t>(std::min<std::size_t>(n + 1, 12));
+      CHECK(from_file.data_iter.num_examples() == expected);
+      CHECK(from_text.data_iter.num_examples() == expected);
+      CHECK(from_raw.data_iter.num_examples() == expected);
+      const auto first_epoch = epoch_sources(from_text);  // each loop over a loader is a new epoch
+      CHECK(epoch_sources(from_file) == first_epoch);
+      CHECK(epoch_sources(from_raw) == first_epoch);
+    }
   }
   SECTION("skip_malformed skips and counts bad lines") {
     const TempFile file("Go.\tVa !\nno tab\nHi.\tSalut !\nbad \xFF\tbyte\nWho?\tQui ?\n");

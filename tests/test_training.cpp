@@ -6,6 +6,7 @@
 #include <heed/ops/sequence_mask.hpp>
 #include <heed/optim/adam.hpp>
 #include <heed/optim/clip.hpp>
+#include <heed/optim/sgd.hpp>
 #include <heed/seq2seq/bleu.hpp>
 #include <heed/seq2seq/loss.hpp>
 
@@ -424,7 +425,7 @@ TEST_CASE("Adam's update of a parameter invalidates what autograd saved of it", 
   CHECK_THROWS_AS(y.backward(), heed::AutogradError);
 }
 
-TEST_CASE("Adam checks its hyper-parameters and parameters", "[optim][errors]") {
+TEST_CASE("Adam and SGD check their hyper-parameters and parameters", "[optim][errors]") {
   auto w = heed::zeros<float>({2}).requires_grad_();
   CHECK_ERROR(heed::ValueError, "Adam: invalid learning rate: -0.1", heed::Adam<float>({w}, -0.1));
   CHECK_ERROR(heed::ValueError, "Adam: invalid beta parameter at index 0: 1", heed::Adam<float>({w}, 0.1, 1.0));
@@ -437,6 +438,9 @@ TEST_CASE("Adam checks its hyper-parameters and parameters", "[optim][errors]") 
               heed::Adam<float>({w, heed::zeros<float>({2})}));
   CHECK_ERROR(heed::ValueError, "Adam: parameter 0 must be a leaf tensor that requires grad",
               heed::Adam<float>({w * 2.f}));
+  // An empty list is a module whose parameters were never registered: it would train nothing.
+  CHECK_ERROR(heed::ValueError, "Adam: got an empty parameter list", heed::Adam<float>({}));
+  CHECK_ERROR(heed::ValueError, "SGD: got an empty parameter list", heed::SGD<float>({}, 0.1));
   heed::Adam<float> optimizer({w});
   CHECK_ERROR(heed::ValueError, "Adam: invalid learning rate: nan",
               optimizer.set_lr(std::numeric_limits<double>::quiet_NaN()));

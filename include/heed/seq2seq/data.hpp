@@ -13,9 +13,11 @@
 // (heed/seq2seq/corpus.hpp generates a small corpus, so no download is needed).
 //
 // Where heed differs from d2l, it says so: read_data_nmt validates the file (UTF-8, a
-// tab on every line) and can stop after max_lines; tokenize_nmt takes the first two
-// columns of a line with extra ones (d2l skips such lines); preprocess_nmt lowercases
-// only the scripts listed at detail::to_lower (d2l's str.lower() knows all of Unicode).
+// tab on every line), refuses what is not a regular file and can stop after max_pairs;
+// tokenize_nmt takes the first two columns of a line with extra ones (d2l skips such
+// lines) and counts num_examples in sentence pairs, so that blank lines count nowhere
+// (d2l counts every line); preprocess_nmt lowercases only the scripts listed at
+// detail::to_lower (d2l's str.lower() knows all of Unicode).
 #pragma once
 
 #include <algorithm>
@@ -35,6 +37,7 @@
 #include "heed/core/error.hpp"
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
+#include "heed/detail/files.hpp"
 
 namespace heed {
 
@@ -201,15 +204,17 @@ struct NmtTokens {
 };
 
 /// d2l's tokenize_nmt: lines split on '\n', columns on '\t', tokens on ' ' (empty tokens
-/// kept, as Python's split(' ')). Stops at line index i > num_examples, d2l's test, so
-/// num_examples = 600 yields up to 601 pairs; num_examples absent or 0 reads every line.
-/// A line with fewer than two columns (the empty line after the last '\n') is skipped;
-/// one with more uses the first two (d2l skips it; Tatoeba's third column is attribution).
+/// kept, as Python's split(' ')). Stops after num_examples + 1 pairs, as d2l's test
+/// i > num_examples does on a file without blank lines (num_examples = 600 yields up to
+/// 601 pairs); num_examples absent or 0 reads every line. A line with fewer than two
+/// columns (a blank line, the empty line after the last '\n') is skipped and not
+/// counted, so blank lines change nothing, here or in read_data_nmt; a line with more
+/// columns uses the first two (d2l skips it; Tatoeba's third column is attribution).
 inline NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_examples = std::nullopt) {
   NmtTokens out;
   const std::vector<std::string> lines = detail::split(text, '\n');
   for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (num_examples && *num_examples > 0 && i > *num_examples) break;
+    if (num_examples && *num_examples > 0 && out.source.size() > *num_examples) break;
     const std::vector<std::string> parts = detail::split(lines[i], '\t');
     if (parts.size() < 2) continue;
     out.source.push_back(detail::split(parts[0], ' '));
@@ -361,8 +366,9 @@ inline NmtArray build_array_nmt(const std::vector<std::vector<std::string>>& lin
 struct ReadNmtOptions {
   /// Skip a malformed line (no tab, invalid UTF-8) instead of throwing FileError.
   bool skip_malformed = false;
-  /// Read only the first max_lines lines of the file, empty ones counted (absent: all).
-  std::optional<std::size_t> max_lines;
+  /// Stop after this many sentence pairs (absent: read them all). Blank and skipped
+  /// lines do not count, as in tokenize_nmt.
+  std::optional<std::size_t> max_pairs;
   /// Where to store the number of lines skipped as malformed (nullptr: nowhere).
   std::size_t* skipped_lines = nullptr;
 };
@@ -370,18 +376,17 @@ struct ReadNmtOptions {
 /// Reads a Tatoeba / d2l fra.txt file: UTF-8, one `English<TAB>French` pair per line,
 /// further tab-separated columns (attribution) dropped, "\r\n" accepted, empty lines
 /// ignored. Returns the pairs as "English\tFrench\n" lines, the text d2l's read_data_nmt
-/// returns. A missing or unreadable file throws FileError naming it; a line without a
+/// returns. A missing or unreadable file, or one that is not a regular file (a
+/// directory; a FIFO, which would block), throws FileError naming it; a line without a
 /// tab or with invalid UTF-8 throws FileError "<path>:<line>: ..." (1-based) unless
 /// options.skip_malformed is set, which skips and counts it.
 inline std::string read_data_nmt(const std::string& path, const ReadNmtOptions& options = {}) {
-  std::error_code ignored;
-  HEED_CHECK(!std::filesystem::is_directory(path, ignored), FileError, "read_data_nmt: ", path, " is a directory");
+  detail::check_regular_file("read_data_nmt", path);
   std::ifstream in(path, std::ios::binary);
   HEED_CHECK(in, FileError, "read_data_nmt: cannot open ", path);
   std::string text, line;
-  std::size_t skipped = 0;
-  for (std::size_t number = 1; (!options.max_lines || number <= *options.max_lines) && std::getline(in, line);
-       ++number) {
+  std::size_t skipped = 0, pairs = 0;
+  for (std::size_t number = 1; (!options.max_pairs || pairs < *options.max_pairs) && std::getline(in, line); ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     std::string problem;
@@ -399,6 +404,7 @@ inline std::string read_data_nmt(const std::string& path, const ReadNmtOptions& 
     }
     const std::size_t second_tab = line.find('\t', tab + 1);
     text.append(line, 0, second_tab).append(1, '\n');
+    ++pairs;
   }
   HEED_CHECK(!in.bad(), FileError, "read_data_nmt: error reading ", path);
   if (options.skipped_lines) *options.skipped_lines = skipped;
@@ -551,13 +557,14 @@ inline NmtData load_data_nmt_text(std::string_view raw_text, index_t batch_size,
           std::move(tgt_vocab)};
 }
 
-/// d2l's load_data_nmt on a fra.txt file (read_data_nmt, reading only the lines that
-/// num_examples lets tokenize_nmt use).
+/// d2l's load_data_nmt on a fra.txt file (read_data_nmt, reading only the pairs that
+/// num_examples lets tokenize_nmt use): the same data as
+/// load_data_nmt_text(read_data_nmt(path), ...).
 inline NmtData load_data_nmt(const std::string& path, index_t batch_size, index_t num_steps,
                              std::optional<std::size_t> num_examples = 600,
                              std::uint64_t seed = Generator::kDefaultSeed) {
   ReadNmtOptions options;
-  if (num_examples && *num_examples > 0) options.max_lines = *num_examples + 1;
+  if (num_examples && *num_examples > 0) options.max_pairs = *num_examples + 1;
   return load_data_nmt_text(read_data_nmt(path, options), batch_size, num_steps, num_examples, seed);
 }
 
