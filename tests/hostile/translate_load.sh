@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# translate --load on hostile checkpoints: each must end with exit status 1 and a
+# message on stderr naming the file, never with a signal or an abort; once with the
+# model read from the file's metadata, once with --model given (load_checkpoint).
+#   tests/hostile/translate_load.sh TRANSLATE SCRATCH_DIR
+set -u
+export LC_ALL=C  # ${#json} counts bytes
+translate=$1 dir=$2
+mkdir -p "$dir"
+failures=0 cases=0
+
+# safetensors: the header's length as 8 little-endian bytes, then the JSON header.
+write_checkpoint() {  # name json
+  local n=${#2} octal=""
+  for shift in 0 8 16 24 32 40 48 56; do octal+=$(printf '\\%03o' $(((n >> shift) & 255))); done
+  printf "$octal" >"$dir/$1"
+  printf '%s' "$2" >>"$dir/$1"
+}
+
+expect_file_error() {  # name [flags...]
+  local path=$dir/$1 stderr status
+  shift
+  stderr=$("$translate" --load "$path" "$@" "go ." 2>&1 >/dev/null)
+  status=$?
+  if [ "$status" -ne 1 ] || [[ "$stderr" != *"$path"* ]]; then
+    echo "FAIL ${path##*/} $*: exit status $status, stderr: ${stderr:0:300}"
+    failures=$((failures + 1))
+  else
+    echo "ok   ${path##*/} $*: ${stderr:0:160}"
+  fi
+  cases=$((cases + 1))
+}
+
+depth=1000000
+open=$(printf '%*s' "$depth" '' | tr ' ' '[')
+close=$(printf '%*s' "$depth" '' | tr ' ' ']')
+write_checkpoint deep_metadata.safetensors "{\"__metadata__\":$open$close}"
+write_checkpoint deep_dtype.safetensors "{\"w\":{\"dtype\":$open$close,\"shape\":[1],\"data_offsets\":[0,4]}}"
+write_checkpoint deep_shape.safetensors "{\"w\":{\"dtype\":\"F32\",\"shape\":[$open$close],\"data_offsets\":[0,4]}}"
+write_checkpoint deep_offsets.safetensors "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":$open$close}}"
+write_checkpoint unclosed.safetensors "{\"__metadata__\":$open"
+write_checkpoint huge_number.safetensors '{"a":1e400}'
+write_checkpoint huge_offset.safetensors "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,1e400]}}"
+write_checkpoint negative_shape.safetensors "{\"w\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}"
+write_checkpoint vast_shape.safetensors \
+  "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}"
+printf '\377\377\377\377\377\377\377\177{}' >"$dir/vast_header.safetensors"
+rm -f "$dir/fifo.safetensors" && mkfifo "$dir/fifo.safetensors"
+
+for name in deep_metadata deep_dtype deep_shape deep_offsets unclosed huge_number huge_offset negative_shape \
+  vast_shape vast_header fifo; do
+  expect_file_error "$name.safetensors"
+  expect_file_error "$name.safetensors" --model transformer
+done
+rm -f "$dir/fifo.safetensors"
+echo "$failures of $cases loads of hostile checkpoints misbehaved"
+[ "$failures" -eq 0 ]
