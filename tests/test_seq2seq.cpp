@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -25,6 +26,10 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "check.hpp"
 #include "golden.hpp"
@@ -570,6 +575,52 @@ TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changi
     INFO(cut_params[i].first);
     check_close(cut_params[i].second, whole_params[i].second, 1e-9);
   }
+}
+
+TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past every threading threshold",
+          "[seq2seq][train][threads]") {
+#ifndef _OPENMP
+  WARN("built without OpenMP: one thread only, nothing to compare");
+#else
+  // Batches of 64 sentences and 256 hidden units: the attention, FFN and vocabulary
+  // products all exceed heed's threaded-GEMM threshold, and the elementwise, softmax
+  // and layer_norm passes its parallel grain; dropout is on.
+  heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 64, 10, 127, 3);
+  for (const heed::NmtBatch& batch : data.data_iter)  // each batch keeps steps enough after its padding is cut
+    REQUIRE(64 * batch.X_valid_len.max().item() * 256 * 256 >= heed::detail::kParallelGemmWork);
+  const auto train_with = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    heed::Generator gen(11);
+    heed::TransformerOptions init;
+    init.generator = &gen;
+    TransformerNet<float> net(
+        std::make_unique<heed::TransformerEncoder<float>>(data.src_vocab.size(), 256, 256, 256, 256, Shape{256}, 256,
+                                                          1024, 4, 1, 0.1, false, init),
+        std::make_unique<heed::TransformerDecoder<float>>(data.tgt_vocab.size(), 256, 256, 256, 256, Shape{256}, 256,
+                                                          1024, 4, 1, 0.1, init));
+    heed::TrainOptions options;
+    options.progress = false;
+    options.generator = &gen;
+    heed::manual_seed(8);  // dropout's generator
+    auto loader = data.data_iter;
+    const heed::TrainResult result = heed::train_seq2seq<float>(net, loader, 0.005, 1, data.tgt_vocab, options);
+    omp_set_num_threads(saved);
+    std::vector<float> values(result.losses.begin(), result.losses.end());
+    for (const auto& [name, p] : net.named_parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
+    return values;
+  };
+  const std::vector<float> one = train_with(1);
+  REQUIRE(one.size() > 1'000'000);
+  for (int threads : {2, 3}) {
+    INFO(threads << " threads");
+    const std::vector<float> many = train_with(threads);
+    REQUIRE(many.size() == one.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &many[i], sizeof(float)) != 0;
+    CHECK(differ == 0);
+  }
+#endif
 }
 
 TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam search", "[seq2seq][predict]",
