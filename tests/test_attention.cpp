@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #ifdef _OPENMP
@@ -616,6 +617,182 @@ TEST_CASE("scaled_dot_product_attention: fully masked rows give zeros, never NaN
   CHECK(k.grad().select(0, 0).abs().sum().item() == 0.0);
   CHECK(v.grad().select(0, 0).abs().sum().item() == 0.0);
   CHECK(v.grad().select(0, 1).slice(0, 2, 5).abs().sum().item() == 0.0);  // keys past the valid length
+}
+
+namespace {
+
+/// Where a NaN or an infinity goes in (queries, keys, values) of shape (2, 70, 8),
+/// (2, 300, 8), (2, 300, 4): tensor 0, 1 or 2, flat index, value.
+struct Poison {
+  std::string name;
+  std::vector<std::tuple<int, index_t, double>> at;
+};
+
+struct NanMask {
+  std::string name;
+  AttentionMask<double> mask;
+  std::function<bool(index_t, index_t, index_t)> visible;  // (batch, query, key)
+  double dropout = 0.0;
+};
+
+/// Output, gradients of queries, keys and values, then those inputs, of attention f on
+/// poisoned random inputs.
+template <typename T, typename F>
+std::vector<Tensor<T>> run_poisoned(const Poison& poison, F&& f) {
+  heed::Generator gen(21);
+  std::vector<Tensor<T>> in{heed::randn<T>({2, 70, 8}, gen), heed::randn<T>({2, 300, 8}, gen),
+                            heed::randn<T>({2, 300, 4}, gen)};
+  for (const auto& [tensor, index, value] : poison.at)
+    in[static_cast<std::size_t>(tensor)].data()[index] = static_cast<T>(value);
+  for (Tensor<T>& t : in) t.requires_grad_();
+  const Tensor<T> out = f(in[0], in[1], in[2]);
+  out.backward(heed::randn<T>(out.shape(), gen));
+  return {out.detach(), in[0].grad(), in[1].grad(), in[2].grad(), in[0].detach(), in[1].detach(), in[2].detach()};
+}
+
+/// x and y are NaN at the same elements, infinite at the same ones with the same sign,
+/// and close elsewhere (relative to y's largest finite magnitude).
+template <typename T>
+void check_same_nans(const Tensor<T>& x, const Tensor<T>& y) {
+  REQUIRE(x.shape() == y.shape());
+  double scale = 1, worst = 0;
+  index_t mismatches = 0, first = -1;
+  for (index_t i = 0; i < y.numel(); ++i)
+    if (std::isfinite(y.data()[i])) scale = std::max(scale, std::abs(static_cast<double>(y.data()[i])));
+  for (index_t i = 0; i < x.numel(); ++i) {
+    const double a = static_cast<double>(x.data()[i]), b = static_cast<double>(y.data()[i]);
+    if (std::isfinite(a) && std::isfinite(b)) {
+      worst = std::max(worst, std::abs(a - b));
+    } else if (std::isnan(a) != std::isnan(b) || (!std::isnan(a) && a != b)) {
+      if (mismatches++ == 0) first = i;
+    }
+  }
+  INFO(mismatches << " elements differ in being NaN or infinite, the first at flat index " << first);
+  CHECK(mismatches == 0);
+  CHECK(worst <= kTolerance<T> * scale);
+}
+
+/// The NaN elements of the output by the definition: a row is NaN when a key it sees
+/// has a NaN or +inf score; column c of a batch is NaN when a value of it is NaN,
+/// whether or not it is seen (its weight 0 multiplies it).
+template <typename T>
+void check_output_nans(const std::vector<Tensor<T>>& r, const NanMask& m) {
+  const Tensor<T>&out = r[0], &q = r[4], &k = r[5], &v = r[6];
+  index_t wrong = 0;
+  for (index_t b = 0; b < 2; ++b)
+    for (index_t i = 0; i < 70; ++i) {
+      bool row_nan = false;
+      for (index_t j = 0; j < 300 && !row_nan; ++j) {
+        if (!m.visible(b, i, j)) continue;
+        double s = 0;
+        for (index_t c = 0; c < 8; ++c)
+          s += static_cast<double>(q.data()[(b * 70 + i) * 8 + c]) *
+               static_cast<double>(k.data()[(b * 300 + j) * 8 + c]);
+        row_nan = std::isnan(s) || s == std::numeric_limits<double>::infinity();
+      }
+      for (index_t c = 0; c < 4; ++c) {
+        bool nan = row_nan;
+        for (index_t j = 0; j < 300; ++j) nan = nan || std::isnan(v.data()[(b * 300 + j) * 4 + c]);
+        wrong += nan != std::isnan(out.data()[(b * 70 + i) * 4 + c]);
+      }
+    }
+  CHECK(wrong == 0);
+}
+
+template <typename T>
+bool any_nan(const Tensor<T>& x) {
+  return std::any_of(x.data(), x.data() + x.numel(), [](T e) { return std::isnan(e); });
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("scaled_dot_product_attention is NaN exactly where the classic path is",
+                   "[attention][fused][autograd]", float, double) {
+  using T = TestType;
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // Flat indices: queries (b·70 + i)·8 + c, keys (b·300 + j)·8 + c, values (b·300 + j)·4 + c.
+  const std::vector<Poison> poisons{
+      {"NaN query (0, 5)", {{0, 5 * 8, nan}}},
+      {"+inf key (0, 3)", {{1, 3 * 8 + 1, inf}}},
+      {"NaN key (1, 10)", {{1, (300 + 10) * 8 + 2, nan}}},
+      {"NaN value (0, 20)", {{2, 20 * 4 + 3, nan}}},
+      {"NaN value (1, 290)", {{2, (300 + 290) * 4 + 1, nan}}},  // past valid length 270, in a skipped tile
+      {"NaN key (0, 280), +inf key (0, 150)", {{1, 280 * 8, nan}, {1, 150 * 8 + 4, inf}}},
+  };
+  heed::Generator gen(13);
+  BoolTensor allowed = heed::rand<double>({2, 70, 300}, gen) > 0.3;
+  // masked_softmax's max drops a NaN unless it comes first, so key 0 stays visible.
+  for (index_t r = 0; r < 2 * 70; ++r) allowed.data()[r * 300] = true;
+  const auto lens_visible = [](index_t l0, index_t l1) {
+    return [=](index_t b, index_t, index_t j) { return j < (b == 0 ? l0 : l1); };
+  };
+  using M = AttentionMask<double>;
+  const std::vector<NanMask> masks{
+      {"no mask", M(), [](index_t, index_t, index_t) { return true; }},
+      {"valid_lens (100, 270)", M(lens({100, 270}, {2})), lens_visible(100, 270)},
+      {"valid_lens (0, 300)", M(lens({0, 300}, {2})), lens_visible(0, 300)},
+      {"causal", M::causal(), [](index_t, index_t i, index_t j) { return j <= i + 230; }},
+      {"boolean", M(allowed), [&](index_t b, index_t i, index_t j) { return allowed.data()[(b * 70 + i) * 300 + j]; }},
+      {"valid_lens (100, 270), dropout", M(lens({100, 270}, {2})), lens_visible(100, 270), 0.3},
+  };
+  const char* names[] = {"output", "queries' gradient", "keys' gradient", "values' gradient"};
+  for (const NanMask& m : masks)
+    for (const Poison& poison : poisons) {
+      DYNAMIC_SECTION(m.name << ", " << poison.name) {
+        const AttentionMask<T> mask = convert<T>(m.mask);
+        const auto fused = run_poisoned<T>(poison, [&](const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v) {
+          heed::Generator dropout_gen(3);
+          return heed::scaled_dot_product_attention(q, k, v, mask, m.dropout, dropout_gen);
+        });
+        const auto classic = run_poisoned<T>(poison, [&](const Tensor<T>& q, const Tensor<T>& k, const Tensor<T>& v) {
+          heed::Generator dropout_gen(3);
+          return classic_attention(q, k, v, mask, m.dropout, dropout_gen);
+        });
+        check_output_nans(fused, m);
+        for (std::size_t i = 0; i < 4; ++i) {
+          INFO(names[i]);
+          check_same_nans(fused[i], classic[i]);
+        }
+        if (poison.name.rfind("NaN key (0, 280)", 0) == 0 && m.name.rfind("valid_lens (100", 0) == 0) {
+          // Keys no query sees: nothing NaN but the queries' gradient, where the
+          // scores' zero gradient multiplies the keys (0 · NaN, as the classic matmul).
+          CHECK_FALSE(any_nan(fused[0]));
+          CHECK_FALSE(any_nan(fused[2]));
+          CHECK_FALSE(any_nan(fused[3]));
+          CHECK(any_nan(fused[1]));
+        }
+      }
+    }
+}
+
+TEST_CASE("scaled_dot_product_attention: a lone visible NaN score is NaN, not a fully masked row",
+          "[attention][fused]") {
+  // One query sees only key 2, whose score is NaN: the row's max must not drop it and
+  // leave −inf, which would read as "nothing visible" and give zeros.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensord q = heed::ones<double>({1, 2, 2}).requires_grad_();
+  Tensord k = heed::ones<double>({1, 4, 2}), v = heed::ones<double>({1, 4, 3});
+  k.data()[2 * 2] = nan;
+  k.requires_grad_();
+  v.requires_grad_();
+  BoolTensor allowed = heed::zeros<double>({1, 2, 4}) > 0.5;
+  allowed.data()[2] = true;      // query 0: key 2 only
+  allowed.data()[4 + 1] = true;  // query 1: key 1 only
+  const Tensord out = heed::scaled_dot_product_attention(q, k, v, allowed);
+  for (index_t c = 0; c < 3; ++c) {
+    CHECK(std::isnan(out.data()[c]));
+    CHECK(out.data()[3 + c] == Approx(1.0));
+  }
+  out.sum().backward();
+  CHECK(std::isnan(q.grad().data()[0]));
+  CHECK(std::isnan(v.grad().data()[2 * 3]));  // the NaN weight's value
+  // The classic path agrees: masked_softmax's max keeps the NaN too.
+  const Tensord weights = heed::masked_softmax(heed::matmul(q, k, false, true), allowed);
+  for (index_t j = 0; j < 4; ++j) {
+    INFO("key " << j);
+    CHECK(std::isnan(weights.data()[j]));
+    CHECK(weights.data()[4 + j] == (j == 1 ? 1.0 : 0.0));
+  }
 }
 
 TEST_CASE("scaled_dot_product_attention's gradients match finite differences", "[attention][fused][autograd]") {

@@ -556,6 +556,37 @@ TEMPLATE_TEST_CASE("layer_norm of d2l's [[1, 2], [2, 3]] over the last dim is [[
   check_values(heed::layer_norm(heed::tensor<TestType>({{5, 5, 5}}), Shape{3}), {0, 0, 0});
 }
 
+TEMPLATE_TEST_CASE("layer_norm of [1e30, -1e30, 3] is [1.2247, -1.2247, 0], not zeros", "[ops]", float, double) {
+  using T = TestType;
+  // In float the squared deviations (1e60) overflow; the variance must not become inf.
+  const double a = std::sqrt(1.5);  // 1e30 / √(⅔ · 1e60)
+  auto x = heed::tensor<T>({1e30, -1e30, 3}).requires_grad_();
+  const auto y = heed::layer_norm(x, Shape{3});
+  CHECK(y.data()[0] == Approx(a).epsilon(1e-6));
+  CHECK(y.data()[1] == Approx(-a).epsilon(1e-6));
+  CHECK(std::abs(y.data()[2]) < 1e-29);
+  // Backward from the same moments: dx = (1/σ)(g − mean(g) − x̂ · mean(g·x̂)) with
+  // 1/σ = a · 1e-30, x̂ = (a, −a, 0) and, for g = (1, 2, 3), mean(g·x̂) = −a/3.
+  y.backward(heed::tensor<T>({1, 2, 3}));
+  const double r = a * 1e-30;
+  const double expected[] = {r * (1 - 2 + a * a / 3), r * (2 - 2 - a * a / 3), r * (3 - 2)};
+  for (index_t i = 0; i < 3; ++i) {
+    INFO("element " << i);
+    CHECK(x.grad().data()[i] == Approx(expected[i]).epsilon(1e-5));
+  }
+  // The same where the squares overflow double.
+  const auto wide = heed::layer_norm(heed::tensor<double>({1e200, -1e200, 3}), Shape{3});
+  CHECK(wide.data()[0] == Approx(a).epsilon(1e-12));
+  CHECK(wide.data()[1] == Approx(-a).epsilon(1e-12));
+  CHECK(std::abs(wide.data()[2]) < 1e-199);
+  // NaN or inf in a row still gives NaN, not the scaled moments.
+  for (const T bad : {std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity()}) {
+    const auto out = heed::layer_norm(heed::tensor<T>({{1e30, bad, 3}, {1, 2, 3}}), Shape{3});
+    for (index_t i = 0; i < 3; ++i) CHECK(std::isnan(out.data()[i]));
+    CHECK(out.data()[5] == Approx(std::sqrt(1.5) / std::sqrt(1 + 1.5e-5)).epsilon(1e-5));
+  }
+}
+
 TEMPLATE_TEST_CASE("layer_norm over a 2-D normalized_shape (3, 4) of a (2, 3, 4) input", "[ops]", float, double) {
   heed::Generator gen(7);
   const auto x = heed::randn<TestType>({2, 3, 4}, gen) * TestType(3) + TestType(5);

@@ -32,6 +32,22 @@ inline std::pair<index_t, index_t> layer_norm_rows(const Shape& x, const Shape& 
   return {row == 0 ? 0 : x.numel() / row, row};
 }
 
+/// The mean and 1/√(var + eps) of one row, the variance of the deviations from the
+/// mean (two passes, no E[x²] − E[x]² cancellation). Squares past the type's range
+/// (|x − mean| above 1.8e19 in float) or a sum past it would make var inf and the row
+/// zeros, so then the row is first scaled by its largest magnitude: [1e30, −1e30, 3]
+/// gives ±1.2247. A row holding NaN or inf stays NaN, as in PyTorch.
+template <typename T>
+std::pair<T, T> layer_norm_moments(const ConstVecMap<T>& in, T eps) {
+  const T mu = in.mean();
+  const T var = (in - mu).square().mean();
+  if (std::isfinite(var) || !in.allFinite()) return {mu, T(1) / std::sqrt(var + eps)};
+  const T scale = in.abs().maxCoeff();
+  const T scaled_mu = (in / scale).mean();
+  const T scaled_var = (in / scale - scaled_mu).square().mean();
+  return {scaled_mu * scale, T(1) / scale / std::sqrt(scaled_var + eps / scale / scale)};
+}
+
 #ifdef HEED_WITH_CUDA
 /// layer_norm on a CUDA device: a warp per row forward and for dx, a thread per
 /// column for the weight's and bias's gradients.
@@ -93,8 +109,7 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
     for (index_t r = begin; r < end; ++r) {
       const detail::ConstVecMap<T> in(x.data() + r * n, n);
       detail::VecMap<T> y(out.data() + r * n, n);
-      const T mu = in.mean();
-      const T sigma_inv = T(1) / std::sqrt((in - mu).square().mean() + static_cast<T>(eps));
+      const auto [mu, sigma_inv] = detail::layer_norm_moments(in, static_cast<T>(eps));
       mean.data()[r] = mu;
       rstd.data()[r] = sigma_inv;
       y = (in - mu) * sigma_inv;

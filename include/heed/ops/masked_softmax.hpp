@@ -179,10 +179,11 @@ std::vector<index_t> row_limits(const AttentionMask<T>& mask, const Shape& score
 }
 
 /// The softmax of one row's visible prefix `in` into `out`; zeros when nothing is
-/// visible (an empty prefix, or every score -inf).
+/// visible (an empty prefix, or every score -inf). The max propagates NaN: a row whose
+/// only visible scores are NaN must come out NaN, not look fully masked.
 template <typename T, typename Out>
 void softmax_prefix(const ConstVecMap<T>& in, Out&& out) {
-  const T max = in.size() > 0 ? in.maxCoeff() : -std::numeric_limits<T>::infinity();
+  const T max = in.size() > 0 ? in.template maxCoeff<Eigen::PropagateNaN>() : -std::numeric_limits<T>::infinity();
   if (max == -std::numeric_limits<T>::infinity()) {
     out.setZero();
     return;
@@ -234,7 +235,7 @@ void softmax_masked(const T* in, const bool* allowed, index_t allowed_stride, co
     first_pass(with_additive, same_allowed);
   else
     first_pass(plus_constant, same_allowed);
-  const T max = n > 0 ? out.maxCoeff() : kMinusInf;
+  const T max = n > 0 ? out.template maxCoeff<Eigen::PropagateNaN>() : kMinusInf;  // NaN: see softmax_prefix
   if (max == kMinusInf) {
     out.setZero();
     return;

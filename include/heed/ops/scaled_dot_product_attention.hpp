@@ -1,7 +1,7 @@
 // heed/ops/scaled_dot_product_attention.hpp — attention that never stores the scores.
 //
 //   auto out = heed::scaled_dot_product_attention(queries, keys, values, valid_lens);
-//   auto out = heed::scaled_dot_product_attention(q, k, v, heed::AttentionMaskf::causal(), 0.1, gen);
+//   auto out = heed::scaled_dot_product_attention(q, k, v, heed::AttentionMask<float>::causal(), 0.1, gen);
 //
 //   queries: (batch, [heads,] num_queries, d)
 //   keys:    (batch, [kv_heads,] num_keys, d)         kv_heads divides heads
@@ -22,6 +22,13 @@
 // Backward: each tile's weights are recomputed from the log-sum-exp, P = exp(S − lse),
 // and with D = rowsum(dO ∘ O), dS = P ∘ (dP − D); that holds with dropout too, since
 // Σ_j P_ij M_ij (dO_i · v_j) = dO_i · O_i.
+// NaN: which outputs and gradients are NaN is what the classic path gives. A NaN or
+// +inf score a row can see makes the row's weights NaN before its limit (masked_softmax
+// scales masked ones by 1/NaN too); its log-sum-exp is then NaN, so backward recomputes
+// the same NaN weights. Masked scores, whatever they hold, are never read. Zero weights
+// still multiply, as the classic path's matmuls do, so 0 · (NaN or inf) in queries,
+// keys, values or the output's gradient is NaN where it is there: a tile past every
+// row's limit is skipped only when what it would multiply is finite.
 // Threads: forward tasks are (batch, kv head, tile of query rows), backward tasks
 // (batch, kv head), because a kv head's key and value gradients sum over all its
 // queries. A task runs whole on one thread, so any thread count gives the same bits.
@@ -33,6 +40,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <tuple>
@@ -113,6 +121,13 @@ using TileMap = Eigen::Map<RowMajorMatrix<T>>;
 template <typename T>
 using ConstTileMap = Eigen::Map<const RowMajorMatrix<T>>;
 
+/// Whether every element of x is finite: x − x is 0 there and NaN at a NaN or an
+/// infinity. One vectorised sum; Eigen's allFinite() is ~100× slower.
+template <typename Derived>
+bool all_finite(const Eigen::DenseBase<Derived>& x) {
+  return (x.derived().array() - x.derived().array()).sum() == 0;
+}
+
 /// Scores of rows [r0, r0 + S.rows()) against keys [k0, k0 + S.cols()) with the mask
 /// applied: S holds Q Kᵀ/√d on entry and the masked scores on exit, −inf where a key
 /// is not visible (past the row's limit, not allowed, or −inf with the additive mask).
@@ -152,18 +167,35 @@ void exp_rows(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>& S,
   const index_t nk = S.cols();
   const bool masked = a.allowed != nullptr || a.additive != nullptr;
   for (index_t i = 0; i < S.rows(); ++i) {
-    const index_t visible = shift[i] == -std::numeric_limits<T>::infinity() ? 0 : a.visible_prefix(r0 + i, k0, nk);
+    const T s = shift[i];
+    const index_t visible = s == -std::numeric_limits<T>::infinity() ? 0 : a.visible_prefix(r0 + i, k0, nk);
     T* row = S.row(i).data();
     std::fill(row + visible, row + nk, T(0));
     if (!masked) {
-      VecMap<T>(row, visible) = (ConstVecMap<T>(row, visible) - shift[i]).exp();
+      VecMap<T>(row, visible) = (ConstVecMap<T>(row, visible) - s).exp();
       continue;
     }
+    // A NaN row's masked weights are NaN too, as masked_softmax makes them.
+    const T masked_weight = std::isnan(s) ? s : T(0);
     const std::uint8_t* row_keep = keep + i * nk;
-    for (index_t j = 0; j < visible; ++j) row[j] = row_keep[j] ? row[j] - shift[i] : T(0);
+    for (index_t j = 0; j < visible; ++j) row[j] = row_keep[j] ? row[j] - s : T(0);
     VecMap<T>(row, visible) = ConstVecMap<T>(row, visible).exp();
-    for (index_t j = 0; j < visible; ++j) row[j] = row_keep[j] ? row[j] : T(0);
+    for (index_t j = 0; j < visible; ++j) row[j] = row_keep[j] ? row[j] : masked_weight;
   }
+}
+
+/// Whether a row of masked scores whose maxCoeff() is −inf holds a NaN that maxCoeff
+/// dropped (it keeps a NaN only in first place), which would leave the row looking
+/// fully masked. With a boolean or additive mask a visible key is never −inf, so any
+/// visible key is a NaN (memchr over the keep bytes, null without such a mask);
+/// without, only −inf scores lead here, and the visible prefix is searched.
+template <typename T>
+bool hides_nan(const FusedAttention<T>& a, index_t r, index_t k0, const T* row, index_t nk,
+               const std::uint8_t* row_keep) {
+  const index_t visible = a.visible_prefix(r, k0, nk);
+  if (visible == 0) return false;
+  if (row_keep != nullptr) return std::memchr(row_keep, 1, static_cast<std::size_t>(visible)) != nullptr;
+  return std::any_of(row, row + visible, [](T s) { return std::isnan(s); });
 }
 
 /// Multiplies P by the dropout mask of rows [r0, …) and keys [k0, …): 0 or 1/(1 − p).
@@ -188,17 +220,24 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
       sum(static_cast<std::size_t>(nq), T(0));
   std::vector<std::uint8_t> keep(masked ? scores.size() : 0);
   out.setZero();
-  const index_t keys = a.keys_needed(r0, nq);
+  index_t keys = a.keys_needed(r0, nq);
+  // The weights past `keys` are 0, but 0 · (NaN or inf) in V is NaN on the classic path.
+  if (keys < a.num_keys && !all_finite(V.middleRows(keys, a.num_keys - keys))) keys = a.num_keys;
   for (index_t k0 = 0; k0 < keys; k0 += kAttentionKeyTile) {
     const index_t nk = std::min(kAttentionKeyTile, keys - k0);
     TileMap<T> S(scores.data(), nq, nk);
     S.noalias() = Q * K.middleRows(k0, nk).transpose();
     mask_scores(a, r0, k0, S, keep.data());
     // The running max per row; the partial sums and outputs scale by exp(old − new).
+    // A NaN score beside a finite max makes the sum NaN through exp; a NaN or +inf max
+    // makes alpha, the sum and the row NaN.
     for (index_t i = 0; i < nq; ++i) {
       const auto ii = static_cast<std::size_t>(i);
-      const T tile_max = S.row(i).maxCoeff();
-      const T new_max = std::max(max[ii], tile_max);
+      T tile_max = S.row(i).maxCoeff();
+      if (tile_max == kMinusInf &&
+          hides_nan(a, r0 + i, k0, S.row(i).data(), nk, masked ? keep.data() + i * nk : nullptr))
+        tile_max = std::numeric_limits<T>::quiet_NaN();
+      const T new_max = std::isnan(tile_max) ? tile_max : std::max(max[ii], tile_max);
       if (new_max == kMinusInf) continue;  // nothing visible yet: the row stays 0
       const T alpha = std::exp(max[ii] - new_max);
       sum[ii] *= alpha;
@@ -212,12 +251,10 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
   }
   for (index_t i = 0; i < nq; ++i) {
     const auto ii = static_cast<std::size_t>(i);
-    // A row with no visible key: zero output, and lse −inf makes its weights 0 in backward.
-    if (sum[ii] > T(0))
-      out.row(i) *= T(1) / sum[ii];
-    else
-      out.row(i).setZero();
-    lse[i] = sum[ii] > T(0) ? max[ii] + std::log(sum[ii]) : kMinusInf;
+    // A row with no visible key keeps the 0 · V it summed (zeros, or NaN where V is not
+    // finite), and lse −inf makes its weights 0 in backward. A NaN sum gives NaN out and lse.
+    if (sum[ii] != T(0)) out.row(i) *= T(1) / sum[ii];
+    lse[i] = sum[ii] == T(0) ? kMinusInf : max[ii] + std::log(sum[ii]);
   }
 }
 
@@ -234,20 +271,36 @@ void fused_attention_backward_block(const FusedAttention<T>& a, index_t r0, cons
   std::vector<index_t> keys_needed;  // per query tile
   for (index_t q0 = 0; q0 < rows; q0 += kAttentionQueryTile)
     keys_needed.push_back(a.keys_needed(r0 + q0, std::min(kAttentionQueryTile, rows - q0)));
+  // A (query tile, key tile) pair past every row's limit has zero weights and is skipped
+  // unless it would multiply something not finite, where the classic path's 0 · x is
+  // NaN: queries, keys or values, or dO or O (D is finite exactly when both are).
+  std::vector<std::uint8_t> finite_queries(keys_needed.size(), 1),
+      finite_keys(static_cast<std::size_t>((a.num_keys + kAttentionKeyTile - 1) / kAttentionKeyTile), 1);
+  if (*std::min_element(keys_needed.begin(), keys_needed.end()) < a.num_keys) {
+    for (index_t q0 = 0, t = 0; q0 < rows; q0 += kAttentionQueryTile, ++t) {
+      const index_t nq = std::min(kAttentionQueryTile, rows - q0);
+      finite_queries[static_cast<std::size_t>(t)] = all_finite(D.segment(q0, nq)) && all_finite(Q.middleRows(q0, nq));
+    }
+    for (index_t k0 = 0, kt = 0; k0 < a.num_keys; k0 += kAttentionKeyTile, ++kt) {
+      const index_t nk = std::min(kAttentionKeyTile, a.num_keys - k0);
+      finite_keys[static_cast<std::size_t>(kt)] = all_finite(K.middleRows(k0, nk)) && all_finite(V.middleRows(k0, nk));
+    }
+  }
   const std::size_t tile = static_cast<std::size_t>(kAttentionQueryTile * kAttentionKeyTile);
   std::vector<T> p_buffer(tile), dp_buffer(tile), pd_buffer(a.dropout ? tile : 0);
   std::vector<std::uint8_t> keep(a.allowed != nullptr || a.additive != nullptr ? tile : 0);
   dQ.setZero();
   dK.setZero();
   dV.setZero();
-  for (index_t k0 = 0; k0 < a.num_keys; k0 += kAttentionKeyTile) {
+  for (index_t k0 = 0, kt = 0; k0 < a.num_keys; k0 += kAttentionKeyTile, ++kt) {
     const index_t nk = std::min(kAttentionKeyTile, a.num_keys - k0);
     const auto K_j = K.middleRows(k0, nk);
     const auto V_j = V.middleRows(k0, nk);
     auto dK_j = dK.middleRows(k0, nk);
     auto dV_j = dV.middleRows(k0, nk);
     for (index_t q0 = 0, t = 0; q0 < rows; q0 += kAttentionQueryTile, ++t) {
-      if (k0 >= keys_needed[static_cast<std::size_t>(t)]) continue;  // every weight of the tile is 0
+      const auto ti = static_cast<std::size_t>(t);
+      if (k0 >= keys_needed[ti] && finite_queries[ti] && finite_keys[static_cast<std::size_t>(kt)]) continue;
       const index_t nq = std::min(kAttentionQueryTile, rows - q0);
       const auto Q_i = Q.middleRows(q0, nq);
       const auto dO_i = dO.middleRows(q0, nq);
