@@ -283,15 +283,47 @@ TEST_CASE("Svg::save writes atomically and reports the path on failure", "[viz]"
     CHECK_ERROR(heed::ValueError, missing.string(), svg.save(missing.string()));
     CHECK_ERROR(heed::ValueError, "Svg::save", svg.save(missing.string()));
     CHECK_ERROR(heed::ValueError, "No such file or directory", svg.save(missing.string()));
+    CHECK_ERROR(heed::ValueError, "Svg::save: " + missing.string() + ": cannot create the temporary file '",
+                svg.save(missing.string()));
     CHECK(dir.entries().empty());
   }
   SECTION("a directory in the way of the file throws and removes the temporary") {
     fs::create_directory(file);
-    CHECK_ERROR(heed::ValueError, file.string(), svg.save(file.string()));
+    CHECK_ERROR(heed::ValueError, "Svg::save: " + file.string() + ": cannot rename '" + file.string() + ".tmp-",
+                svg.save(file.string()));
     CHECK(dir.entries() == std::vector<std::string>{"picture.svg"});
     CHECK(fs::is_directory(file));
   }
 }
+
+#if !defined(_WIN32)
+TEST_CASE("Svg::save removes what killed saves to its target left behind, and nothing else", "[viz]") {
+  TempDir dir;
+  const fs::path file = dir.path / "picture.svg";
+  const std::string dead = std::to_string(std::numeric_limits<int>::max() - 1);  // past any pid_max
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.path / name, std::ios::binary) << text;
+  };
+  write("picture.svg", "<svg>the old picture</svg>\n");
+  write("picture.svg.tmp-" + dead + "-0", "<svg><rect");  // a save killed halfway
+  // Another target's, and names heed's saves do not make.
+  const std::vector<std::string> kept = {"other.svg.tmp-" + dead + "-0", "picture.svg.tmp-" + dead + "-0.bak",
+                                         "picture.svg." + dead + ".tmp"};
+  for (const std::string& name : kept) write(name, "keep");
+
+  heed::Svg svg(30, 20);
+  svg.circle(15, 10, 5, {{"fill", "#67000d"}});
+  svg.save(file.string());
+  CHECK(read_file(file) == svg.str());
+  std::vector<std::string> expected = kept;
+  expected.push_back("picture.svg");
+  std::sort(expected.begin(), expected.end());
+  std::vector<std::string> entries = dir.entries();
+  std::sort(entries.begin(), entries.end());
+  CHECK(entries == expected);
+  for (const std::string& name : kept) CHECK(read_file(dir.path / name) == "keep");
+}
+#endif
 
 // ---- colour maps ---------------------------------------------------------------------
 

@@ -29,11 +29,12 @@ class PositionalEncoding : public Module<T> {
     HEED_CHECK(num_hiddens > 0 && max_len > 0, ValueError,
                "PositionalEncoding: num_hiddens and max_len must be positive, got ", num_hiddens, " and ", max_len);
     P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens}, Device::cpu(), "PositionalEncoding");
+    T* out = P.data();  // row by row: no i * num_hiddens, which GCC -O3 flags for huge constant sizes
     for (index_t i = 0; i < max_len; ++i)
       for (index_t c = 0; c < num_hiddens; ++c) {
         const double angle = static_cast<double>(i) /
                              std::pow(10000.0, static_cast<double>(c - c % 2) / static_cast<double>(num_hiddens));
-        P.data()[i * num_hiddens + c] = static_cast<T>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
+        *out++ = static_cast<T>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
       }
     this->register_module("dropout", dropout_);
     this->register_buffer("P", P);

@@ -40,7 +40,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -48,8 +47,6 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <new>
 #include <set>
 #include <string>
@@ -58,12 +55,8 @@
 #include <utility>
 #include <vector>
 
-#if defined(_WIN32)
-#include <io.h>
-#include <process.h>
-#else
+#if !defined(_WIN32)
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -187,10 +180,6 @@ inline void swap_bytes(unsigned char* bytes, std::size_t count, std::size_t size
   for (std::size_t i = 0; i < count; ++i) std::reverse(bytes + i * size, bytes + (i + 1) * size);
 }
 
-inline std::string errno_message(int error) {
-  return error != 0 ? std::error_code(error, std::generic_category()).message() : std::string("unknown error");
-}
-
 /// "(2, 3)"; "()" for a scalar: the form of heed's other messages.
 inline std::string format_shape(const std::vector<index_t>& shape) {
   std::string out = "(";
@@ -287,11 +276,6 @@ inline bool checked_multiply(std::uint64_t a, std::uint64_t b, std::uint64_t& ou
   out = a * b;
   return true;
 }
-
-struct FileCloser {
-  void operator()(std::FILE* file) const { std::fclose(file); }
-};
-using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 // ---- reading ------------------------------------------------------------------------
 /// Opens a safetensors file, reads and validates its header; read_data() then reads the
@@ -649,130 +633,6 @@ inline void check_utf8(const std::string& op, const std::string& path, const cha
   }
 }
 
-inline long current_pid() {
-#if defined(_WIN32)
-  return static_cast<long>(_getpid());
-#else
-  return static_cast<long>(getpid());
-#endif
-}
-
-/// path + ".tmp-<pid>-<n>": unique within the process by n, across processes by pid.
-inline std::string temporary_path(const std::string& path) {
-  static std::atomic<unsigned long long> counter{0};
-  return concat(path, ".tmp-", current_pid(), "-", counter.fetch_add(1));
-}
-
-/// The file names (without directory: n makes them unique in the process) of the
-/// temporary files this process's saves hold now, and the lock that guards them.
-inline std::set<std::string>& temporaries_in_progress() {
-  static std::set<std::string> names;
-  return names;
-}
-inline std::mutex& temporaries_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-/// A save's claim on a temporary file name. While it lives, remove_stale_temporaries in
-/// other threads leaves the file alone; on destruction it removes the file if created()
-/// and the save did not get as far as renaming it.
-class TemporaryFile {
- public:
-  explicit TemporaryFile(std::string path)
-      : path_(std::move(path)), name_(std::filesystem::path(path_).filename().string()) {
-    const std::lock_guard<std::mutex> lock(temporaries_mutex());
-    temporaries_in_progress().insert(name_);
-  }
-  TemporaryFile(const TemporaryFile&) = delete;
-  TemporaryFile& operator=(const TemporaryFile&) = delete;
-  ~TemporaryFile() {
-    if (created_ && !committed_) std::remove(path_.c_str());
-    const std::lock_guard<std::mutex> lock(temporaries_mutex());
-    temporaries_in_progress().erase(name_);
-  }
-  const std::string& path() const { return path_; }
-  /// This save made the file (until then it may be another's, which is not removed).
-  void created() { created_ = true; }
-  void commit() { committed_ = true; }
-
- private:
-  std::string path_, name_;
-  bool created_ = false, committed_ = false;
-};
-
-/// Whether the process `pid` may be running: only "no such process" says it is not.
-inline bool process_may_be_running([[maybe_unused]] long pid) {
-#if defined(_WIN32)
-  return true;  // no cheap test here: other processes' files are left alone
-#else
-  return !(::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH);
-#endif
-}
-
-/// The pid in a name `base` + ".tmp-<pid>-<n>" (decimal digits only, as temporary_path
-/// writes them, and a pid a process can have), or 0 for any other name.
-inline long temporary_owner(const std::string& name, const std::string& base) {
-  const std::string prefix = base + ".tmp-";
-  if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) return 0;
-  std::size_t at = prefix.size();
-  long pid = 0;
-  const std::size_t pid_begin = at;
-  for (; at < name.size() && name[at] >= '0' && name[at] <= '9'; ++at) {
-    if (pid > (std::numeric_limits<int>::max() - (name[at] - '0')) / 10) return 0;  // pids are ints
-    pid = pid * 10 + (name[at] - '0');
-  }
-  if (at == pid_begin || at == name.size() || name[at] != '-' || pid <= 0) return 0;
-  const std::size_t n_begin = ++at;
-  for (; at < name.size() && name[at] >= '0' && name[at] <= '9'; ++at) {
-  }
-  return at == n_begin || at != name.size() ? 0 : pid;
-}
-
-/// Removes the temporary files that earlier saves to `path` left when they were killed
-/// before they could remove them (SIGKILL, a power cut). Only regular files named exactly
-/// `path` + ".tmp-<pid>-<n>" are candidates, and of those only files no save can still be
-/// writing: this process's own that none of its threads holds (its pid can be a killed
-/// predecessor's, as in a restarted container), and other processes' whose pid the system
-/// says no process has. A file of a live process is kept even if that process is not a
-/// save (its pid was reused): it goes once that process ends. Best effort: a file that
-/// cannot be removed stays, and the save goes on.
-inline void remove_stale_temporaries(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const std::string base = target.filename().string();
-  if (base.empty()) return;
-  const fs::path directory = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  const long own_pid = current_pid();
-  std::error_code ec;
-  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const long pid = temporary_owner(name, base);
-    std::error_code kind_ec;
-    if (pid == 0 || it->symlink_status(kind_ec).type() != fs::file_type::regular) continue;
-    const std::string stale = path + name.substr(base.size());  // the name temporary_path made
-    std::error_code remove_ec;
-    if (pid == own_pid) {
-      const std::lock_guard<std::mutex> lock(temporaries_mutex());  // no thread claims it meanwhile
-      if (temporaries_in_progress().count(name) == 0) fs::remove(stale, remove_ec);
-    } else if (!process_may_be_running(pid)) {
-      fs::remove(stale, remove_ec);
-    }
-  }
-}
-
-/// Makes the rename itself durable; a failure here loses nothing, so it is not reported.
-inline void sync_directory([[maybe_unused]] const std::string& path) {
-#if !defined(_WIN32)
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY);
-  if (fd < 0) return;
-  (void)::fsync(fd);
-  ::close(fd);
-#endif
-}
-
 inline void write_safetensors(const std::string& op, const std::string& path, std::vector<SafetensorsItem> items,
                               const std::map<std::string, std::string>& metadata) {
   // Check every argument before a file is created.
@@ -829,55 +689,22 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
   HEED_CHECK(text.size() <= kSafetensorsMaxHeader, ValueError, op, ": ", path, ": the header would take ", text.size(),
              " bytes, over the ", kSafetensorsMaxHeader, " that readers accept");
 
-  // Write a temporary file beside the target and rename it over the target only once
-  // it is complete and on disk: the target is the old file or the new one, never half.
-  auto fail = [&](auto&&... what) { throw FileError(concat(op, ": ", path, ": ", what...)); };
-  remove_stale_temporaries(path);
-  std::unique_ptr<TemporaryFile> temporary;  // declared before `file`, so closed before removed
-  std::FILE* raw = nullptr;
-  int error = 0;
-  for (int attempt = 0; attempt < 100 && raw == nullptr; ++attempt) {
-    temporary = std::make_unique<TemporaryFile>(temporary_path(path));  // claimed before it exists
-    errno = 0;
-    raw = std::fopen(temporary->path().c_str(), "wbx");  // x: never reuse an existing file
-    error = errno;
-    if (raw == nullptr && error != EEXIST) break;
-  }
-  const std::string temp_path = temporary->path();
-  if (raw == nullptr) fail("cannot create the temporary file '", temp_path, "': ", errno_message(error));
-  temporary->created();
-  FilePtr file(raw);
-
-  auto write = [&](const void* bytes, std::size_t size) {
-    if (size != 0 && std::fwrite(bytes, 1, size, file.get()) != size)
-      fail("cannot write '", temp_path, "': ", errno_message(errno));
-  };
-  unsigned char length[8];
-  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> 8 * i);
-  write(length, 8);
-  write(text.data(), text.size());
-  for (const SafetensorsItem& item : items) {
-    if (swap && item.host_order) {
-      std::vector<unsigned char> little(item.bytes, item.bytes + item.size);
-      swap_bytes(little.data(), item.size / item.element_size, item.element_size);
-      write(little.data(), little.size());
-    } else {
-      write(item.bytes, item.size);
+  save_atomically(op, path, [&](const SaveSink& file) {
+    unsigned char length[8];
+    for (int i = 0; i < 8; ++i)
+      length[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> 8 * i);
+    file.write(length, 8);
+    file.write(text.data(), text.size());
+    for (const SafetensorsItem& item : items) {
+      if (swap && item.host_order) {
+        std::vector<unsigned char> little(item.bytes, item.bytes + item.size);
+        swap_bytes(little.data(), item.size / item.element_size, item.element_size);
+        file.write(little.data(), little.size());
+      } else {
+        file.write(item.bytes, item.size);
+      }
     }
-  }
-  if (std::fflush(file.get()) != 0) fail("cannot write '", temp_path, "': ", errno_message(errno));
-#if defined(_WIN32)
-  if (_commit(_fileno(file.get())) != 0) fail("cannot sync '", temp_path, "' to disk: ", errno_message(errno));
-#else
-  if (::fsync(fileno(file.get())) != 0) fail("cannot sync '", temp_path, "' to disk: ", errno_message(errno));
-#endif
-  if (std::fclose(file.release()) != 0) fail("cannot close '", temp_path, "': ", errno_message(errno));
-
-  std::error_code ec;
-  std::filesystem::rename(temp_path, path, ec);
-  if (ec) fail("cannot rename '", temp_path, "' over it: ", ec.message());
-  temporary->commit();
-  sync_directory(path);
+  });
 }
 
 }  // namespace detail

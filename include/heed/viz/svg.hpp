@@ -2,7 +2,7 @@
 //
 //   heed::Svg svg(200, 100);
 //   svg.rect(10, 10, 50, 30, {{"fill", "#fcbba1"}}).text(10, 60, "a < b", {{"font-size", "10"}});
-//   svg.save("box.svg");   // written to a temporary file, then renamed over box.svg
+//   svg.save("box.svg");   // written to a temporary file, fsynced, renamed over box.svg
 //
 // Elements are appended in order; open()/close() nest them (groups, clip paths,
 // gradients). Attribute values and text are XML-escaped, coordinates are printed with
@@ -10,20 +10,17 @@
 // coordinate, an unbalanced close(), a failed write) throws heed::ValueError.
 #pragma once
 
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <iomanip>
 #include <locale>
-#include <random>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
 #include "heed/core/error.hpp"
+#include "heed/detail/files.hpp"
 
 namespace heed {
 namespace detail {
@@ -175,21 +172,17 @@ class Svg {
     return doc.append(body_).append("</svg>\n");
   }
 
-  /// Writes str() to `path` atomically: into a temporary file beside it, renamed over
-  /// `path` only once complete, so a reader never sees a half-written picture.
+  /// Writes str() to `path` atomically (see detail::save_atomically): into a temporary
+  /// file beside it, renamed over `path` only once complete and on disk, so a reader never
+  /// sees a half-written picture; also removes what killed saves to `path` left behind.
   void save(const std::string& path) const {
     const std::string doc = str();
-    // A random suffix keeps concurrent writers of one path apart; "x" refuses to
-    // overwrite a file that happens to have the name.
-    const std::string tmp = path + "." + std::to_string(std::random_device{}() & 0xFFFFFF) + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wbx");
-    if (f == nullptr) fail("cannot create temporary file '" + tmp + "' for", path, errno, "");
-    const bool written = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
-    int err = errno;
-    const bool closed = std::fclose(f) == 0;
-    if (written && !closed) err = errno;
-    if (!written || !closed) fail("cannot write", path, err, tmp);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename '" + tmp + "' to", path, errno, tmp);
+    try {
+      detail::save_atomically("Svg::save", path,
+                              [&doc](const detail::SaveSink& file) { file.write(doc.data(), doc.size()); });
+    } catch (const FileError& error) {
+      throw ValueError(error.what());  // Svg reports every problem as a ValueError
+    }
   }
 
  private:
@@ -198,11 +191,6 @@ class Svg {
   static Attrs join(Attrs first, const Attrs& more) {
     first.insert(first.end(), more.begin(), more.end());
     return first;
-  }
-
-  [[noreturn]] static void fail(const std::string& what, const std::string& path, int err, const std::string& tmp) {
-    if (!tmp.empty()) std::remove(tmp.c_str());
-    throw ValueError("Svg::save: " + what + " '" + path + "': " + std::generic_category().message(err));
   }
 
   void write_tag(const std::string& tag, const Attrs& attrs) {
