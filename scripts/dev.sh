@@ -11,6 +11,8 @@
 #   scripts/dev.sh cuda    build the CUDA backend with nvcc (CUDA 12+ in /usr/local/cuda or
 #                          on PATH, for sm_90) and run its tests, which skip without a GPU;
 #                          `test` runs the same tests against a host emulation
+#   scripts/dev.sh fuzz [S] build the libFuzzer targets (tests/fuzz, clang++) and fuzz each
+#                          for S seconds (default 600), one after another; prints the execs
 #   scripts/dev.sh format  check that the sources follow .clang-format
 #   scripts/dev.sh bench   build and run the benchmarks
 #   scripts/dev.sh compare heed and PyTorch (with OpenBLAS) side by side: the fused
@@ -58,6 +60,21 @@ case "${1:-}" in
     install_deps clang
     cmake --workflow --preset clang-cxx20
     ;;
+  fuzz)
+    # The fuzz preset's CTests with each target fuzzing for S seconds (default 600), one
+    # after another; the scratch corpora under build/fuzz keep what each run found for the
+    # next. Prints each target's execs; a finding fails the run and names its reproducer.
+    install_deps clang libclang-rt-14-dev
+    cmake --preset fuzz -DHEED_FUZZ_SECONDS="${2:-600}" >/dev/null
+    cmake --build --preset fuzz
+    log=build/fuzz/fuzz.log
+    status=0
+    ctest --preset fuzz --verbose >"$log" 2>&1 || status=1
+    grep -E 'Test +#[0-9]+: fuzz_|number_of_executed_units|average_exec_per_sec|Test artifact written|ERROR:|runtime error' "$log" |
+      sed 's/^[0-9]*: //'
+    grep -E 'tests passed|tests failed' "$log"
+    exit "$status"
+    ;;
   format)
     install_deps clang-format
     git ls-files '*.hpp' '*.cpp' | xargs clang-format --dry-run --Werror
@@ -87,7 +104,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,20p' "$0"
+    sed -n '2,22p' "$0"
     exit 2
     ;;
 esac

@@ -42,7 +42,10 @@ Tensor<R> broadcast_map(const Tensor<T>& a, const Tensor<T>& b, const char* op, 
   const auto out_strides = shape.strides();
   const auto a_strides = broadcast_strides(a.shape(), shape), b_strides = broadcast_strides(b.shape(), shape);
   StridedLoop<3> loop;
-  for (int d = 0; d < shape.rank(); ++d) loop.add_dim(shape[d], {out_strides[d], a_strides[d], b_strides[d]});
+  // `d < Shape::kMaxRank` is always true; it tells GCC 12 at -O3 -march=native so, which
+  // otherwise warns (-Warray-bounds) of reads past the rank-6 arrays.
+  for (int d = 0; d < shape.rank() && d < Shape::kMaxRank; ++d)
+    loop.add_dim(shape[d], {out_strides[d], a_strides[d], b_strides[d]});
   loop.coalesce();
   using Constant = Eigen::Array<T, Eigen::Dynamic, 1>;
   R* o = out.data();

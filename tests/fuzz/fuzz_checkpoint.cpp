@@ -1,0 +1,89 @@
+// Fuzz target: load_checkpoint into a small model (a Linear and an Embedding, built once)
+// from a file of the input's bytes. A heed::Error is the expected answer to a bad file,
+// and after one the parameters must be bit-for-bit what they were (load_checkpoint
+// promises it); a successful load must have copied exactly the file's tensors, which
+// read_safetensors must then read too. The model is restored after each success so that
+// every input starts from the same state.
+#include "fuzz_common.hpp"
+#include "tiny_net.hpp"
+
+#include <heed/core/error.hpp>
+#include <heed/core/generator.hpp>
+#include <heed/io/safetensors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Snapshot {
+  std::vector<std::string> names;
+  std::vector<std::vector<heed::index_t>> shapes;
+  std::vector<std::vector<unsigned char>> bytes;
+  std::vector<const float*> addresses;
+};
+
+Snapshot snapshot(const heed::Module<float>& module) {
+  Snapshot s;
+  for (const auto& [name, parameter] : module.named_parameters()) {
+    s.names.push_back(name);
+    s.shapes.push_back(parameter.shape().to_vector());
+    const auto* first = reinterpret_cast<const unsigned char*>(parameter.data());
+    s.bytes.emplace_back(first, first + static_cast<std::size_t>(parameter.numel()) * sizeof(float));
+    s.addresses.push_back(parameter.data());
+  }
+  return s;
+}
+
+bool same_layout(const Snapshot& a, const Snapshot& b) {
+  return a.names == b.names && a.shapes == b.shapes && a.addresses == b.addresses;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const heed_fuzz::InputFile input("checkpoint", ".safetensors");
+  static heed::Generator gen(7);
+  static heed_fuzz::TinyNet net(gen);
+  static const Snapshot original = snapshot(net);
+  const std::string& path = input.write(data, size);
+
+  std::map<std::string, std::string> metadata;
+  try {
+    metadata = heed::load_checkpoint(net, path);
+  } catch (const heed::Error&) {
+    const Snapshot after = snapshot(net);
+    if (!same_layout(after, original) || after.bytes != original.bytes)
+      heed_fuzz::fail("a failed load_checkpoint changed the model");
+    return 0;
+  }
+
+  const Snapshot loaded = snapshot(net);
+  if (!same_layout(loaded, original)) heed_fuzz::fail("load_checkpoint changed the model's parameters' layout");
+  heed::SafetensorsFile file;
+  try {
+    file = heed::read_safetensors(path);
+  } catch (const heed::Error& e) {
+    heed_fuzz::fail(std::string("read_safetensors refused a file load_checkpoint loaded: ") + e.what());
+  }
+  if (file.metadata != metadata) heed_fuzz::fail("load_checkpoint returned other metadata than read_safetensors");
+  if (file.tensors.size() != loaded.names.size()) heed_fuzz::fail("load_checkpoint accepted extra tensors");
+  for (std::size_t i = 0; i < loaded.names.size(); ++i) {
+    const auto it = file.tensors.find(loaded.names[i]);
+    // The bytes are the file's on a little-endian host, which is where fuzzing runs.
+    if (it == file.tensors.end() || it->second.dtype != "F32" || it->second.shape != loaded.shapes[i] ||
+        (heed::detail::host_is_little_endian() && it->second.data != loaded.bytes[i]))
+      heed_fuzz::fail("load_checkpoint loaded '" + loaded.names[i] + "' other than the file holds it");
+  }
+
+  std::size_t k = 0;
+  for (auto& [name, parameter] : net.named_parameters()) {
+    std::memcpy(parameter.data(), original.bytes[k].data(), original.bytes[k].size());
+    ++k;
+  }
+  return 0;
+}
