@@ -6,7 +6,7 @@
 // std::regex, which Catch uses) and heed's tests build with warnings as errors.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
-#include <heed/core/device.hpp>
+#include <heed/core/backend.hpp>
 
 #include <iostream>
 

@@ -10,6 +10,8 @@
 // (CTest's "skipped"), where no CUDA device is present.
 #include "check.hpp"
 
+#include <heed/cuda/runtime.hpp>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -155,7 +157,7 @@ TEST_CASE("device errors name the op, the shapes and the devices", "[cuda]") {
   CHECK_ERROR(heed::DeviceError, "masked_softmax",
               heed::masked_softmax(heed::randn<float>({2, 2, 3}, gen).to(gpu), heed::IndexTensor({1, 2}, {2})));
   // An op without a CUDA implementation refuses rather than copying through the host.
-  CHECK_ERROR(heed::DeviceError, "has no CUDA implementation", heed::pow(device, device));
+  CHECK_ERROR(heed::DeviceError, "has no implementation on cuda:0", heed::pow(device, device));
   CHECK_ERROR(heed::DeviceError, "is on cuda:0", device.data());
   CHECK_ERROR(heed::DeviceError, "cuda:7 is not available", cpu.to(Device::cuda(7)));
 }

@@ -803,19 +803,3 @@ TEST_CASE("a Device is the CPU or a CUDA device, named as in PyTorch", "[tensor]
     CHECK_ERROR(heed::ValueError, "expected \"cpu\", \"cuda\" or \"cuda:N\"", heed::Device(bad));
   CHECK_ERROR(heed::ValueError, "index must not be negative", heed::Device::cuda(-1));
 }
-
-TEST_CASE("without the CUDA backend, tensors and modules stay on the CPU", "[tensor][device]") {
-  CHECK_FALSE(heed::cuda_is_built());
-  CHECK(heed::cuda_device_count() == 0);
-  CHECK_FALSE(heed::cuda_is_available());
-  const heed::Tensor<float> x = heed::arange(6.f).reshape({2, 3});
-  CHECK(x.device() == heed::Device::cpu());
-  CHECK_FALSE(x.is_cuda());
-  CHECK(x.to(heed::Device::cpu()).is_same(x));  // already there: the tensor itself
-  CHECK_ERROR(heed::DeviceError, "cuda:0 asked of a build without the CUDA backend", x.to(heed::Device::cuda()));
-  heed::Linear<float> layer(3, 2);
-  CHECK(layer.device() == heed::Device::cpu());
-  CHECK(&layer.to(heed::Device::cpu()) == &layer);
-  CHECK_ERROR(heed::DeviceError, "Module.to: cuda:1 asked of a build without", layer.to(heed::Device::cuda(1)));
-  CHECK(layer.parameters()[0].device() == heed::Device::cpu());  // a refused move changes nothing
-}

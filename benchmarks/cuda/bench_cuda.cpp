@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <heed/cuda/runtime.hpp>
 #include <heed/heed.hpp>
 
 namespace {

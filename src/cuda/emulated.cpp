@@ -58,6 +58,8 @@ void host_free(void* p) { std::free(p); }
 
 }  // namespace
 
+const char* backend_name() { return "CUDA (emulated on the host)"; }
+
 int device_count() { return 1; }
 
 void synchronize(int device) { check_device(device, "cudaStreamSynchronize"); }

@@ -11,24 +11,15 @@
 #include <cstdint>
 
 #include "heed/cuda/runtime.hpp"
+#include "heed/detail/rules.hpp"
 
-#ifdef __CUDACC__
-#define HEED_HD __host__ __device__
-#else
-#define HEED_HD
-#endif
+#define HEED_HD HEED_HOST_DEVICE
 
 namespace heed::cuda::kernels {
 
 /// The offset of flat element i (row-major over shape.sizes) through shape.strides.
 HEED_HD inline index_t strided_offset(index_t i, const StridedShape& shape) {
-  index_t offset = 0;
-  for (int d = shape.rank - 1; d >= 0; --d) {
-    const index_t size = shape.sizes[d];
-    offset += (i % size) * shape.strides[d];
-    i /= size;
-  }
-  return offset;
+  return heed::detail::strided_offset(i, shape.rank, shape.sizes, shape.strides);
 }
 
 inline bool is_contiguous(const StridedShape& shape) {
@@ -114,33 +105,20 @@ HEED_HD inline T unary_grad(UnaryOp op, T g, T saved) {
   }
 }
 
-/// splitmix64's finaliser: dropout's key for a row, from the key of its prefix. Must
-/// stay the same as in heed/ops/dropout.hpp (the tests compare the masks).
-HEED_HD inline std::uint64_t dropout_mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// Whether dropout zeroes element i of a tensor of shape.sizes, for the call's key.
+/// Whether dropout zeroes element i of a tensor of shape.sizes, for the call's key: the
+/// CPU's rule (heed/detail/rules.hpp), from the flat index.
 HEED_HD inline bool dropout_drops(index_t i, const StridedShape& shape, std::uint64_t key, std::uint32_t threshold) {
   const index_t row_length = shape.rank == 0 ? 1 : shape.sizes[shape.rank - 1];
   const index_t j = i % row_length;
   index_t row = i / row_length;
   // The row's coordinates, outermost first, each mixed into the key in turn.
-  index_t coords[kMaxRank];
+  index_t coords[kMaxKernelRank];
   for (int d = shape.rank - 2; d >= 0; --d) {
     coords[d] = row % shape.sizes[d];
     row /= shape.sizes[d];
   }
-  for (int d = 0; d + 1 < shape.rank; ++d)
-    key = dropout_mix(key + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(coords[d]) + 1));
-  // murmur3's 32-bit finaliser of the row's seed and j.
-  std::uint32_t h = static_cast<std::uint32_t>(key ^ (key >> 32)) + 0x9E3779B9u * static_cast<std::uint32_t>(j + 1);
-  h = (h ^ (h >> 16)) * 0x85EBCA6Bu;
-  h = (h ^ (h >> 13)) * 0xC2B2AE35u;
-  h ^= h >> 16;
-  return h < threshold;
+  for (int d = 0; d + 1 < shape.rank; ++d) key = heed::detail::dropout_rekey(key, coords[d]);
+  return heed::detail::dropout_drops(heed::detail::dropout_row_seed(key), j, threshold);
 }
 
 /// sum_to split into g's kept dims (which index the output, row-major) and its summed
@@ -154,7 +132,7 @@ struct SumPlan {
 /// stride into the output is 0 and its size is not 1.
 inline SumPlan make_sum_plan(const StridedShape& out_strides) {
   SumPlan plan;
-  index_t g_strides[kMaxRank] = {};
+  index_t g_strides[kMaxKernelRank] = {};
   index_t g_stride = 1;
   for (int d = out_strides.rank - 1; d >= 0; --d) {
     g_strides[d] = g_stride;
@@ -197,11 +175,11 @@ struct SoftmaxRow {
       const index_t len = mask.lens_form == LensForm::per_batch   ? mask.valid_lens[b]
                           : mask.lens_form == LensForm::per_query ? mask.valid_lens[b * num_queries + q]
                                                                   : mask.valid_lens[r];
-      limit = len < 0 ? 0 : len < num_keys ? len : num_keys;
+      limit = heed::detail::valid_limit(len, num_keys);
     }
     if (mask.causal) {
-      const index_t visible = q + 1 + num_keys - num_queries;
-      limit = visible < limit ? (visible < 0 ? 0 : visible) : limit;
+      const index_t visible = heed::detail::causal_limit(q, num_queries, num_keys);
+      limit = visible < limit ? visible : limit;
     }
     const index_t* s = mask.allowed_strides;
     allowed = mask.allowed == nullptr ? nullptr : mask.allowed + b * s[0] + h * s[1] + q * s[2];

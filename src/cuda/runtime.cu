@@ -81,6 +81,8 @@ cublasHandle_t cublas_for(int device) { return ready(device).cublas; }
 
 }  // namespace detail
 
+const char* backend_name() { return "CUDA"; }
+
 int device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {

@@ -34,7 +34,7 @@ class DotProductAttention : public Module<T> {
   Tensor<T> forward(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
                     const AttentionMask<T>& mask = {}) {
     detail::check_attention_inputs(queries, keys, values, "DotProductAttention", true, true);
-    if (!keep_weights_ && !queries.is_cuda()) {  // nothing to keep: the weights need not exist
+    if (!keep_weights_ && supports(queries.device(), Capability::fused_attention)) {  // no weights to keep
       attention_weights_ = Tensor<T>();
       return scaled_dot_product_attention(queries, keys, values, mask, dropout_.is_training() ? dropout_.p() : 0.0,
                                           dropout_.generator());

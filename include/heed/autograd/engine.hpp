@@ -12,6 +12,7 @@
 
 #include "heed/autograd/node.hpp"
 #include "heed/core/factory.hpp"
+#include "heed/ops/kernels.hpp"
 
 namespace heed {
 namespace autograd {
@@ -30,30 +31,14 @@ bool sole_owner(const Tensor<T>& g) {
   return g.use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().grad_fn;
 }
 
-/// A fresh copy of g, on g's device.
-template <typename T>
-Tensor<T> copy_of(const Tensor<T>& g) {
-  Tensor<T> copy = heed::detail::make_tensor<T>(g.shape(), g.device());
-#ifdef HEED_WITH_CUDA
-  if (g.is_cuda()) {
-    cuda::copy_on_device(g.device().index(), heed::detail::device_data(copy), heed::detail::device_data(g),
-                         static_cast<std::size_t>(g.numel()) * sizeof(T));
-    return copy;
-  }
-#endif
-  copy.array() = g.array();
-  return copy;
-}
-
 /// sum += g (same shape), on their device; gradients on different devices are an error.
 template <typename T>
 void add_into(Tensor<T>& sum, const Tensor<T>& g) {
-#ifdef HEED_WITH_CUDA
-  if (heed::detail::on_cuda("backward", sum, g)) {
-    cuda::axpy(sum.device().index(), heed::detail::device_data(sum), heed::detail::device_data(g), g.numel(), T(1));
+  if (heed::detail::on_device("backward", sum, g)) {
+    heed::detail::kernels_for(sum, "backward")
+        .axpy(sum.device().index(), heed::detail::device_data(sum), heed::detail::device_data(g), g.numel(), T(1));
     return;
   }
-#endif
   sum.array() += g.array();
 }
 
@@ -67,7 +52,7 @@ void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
       leaf.grad = std::move(g);
       return;
     }
-    leaf.grad = copy_of(g);
+    leaf.grad = heed::detail::copy_of(g);
   } else {
     add_into(leaf.grad, g);
     leaf.grad.impl().storage->bump_version();
@@ -83,7 +68,7 @@ void accumulate_into_node(Node<T>& node, Tensor<T>&& g) {
   } else if (sole_owner(node.grad_output)) {
     add_into(node.grad_output, g);
   } else {
-    Tensor<T> sum = copy_of(node.grad_output);
+    Tensor<T> sum = heed::detail::copy_of(node.grad_output);
     add_into(sum, g);
     node.grad_output = sum;
   }

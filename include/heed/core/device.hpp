@@ -4,8 +4,9 @@
 //   if (heed::cuda_is_available()) model.to(gpu);   // see nn/module.hpp, Tensor::to
 //
 // Devices exist in every build, so that code naming them compiles without CUDA; a
-// build without the CUDA backend (CMake option HEED_WITH_CUDA, target heed::cuda) has
-// no CUDA device, and moving a tensor to one throws DeviceError saying so.
+// program without the CUDA backend (CMake target heed::cuda) has no CUDA device, and
+// moving a tensor to one throws DeviceError saying so. What serves a device is in
+// heed/core/backend.hpp.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,6 @@
 #include <string>
 
 #include "heed/core/error.hpp"
-#include "heed/cuda/runtime.hpp"  // declarations only: called only where HEED_WITH_CUDA
 
 namespace heed {
 
@@ -69,40 +69,4 @@ inline Device::Device(const std::string& spec) {
   *this = Device::cuda(index);
 }
 
-/// Whether this build has the CUDA backend (compiled with heed::cuda).
-constexpr bool cuda_is_built() {
-#ifdef HEED_WITH_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
-/// CUDA devices usable now: 0 without the backend, without a driver, or without a GPU.
-inline int cuda_device_count() {
-#ifdef HEED_WITH_CUDA
-  return cuda::device_count();
-#else
-  return 0;
-#endif
-}
-
-inline bool cuda_is_available() { return cuda_device_count() > 0; }
-
-namespace detail {
-
-/// Throws DeviceError unless `device` can hold tensors in this build and process.
-inline void check_device_usable(Device device, const char* op) {
-  if (device.is_cpu()) return;
-  if (!cuda_is_built())
-    throw DeviceError(concat(op, ": ", to_string(device),
-                             " asked of a build without the CUDA backend (configure with -DHEED_WITH_CUDA=ON and "
-                             "link heed::cuda)"));
-  const int count = cuda_device_count();
-  if (device.index() >= count)
-    throw DeviceError(concat(op, ": ", to_string(device), " is not available: this process sees ", count,
-                             " CUDA device", count == 1 ? "" : "s"));
-}
-
-}  // namespace detail
 }  // namespace heed

@@ -30,15 +30,23 @@ template <typename T>
 Tensor<T> filled(const Shape& shape, T value, Device device, const char* op) {
   check_device_usable(device, op);
   Tensor<T> out = make_tensor<T>(shape, device, op);
-#ifdef HEED_WITH_CUDA
-  if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, std::int64_t> || std::is_same_v<T, bool>) {
-    if (device.is_cuda()) {
-      cuda::fill(device.index(), detail::device_data(out), out.numel(), value);
-      return out;
-    }
+  if (!device.is_cpu()) {
+    device_fill(device, detail::device_data(out), out.numel(), value);
+    return out;
   }
-#endif
   out.array().setConstant(value);
+  return out;
+}
+
+/// A fresh copy of x's elements on x's device, not recorded.
+template <typename T>
+Tensor<T> copy_of(const Tensor<T>& x) {
+  Tensor<T> out = make_tensor<T>(x.shape(), x.device());
+  const auto n = static_cast<std::size_t>(x.numel());
+  if (x.is_cpu())
+    std::copy(x.data(), x.data() + n, out.data());
+  else
+    device_copy(x.device(), device_data(out), device_data(x), n * sizeof(T));
   return out;
 }
 

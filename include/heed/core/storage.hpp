@@ -10,7 +10,7 @@
 // here, twice the time of a softmax over it), and glibc's aligned allocation of small
 // buffers took a tenth of a Bahdanau training step. heed::empty_buffer_cache()
 // releases what is idle; heed::set_buffer_cache_limit() bounds it (1 GiB by default).
-// Device buffers (HEED_WITH_CUDA) come from the CUDA backend's own caching allocator.
+// Device buffers come from their backend (heed/core/backend.hpp): CUDA's caching allocator.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "heed/core/device.hpp"
+#include "heed/core/backend.hpp"
 #include "heed/core/shape.hpp"
 
 namespace heed::detail {
@@ -182,24 +182,20 @@ class Storage {
     bytes_ = static_cast<std::size_t>(size_) * sizeof(T);
     bytes_ = (bytes_ + kAlignment - 1) / kAlignment * kAlignment;  // aligned_alloc needs a multiple
     if (bytes_ == 0) bytes_ = kAlignment;
-#ifdef HEED_WITH_CUDA
-    if (device.is_cuda()) {
-      data_ = static_cast<T*>(cuda::allocate(device.index(), bytes_));
+    if (!device.is_cpu()) {
+      data_ = static_cast<T*>(backend_of(device).allocate(device.index(), bytes_));
       return;
     }
-#endif
     data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
     if (data_ == nullptr) data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
     HEED_CHECK(data_ != nullptr, OutOfMemoryError, op, ": out of memory: the system refused ", bytes_,
                " bytes for a tensor of shape ", to_string(shape), " of ", dtype_name<T>());
   }
   ~Storage() {
-#ifdef HEED_WITH_CUDA
-    if (device_.is_cuda()) {
-      cuda::release(device_.index(), data_, bytes_);
+    if (!device_.is_cpu()) {
+      backend_of(device_).release(device_.index(), data_, bytes_);
       return;
     }
-#endif
     BufferCache::instance().give(data_, bytes_);
   }
   Storage(const Storage&) = delete;

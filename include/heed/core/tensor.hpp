@@ -81,6 +81,7 @@ class Tensor {
   /// Where the data lives (the CPU unless moved with to(device)).
   Device device() const { return impl().storage->device(); }
   bool is_cuda() const { return device().is_cuda(); }
+  bool is_cpu() const { return device().is_cpu(); }
 
   /// The elements in host memory. A tensor on a CUDA device throws DeviceError: host
   /// code reading it means an op without a CUDA implementation, which heed refuses
@@ -304,16 +305,11 @@ Device common_device(const char* op, const Tensor<T>& first, const Tensor<Ts>&..
   return device;
 }
 
-/// The device of the tensors, and whether it is a CUDA device: the branch an op with a
-/// CUDA implementation takes. Always false in a build without the backend.
+/// Whether the tensors' common device is not the CPU: the branch an op takes to call
+/// its device kernel (heed/ops/kernels.hpp).
 template <typename T, typename... Ts>
-bool on_cuda(const char* op, const Tensor<T>& first, const Tensor<Ts>&... rest) {
-#ifdef HEED_WITH_CUDA
-  return common_device(op, first, rest...).is_cuda();
-#else
-  (void)op, (void)first, ((void)rest, ...);
-  return false;
-#endif
+bool on_device(const char* op, const Tensor<T>& first, const Tensor<Ts>&... rest) {
+  return !common_device(op, first, rest...).is_cpu();
 }
 
 /// A tensor sharing `src`'s storage under another shape of the same numel (no graph).
@@ -384,38 +380,33 @@ index_t Tensor<T>::offset_of(std::initializer_list<index_t> index) const {
 template <typename T>
 T* Tensor<T>::host_data() const {
   detail::Storage<T>& storage = *impl().storage;
-#ifdef HEED_WITH_CUDA
   HEED_CHECK(storage.device().is_cpu(), DeviceError, "the tensor of shape ", to_string(shape()), " is on ",
-             to_string(storage.device()),
-             " and host code read its data: the op has no CUDA implementation (move its inputs with "
-             ".to(heed::Device::cpu()) to run it on the CPU)");
-#endif
+             to_string(storage.device()), " and host code read its data: the op has no implementation on ",
+             to_string(storage.device()), " (move its inputs with .to(heed::Device::cpu()) to run it on the CPU)");
   return storage.data();
 }
 
 template <typename T>
 T Tensor<T>::item() const {
   HEED_CHECK(numel() == 1, ValueError, "item: needs a tensor with one element, got shape ", to_string(shape()));
-#ifdef HEED_WITH_CUDA
-  if (is_cuda()) {
+  if (!is_cpu()) {
     T value;
-    cuda::copy_to_host(device().index(), &value, detail::device_data(*this), sizeof(T));
+    detail::backend_of(device()).copy_to_host(device().index(), &value, detail::device_data(*this), sizeof(T));
     return value;
   }
-#endif
   return data()[0];
 }
 
 template <typename T>
 std::vector<T> Tensor<T>::to_vector() const {
-#ifdef HEED_WITH_CUDA
-  if (is_cuda()) {
+  if (!is_cpu()) {
     const auto n = static_cast<std::size_t>(numel());
     std::unique_ptr<T[]> host(new T[n]);  // not a vector: std::vector<bool> has no buffer
-    if (n > 0) cuda::copy_to_host(device().index(), host.get(), detail::device_data(*this), n * sizeof(T));
+    if (n > 0)
+      detail::backend_of(device()).copy_to_host(device().index(), host.get(), detail::device_data(*this),
+                                                n * sizeof(T));
     return std::vector<T>(host.get(), host.get() + n);
   }
-#endif
   return std::vector<T>(data(), data() + numel());
 }
 

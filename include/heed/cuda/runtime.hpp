@@ -4,9 +4,11 @@
 // ops are templates compiled by the user's C++ compiler, so the backend is split: the
 // kernels, cuBLAS calls, streams and the device allocator live in a small static
 // library built from src/cuda/*.cu (CMake target heed::cuda, which also defines
-// HEED_WITH_CUDA for every translation unit that links it), and the ops call it
-// through the functions declared here, on raw device pointers. Nothing here needs a
-// CUDA header, so a user's .cpp files stay plain C++.
+// HEED_WITH_CUDA for every translation unit that links it, so that each one registers
+// the backend: heed/core/backend.hpp). The ops reach these functions only through the
+// backend's kernel table (heed/ops/kernels.hpp, implemented in src/cuda/backend.cpp);
+// users call the ones below the kernels' (the allocator's figures, the math mode).
+// Nothing here needs a CUDA header, so a user's .cpp files stay plain C++.
 //
 // The kernels' entry points are templates defined for T = float and double (fill also
 // for std::int64_t and bool), each instantiated by the backend (src/cuda/instantiate.hpp).
@@ -19,9 +21,28 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "heed/ops/vocabulary.hpp"
+
 namespace heed::cuda {
 
 using index_t = std::int64_t;
+// The ops' vocabulary (heed/ops/vocabulary.hpp), by the names the kernels use.
+using heed::AdamStep;
+using heed::BinaryOp;
+using heed::CrossEntropyRows;
+using heed::LensForm;
+using heed::SoftmaxMask;
+using heed::StridedShape;
+using heed::UnaryOp;
+constexpr int kMaxRank = kMaxKernelRank;
+
+// ---- the backend ----------------------------------------------------------------------------
+
+/// Registers this library's backend for Device::cuda() (heed/core/backend.hpp) once;
+/// every file compiled as part of a target linking heed::cuda calls it at start-up.
+bool register_backend() noexcept;
+/// "CUDA", or "CUDA (emulated on the host)" for the emulation that CI runs.
+const char* backend_name();
 
 // ---- devices, memory, copies ------------------------------------------------------------
 
@@ -69,21 +90,9 @@ void gemm_strided_batched(int device, bool trans_a, bool trans_b, index_t m, ind
 
 // ---- element-wise ---------------------------------------------------------------------------
 
-constexpr int kMaxRank = 16;  // shape ops split dims: repeat doubles the rank
-
-/// Extents with the strides that read (or write) an operand through them: an operand
-/// broadcast to the extents (stride 0 where broadcast), or a strided view such as a
-/// permutation. Innermost last.
-struct StridedShape {
-  int rank = 0;
-  index_t sizes[kMaxRank] = {};
-  index_t strides[kMaxRank] = {};
-};
-
 template <typename T>
 void fill(int device, T* out, index_t n, T value);
 
-enum class BinaryOp { add, sub, mul, div };
 /// out (contiguous, `a_shape.sizes`) = a op b, each read through its broadcast strides.
 template <typename T>
 void binary(int device, BinaryOp op, T* out, const T* a, const StridedShape& a_shape, const T* b,
@@ -105,7 +114,6 @@ template <typename T>
 void dropout(int device, T* out, T* mask, const T* x, const StridedShape& shape, std::uint64_t key,
              std::uint32_t threshold, T scale);
 
-enum class UnaryOp { exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos };
 /// out = op(x), n elements.
 template <typename T>
 void unary(int device, UnaryOp op, T* out, const T* x, index_t n);
@@ -131,9 +139,6 @@ void sum_to(int device, T* out, index_t n_out, const T* g, const StridedShape& o
 
 /// p, m, v updated in place by one Adam step, in PyTorch's order of operations (see
 /// heed/optim/adam.hpp); g is the gradient, n elements each.
-struct AdamStep {
-  double beta1, beta2, weight_decay, step_size, sqrt_bias_correction2, eps;
-};
 template <typename T>
 void adam_step(int device, T* p, T* m, T* v, const T* g, index_t n, const AdamStep& step);
 
@@ -169,13 +174,6 @@ template <typename T>
 void embedding_backward(int device, T* dweight, const T* g, const std::int64_t* indices, index_t count,
                         index_t num_embeddings, index_t dim);
 
-/// Which rows of a cross-entropy count: all when lens is null, else row r when
-/// r % steps < lens[r / steps] (d2l's masked loss over (batch, steps) rows).
-struct CrossEntropyRows {
-  index_t rows = 0, classes = 0, steps = 1;
-  const std::int64_t* lens = nullptr;
-  const std::int64_t* labels = nullptr;
-};
 /// loss[r] = logsumexp(x_r) − x_r[label] (0 for rows that do not count), stats[2r..] =
 /// (max, log Σ exp(x − max)). A label out of range gives NaN (the device cannot throw).
 template <typename T>
@@ -187,23 +185,6 @@ void cross_entropy_backward(int device, T* dx, const T* x, const T* stats, const
                             index_t g_stride, T divisor);
 
 // ---- softmax ---------------------------------------------------------------------------
-
-/// How valid_lens index the rows of the scores: one per batch, per (batch, query), or
-/// per row.
-enum class LensForm : int { none, per_batch, per_query, per_row };
-
-/// Everything masked_softmax needs to know per row, read on the device. Scores are
-/// (batch, heads, num_queries, num_keys) with heads = 1 for 3-D scores.
-template <typename T>
-struct SoftmaxMask {
-  LensForm lens_form = LensForm::none;
-  const std::int64_t* valid_lens = nullptr;  // on the device
-  bool causal = false;
-  const bool* allowed = nullptr;  // broadcast to the scores through allowed_strides
-  index_t allowed_strides[4] = {};
-  const T* additive = nullptr;  // broadcast to the scores through additive_strides
-  index_t additive_strides[4] = {};
-};
 
 template <typename T>
 void masked_softmax_forward(int device, T* out, const T* scores, index_t batch, index_t heads, index_t num_queries,

@@ -144,14 +144,14 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& x) {
   const detail::PrintOptions options;
   const Shape& shape = x.shape();
   const bool summarize = x.numel() > options.threshold;
-  const Tensor<T> host = x.is_cuda() ? x.detach().to(Device::cpu()) : x;  // the values, read on the host
+  const Tensor<T> host = !x.is_cpu() ? x.detach().to(Device::cpu()) : x;  // the values, read on the host
   std::vector<T> shown;
   if (x.numel() > 0) detail::collect_shown(host.data(), shape, 0, summarize, options, shown);
   const detail::ElementFormatter<T> fmt(shown, options);
 
   std::string body;
   std::vector<std::string> suffixes;
-  if (x.is_cuda()) suffixes.push_back("device='" + to_string(x.device()) + "'");  // first, as in PyTorch
+  if (!x.is_cpu()) suffixes.push_back("device='" + to_string(x.device()) + "'");  // first, as in PyTorch
   if (x.numel() == 0) {
     body = "[]";
     if (shape.rank() != 1) suffixes.push_back("size=" + to_string(shape));

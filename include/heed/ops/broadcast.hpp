@@ -8,6 +8,7 @@
 
 #include "heed/core/tensor.hpp"
 #include "heed/detail/strided.hpp"
+#include "heed/ops/kernels.hpp"
 
 namespace heed::detail {
 
@@ -19,9 +20,9 @@ inline bool broadcasts_to(const Shape& shape, const Shape& target) {
   return true;
 }
 
-/// `shape` with the strides that read an operand broadcast to it, for the CUDA kernels.
-inline cuda::StridedShape strided_shape(const Shape& shape, const std::array<index_t, kMaxLoopDims>& strides) {
-  cuda::StridedShape result;
+/// `shape` with the strides that read an operand broadcast to it, for device kernels.
+inline StridedShape strided_shape(const Shape& shape, const std::array<index_t, kMaxLoopDims>& strides) {
+  StridedShape result;
   result.rank = shape.rank();
   for (int d = 0; d < shape.rank(); ++d) result.sizes[d] = shape[d], result.strides[d] = strides[d];
   return result;
@@ -30,16 +31,13 @@ inline cuda::StridedShape strided_shape(const Shape& shape, const std::array<ind
 template <typename T>
 Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
   if (x.shape() == shape) return x;
-#ifdef HEED_WITH_CUDA
-  if constexpr (std::is_floating_point_v<T>) {
-    if (x.is_cuda()) {  // a gather through the broadcast strides
-      Tensor<T> out = make_tensor<T>(shape, x.device());
-      cuda::gather(x.device().index(), device_data(out), device_data(x),
-                   strided_shape(shape, broadcast_strides(x.shape(), shape)));
-      return out;
-    }
+  if (!x.is_cpu()) {  // a gather through the broadcast strides
+    Tensor<T> out = make_tensor<T>(shape, x.device());
+    kernels_for(x, "broadcast_to")
+        .gather(x.device().index(), device_data(out), device_data(x),
+                strided_shape(shape, broadcast_strides(x.shape(), shape)));
+    return out;
   }
-#endif
   Tensor<T> out = make_tensor<T>(shape);
   const auto src_strides = broadcast_strides(x.shape(), shape);
   const auto dst_strides = shape.strides();
@@ -51,14 +49,13 @@ Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
 template <typename T>
 Tensor<T> sum_to(const Tensor<T>& g, const Shape& shape) {
   if (g.shape() == shape) return g;
-#ifdef HEED_WITH_CUDA
-  if (g.is_cuda()) {
+  if (!g.is_cpu()) {
     Tensor<T> out = make_tensor<T>(shape, g.device());
-    cuda::sum_to(g.device().index(), device_data(out), out.numel(), device_data(g),
-                 strided_shape(g.shape(), broadcast_strides(shape, g.shape())));
+    kernels_for(g, "sum_to")
+        .sum_to(g.device().index(), device_data(out), out.numel(), device_data(g),
+                strided_shape(g.shape(), broadcast_strides(shape, g.shape())));
     return out;
   }
-#endif
   Tensor<T> out = make_tensor<T>(shape);
   out.array().setZero();
   const auto dst_strides = broadcast_strides(shape, g.shape());

@@ -116,18 +116,17 @@ Tensor<T> cross_entropy_backward(const Tensor<T>& logits, const IndexTensor& lab
   return dx;
 }
 
-#ifdef HEED_WITH_CUDA
-/// The cross-entropy of rows on a CUDA device: per-row losses (0 where a row does not
+/// The cross-entropy of rows on a device backend: per-row losses (0 where a row does not
 /// count), and a backward giving each row coef(r) = g[r / g_stride] / divisor.
 /// Labels (and lengths) are read there, so a label out of range is not reported as on
 /// the CPU: its loss is NaN.
 template <typename T>
-struct CudaCrossEntropy {
+struct DeviceCrossEntropy {
   Tensor<T> losses, stats;
-  cuda::CrossEntropyRows rows;
+  heed::CrossEntropyRows rows;
 
-  CudaCrossEntropy(const Tensor<T>& logits, const IndexTensor& labels, const Shape& rows_shape, index_t steps,
-                   const IndexTensor& lens) {
+  DeviceCrossEntropy(const Tensor<T>& logits, const IndexTensor& labels, const Shape& rows_shape, index_t steps,
+                     const IndexTensor& lens) {
     rows.rows = rows_shape.numel();
     rows.classes = logits.shape()[-1];
     rows.steps = steps;
@@ -135,8 +134,9 @@ struct CudaCrossEntropy {
     rows.labels = device_data(labels);
     losses = make_tensor<T>(rows_shape, logits.device());
     stats = make_tensor<T>(Shape{rows.rows, 2}, logits.device());
-    cuda::cross_entropy_forward(logits.device().index(), device_data(losses), device_data(stats), device_data(logits),
-                                rows);
+    kernels_for(logits, "cross_entropy")
+        .cross_entropy_forward(logits.device().index(), device_data(losses), device_data(stats), device_data(logits),
+                               rows);
   }
 
   /// Records the backward on out; labels and lens are kept alive with it.
@@ -148,13 +148,13 @@ struct CudaCrossEntropy {
                       divisor](const Tensor<T>& g) {
                        const Tensor<T>& x = saved.get();
                        Tensor<T> dx = make_tensor<T>(x.shape(), x.device());
-                       cuda::cross_entropy_backward(x.device().index(), device_data(dx), device_data(x),
-                                                    device_data(stats), rows, device_data(g), g_stride, divisor);
+                       kernels_for(x, "cross_entropy backward")
+                           .cross_entropy_backward(x.device().index(), device_data(dx), device_data(x),
+                                                   device_data(stats), rows, device_data(g), g_stride, divisor);
                        return autograd::Grads<T>{dx};
                      });
   }
 };
-#endif
 
 }  // namespace detail
 
@@ -170,9 +170,8 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
   HEED_CHECK(labels.shape() == rows_shape, ShapeError, "cross_entropy: labels of shape ", to_string(labels.shape()),
              " do not match logits of shape ", to_string(logits.shape()), "; expected labels of shape ",
              to_string(rows_shape));
-#ifdef HEED_WITH_CUDA
-  if (detail::on_cuda("cross_entropy", logits, labels)) {
-    const detail::CudaCrossEntropy<T> ce(logits, labels, rows_shape, 1, IndexTensor());
+  if (detail::on_device("cross_entropy", logits, labels)) {
+    const detail::DeviceCrossEntropy<T> ce(logits, labels, rows_shape, 1, IndexTensor());
     const index_t count = rows_shape.numel();
     Tensor<T> out = ce.losses;
     if (reduction != Reduction::none) {
@@ -183,7 +182,6 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
               reduction == Reduction::mean ? static_cast<T>(count) : T(1));
     return out;
   }
-#endif
   detail::CrossEntropyRows rows;
   rows.classes = logits.shape()[-1];
   rows.rows = rows_shape.numel();

@@ -3,8 +3,8 @@
 //   auto x_gpu = x.to(heed::Device::cuda());   // differentiable, like PyTorch's .to
 //   float loss = step(x_gpu).item();           // item() copies one value back
 //
-// A build without the CUDA backend has only the CPU: to(Device::cuda()) throws
-// DeviceError saying so. See heed/cuda/runtime.hpp for how the backend is built.
+// A program without a CUDA backend has only the CPU: to(Device::cuda()) throws
+// DeviceError saying so. See heed/core/backend.hpp for how a backend joins.
 #pragma once
 
 #include <memory>
@@ -15,7 +15,7 @@ namespace heed {
 namespace detail {
 
 /// Copies src's elements into dst (same numel), across devices when they differ. A copy
-/// between two CUDA devices goes through the host: moving a tensor is explicit, and rare.
+/// between two devices goes through the host: moving a tensor is explicit, and rare.
 template <typename T>
 void copy_between_devices(Tensor<T>& dst, const Tensor<T>& src) {
   const std::size_t bytes = static_cast<std::size_t>(src.numel()) * sizeof(T);
@@ -25,19 +25,17 @@ void copy_between_devices(Tensor<T>& dst, const Tensor<T>& src) {
     std::copy(src.data(), src.data() + src.numel(), dst.data());
     return;
   }
-#ifdef HEED_WITH_CUDA
   if (from.is_cpu()) {
-    cuda::copy_to_device(to.index(), device_data(dst), src.data(), bytes);
+    backend_of(to).copy_to_device(to.index(), device_data(dst), src.data(), bytes);
   } else if (to.is_cpu()) {
-    cuda::copy_to_host(from.index(), dst.data(), device_data(src), bytes);
+    backend_of(from).copy_to_host(from.index(), dst.data(), device_data(src), bytes);
   } else if (from == to) {
-    cuda::copy_on_device(to.index(), device_data(dst), device_data(src), bytes);
+    device_copy(to, device_data(dst), device_data(src), bytes);
   } else {
     std::unique_ptr<unsigned char[]> staging(new unsigned char[bytes]);
-    cuda::copy_to_host(from.index(), staging.get(), device_data(src), bytes);
-    cuda::copy_to_device(to.index(), device_data(dst), staging.get(), bytes);
+    backend_of(from).copy_to_host(from.index(), staging.get(), device_data(src), bytes);
+    backend_of(to).copy_to_device(to.index(), device_data(dst), staging.get(), bytes);
   }
-#endif
 }
 
 /// Moves x's data to `device` in place: every handle to x sees the move (a module's

@@ -16,46 +16,11 @@
 #include <vector>
 
 #include "heed/core/generator.hpp"
+#include "heed/detail/rules.hpp"
 #include "heed/ops/elementwise.hpp"
+#include "heed/ops/kernels.hpp"
 
 namespace heed {
-
-namespace detail {
-
-// The keep/drop hash, shared with the fused attention (which draws the masks of the
-// weights it never stores). The call's key mixed with the leading coordinates gives
-// each row's 64-bit key (splitmix64's finaliser); a 32-bit hash of the row key and j
-// (murmur3's finaliser, a loop the compiler vectorises) decides element j by comparing
-// with p·2³². A Mersenne-Twister draw per element was a fifth of a d2l Transformer
-// training step.
-
-inline std::uint64_t dropout_mix(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-/// The key of coordinates (…, coord) from the key of (…).
-inline std::uint64_t dropout_rekey(std::uint64_t key, index_t coord) {
-  return dropout_mix(key + 0x9E3779B97F4A7C15ull * (static_cast<std::uint64_t>(coord) + 1));
-}
-inline std::uint32_t dropout_row_seed(std::uint64_t row_key) {
-  return static_cast<std::uint32_t>(row_key ^ (row_key >> 32));
-}
-/// p·2³² (p = 1 needs no threshold: the scale is 0 whatever the hash).
-inline std::uint32_t dropout_threshold(double p) {
-  const double scaled = p * 4294967296.0;
-  return scaled >= 4294967295.0 ? 0xFFFFFFFFu : static_cast<std::uint32_t>(scaled);
-}
-/// Whether element j of the row whose seed is row_seed is dropped.
-inline bool dropout_drops(std::uint32_t row_seed, index_t j, std::uint32_t threshold) {
-  std::uint32_t h = row_seed + 0x9E3779B9u * static_cast<std::uint32_t>(j + 1);
-  h = (h ^ (h >> 16)) * 0x85EBCA6Bu;
-  h = (h ^ (h >> 13)) * 0xC2B2AE35u;
-  h ^= h >> 16;
-  return h < threshold;
-}
-
-}  // namespace detail
 
 template <typename T>
 Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = default_generator()) {
@@ -67,21 +32,20 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   Tensor<T> mask;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const std::uint32_t threshold = detail::dropout_threshold(p);
-#ifdef HEED_WITH_CUDA
-  if (x.is_cuda()) {  // the same masks, one element per thread (kernels.cuh: dropout_drops)
+  if (!x.is_cpu()) {  // the same masks, one element per thread (heed/detail/rules.hpp)
     Tensor<T> out = detail::make_tensor<T>(x.shape(), x.device());
     mask = detail::make_tensor<T>(x.shape(), x.device());
-    cuda::StridedShape shape;
+    StridedShape shape;
     shape.rank = x.dim();
     for (int d = 0; d < x.dim(); ++d) shape.sizes[d] = x.shape()[d];
-    cuda::dropout(x.device().index(), detail::device_data(out), detail::device_data(mask), detail::device_data(x),
-                  shape, detail::dropout_mix(gen.next_u64()), threshold, scale);
+    detail::kernels_for(x, "dropout")
+        .dropout(x.device().index(), detail::device_data(out), detail::device_data(mask), detail::device_data(x), shape,
+                 detail::dropout_mix(gen.next_u64()), threshold, scale);
     if (autograd::needs_grad(x))
       autograd::record(out, "DropoutBackward", {x},
                        [mask](const Tensor<T>& g) { return autograd::Grads<T>{g * mask}; });
     return out;
   }
-#endif
   Tensor<T> out = detail::make_tensor<T>(x.shape());
   mask = detail::make_tensor<T>(x.shape());
   T* m = mask.data();

@@ -13,6 +13,7 @@
 #include <cmath>
 
 #include "heed/autograd/node.hpp"
+#include "heed/core/factory.hpp"
 #include "heed/detail/parallel.hpp"
 #include "heed/ops/broadcast.hpp"
 #include "heed/ops/device.hpp"
@@ -69,51 +70,28 @@ Tensor<R> broadcast_map(const Tensor<T>& a, const Tensor<T>& b, const char* op, 
 /// a op b with broadcasting, on the operands' device: f on the CPU, `op`'s kernel on
 /// a CUDA device.
 template <typename T, typename F>
-Tensor<T> arithmetic(const Tensor<T>& a, const Tensor<T>& b, const char* name, cuda::BinaryOp op, F&& f) {
-#ifdef HEED_WITH_CUDA
-  if (on_cuda(name, a, b)) {
+Tensor<T> arithmetic(const Tensor<T>& a, const Tensor<T>& b, const char* name, BinaryOp op, F&& f) {
+  if (on_device(name, a, b)) {
     const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
     Tensor<T> out = make_tensor<T>(shape, a.device());
-    cuda::binary(a.device().index(), op, device_data(out), device_data(a),
-                 strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
-                 strided_shape(shape, broadcast_strides(b.shape(), shape)));
+    kernels_for(a, name).binary(a.device().index(), op, device_data(out), device_data(a),
+                                strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
+                                strided_shape(shape, broadcast_strides(b.shape(), shape)));
     return out;
   }
-#else
-  (void)op;
-#endif
   return broadcast_map<T>(a, b, name, std::forward<F>(f));
 }
 
 /// alpha · x + beta, on x's device: f(x's elements) on the CPU.
 template <typename T, typename F>
 Tensor<T> scalar_map(const Tensor<T>& x, T alpha, T beta, F&& f) {
-#ifdef HEED_WITH_CUDA
-  if constexpr (std::is_floating_point_v<T>) {
-    if (x.is_cuda()) {
-      Tensor<T> out = make_tensor<T>(x.shape(), x.device());
-      cuda::affine(x.device().index(), device_data(out), device_data(x), x.numel(), alpha, beta);
-      return out;
-    }
-  }
-#else
-  (void)alpha, (void)beta;
-#endif
-  return zip_map<T>(std::forward<F>(f), x);
-}
-
-/// A fresh copy of x's elements, not recorded.
-template <typename T>
-Tensor<T> copy_of(const Tensor<T>& x) {
-#ifdef HEED_WITH_CUDA
-  if (x.is_cuda()) {
+  if (!x.is_cpu()) {
     Tensor<T> out = make_tensor<T>(x.shape(), x.device());
-    cuda::copy_on_device(x.device().index(), device_data(out), device_data(x),
-                         static_cast<std::size_t>(x.numel()) * sizeof(T));
+    kernels_for(x, "scalar arithmetic")
+        .affine(x.device().index(), device_data(out), device_data(x), x.numel(), alpha, beta);
     return out;
   }
-#endif
-  return zip_map<T>([](const auto& a) { return a; }, x);
+  return zip_map<T>(std::forward<F>(f), x);
 }
 
 template <typename T>
@@ -128,8 +106,7 @@ void check_floating(const char* op) {
 
 template <typename T>
 Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
-  Tensor<T> out =
-      detail::arithmetic(a, b, "add", cuda::BinaryOp::add, [](const auto& x, const auto& y) { return x + y; });
+  Tensor<T> out = detail::arithmetic(a, b, "add", BinaryOp::add, [](const auto& x, const auto& y) { return x + y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::sum_to(g, sa), detail::sum_to(g, sb)};
@@ -139,8 +116,7 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
-  Tensor<T> out =
-      detail::arithmetic(a, b, "sub", cuda::BinaryOp::sub, [](const auto& x, const auto& y) { return x - y; });
+  Tensor<T> out = detail::arithmetic(a, b, "sub", BinaryOp::sub, [](const auto& x, const auto& y) { return x - y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::sum_to(g, sa), neg(detail::sum_to(g, sb))};
@@ -150,8 +126,7 @@ Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
-  Tensor<T> out =
-      detail::arithmetic(a, b, "mul", cuda::BinaryOp::mul, [](const auto& x, const auto& y) { return x * y; });
+  Tensor<T> out = detail::arithmetic(a, b, "mul", BinaryOp::mul, [](const auto& x, const auto& y) { return x * y; });
   if (autograd::needs_grad(a, b)) {
     // out = a · b:  da = g · b,  db = g · a
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -171,8 +146,7 @@ Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
-  Tensor<T> out =
-      detail::arithmetic(a, b, "div", cuda::BinaryOp::div, [](const auto& x, const auto& y) { return x / y; });
+  Tensor<T> out = detail::arithmetic(a, b, "div", BinaryOp::div, [](const auto& x, const auto& y) { return x / y; });
   if (autograd::needs_grad(a, b)) {
     // out = a / b:  da = g / b,  db = -g · a / b² = -g · out / b
     const bool need_a = a.requires_grad(), need_b = b.requires_grad();
@@ -252,34 +226,28 @@ enum class BackwardReads { input, output };
 /// Defines a differentiable unary op: forward is an Eigen expression of x, backward
 /// maps (g, x or y) to dx.
 template <typename T, typename Forward, typename Backward>
-Tensor<T> unary_op(const Tensor<T>& x, const char* name, cuda::UnaryOp code, BackwardReads reads, Forward forward,
+Tensor<T> unary_op(const Tensor<T>& x, const char* name, UnaryOp code, BackwardReads reads, Forward forward,
                    Backward backward) {
   check_floating<T>(name);
-#ifdef HEED_WITH_CUDA
-  if (x.is_cuda()) {
-    const int device = x.device().index();
-    Tensor<T> out = make_tensor<T>(x.shape(), x.device());
-    cuda::unary(device, code, device_data(out), device_data(x), x.numel());
-    if (autograd::needs_grad(x))
-      autograd::record(
-          out, name, {x},
-          [code, device, saved = autograd::save(reads == BackwardReads::input ? x : out)](const Tensor<T>& g) {
-            const Tensor<T>& s = saved.get();
-            Tensor<T> dx = make_tensor<T>(g.shape(), g.device());
-            cuda::unary_backward(device, code, device_data(dx), device_data(g), device_data(s), g.numel());
-            return autograd::Grads<T>{dx};
-          });
-    return out;
+  const bool on_cpu = x.is_cpu();
+  Tensor<T> out;
+  if (on_cpu) {
+    out = zip_map<T>(forward, x);
+  } else {
+    out = make_tensor<T>(x.shape(), x.device());
+    kernels_for(x, name).unary(x.device().index(), code, device_data(out), device_data(x), x.numel());
   }
-#else
-  (void)code;
-#endif
-  Tensor<T> out = zip_map<T>(forward, x);
   if (autograd::needs_grad(x))
-    autograd::record(out, name, {x},
-                     [backward, saved = autograd::save(reads == BackwardReads::input ? x : out)](const Tensor<T>& g) {
-                       return autograd::Grads<T>{zip_map<T>(backward, g, saved.get())};
-                     });
+    autograd::record(
+        out, name, {x},
+        [on_cpu, code, backward, saved = autograd::save(reads == BackwardReads::input ? x : out)](const Tensor<T>& g) {
+          const Tensor<T>& s = saved.get();
+          if (on_cpu) return autograd::Grads<T>{zip_map<T>(backward, g, s)};
+          Tensor<T> dx = make_tensor<T>(g.shape(), g.device());
+          kernels_for(g, "unary backward")
+              .unary_backward(g.device().index(), code, device_data(dx), device_data(g), device_data(s), g.numel());
+          return autograd::Grads<T>{dx};
+        });
   return out;
 }
 
@@ -296,28 +264,28 @@ Tensor<T> neg(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> exp(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "ExpBackward", cuda::UnaryOp::exp, detail::BackwardReads::output, [](const auto& a) { return a.exp(); },
+      x, "ExpBackward", UnaryOp::exp, detail::BackwardReads::output, [](const auto& a) { return a.exp(); },
       [](const auto& g, const auto& y) { return g * y; });
 }
 
 template <typename T>
 Tensor<T> log(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "LogBackward", cuda::UnaryOp::log, detail::BackwardReads::input, [](const auto& a) { return a.log(); },
+      x, "LogBackward", UnaryOp::log, detail::BackwardReads::input, [](const auto& a) { return a.log(); },
       [](const auto& g, const auto& x_) { return g / x_; });
 }
 
 template <typename T>
 Tensor<T> sqrt(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "SqrtBackward", cuda::UnaryOp::sqrt, detail::BackwardReads::output, [](const auto& a) { return a.sqrt(); },
+      x, "SqrtBackward", UnaryOp::sqrt, detail::BackwardReads::output, [](const auto& a) { return a.sqrt(); },
       [](const auto& g, const auto& y) { return g / (T(2) * y); });
 }
 
 template <typename T>
 Tensor<T> tanh(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "TanhBackward", cuda::UnaryOp::tanh, detail::BackwardReads::output, [](const auto& a) { return a.tanh(); },
+      x, "TanhBackward", UnaryOp::tanh, detail::BackwardReads::output, [](const auto& a) { return a.tanh(); },
       [](const auto& g, const auto& y) { return g * (T(1) - y.square()); });
 }
 
@@ -325,7 +293,7 @@ template <typename T>
 Tensor<T> sigmoid(const Tensor<T>& x) {
   // 1 / (1 + e^-x), written so that neither branch overflows.
   return detail::unary_op(
-      x, "SigmoidBackward", cuda::UnaryOp::sigmoid, detail::BackwardReads::output,
+      x, "SigmoidBackward", UnaryOp::sigmoid, detail::BackwardReads::output,
       [](const auto& a) { return (T(0.5) * a).tanh() * T(0.5) + T(0.5); },
       [](const auto& g, const auto& y) { return g * y * (T(1) - y); });
 }
@@ -333,7 +301,7 @@ Tensor<T> sigmoid(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> relu(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "ReluBackward", cuda::UnaryOp::relu, detail::BackwardReads::output, [](const auto& a) { return a.max(T(0)); },
+      x, "ReluBackward", UnaryOp::relu, detail::BackwardReads::output, [](const auto& a) { return a.max(T(0)); },
       [](const auto& g, const auto& y) { return (y > T(0)).select(g, T(0)); });
 }
 
@@ -341,7 +309,7 @@ Tensor<T> relu(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "GeluBackward", cuda::UnaryOp::gelu, detail::BackwardReads::input,
+      x, "GeluBackward", UnaryOp::gelu, detail::BackwardReads::input,
       [](const auto& a) {
         return a * (T(0.5) + T(0.5) * a.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }));
       },
@@ -355,21 +323,21 @@ Tensor<T> gelu(const Tensor<T>& x) {
 template <typename T>
 Tensor<T> abs(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "AbsBackward", cuda::UnaryOp::abs, detail::BackwardReads::input, [](const auto& a) { return a.abs(); },
+      x, "AbsBackward", UnaryOp::abs, detail::BackwardReads::input, [](const auto& a) { return a.abs(); },
       [](const auto& g, const auto& x_) { return g * x_.sign(); });
 }
 
 template <typename T>
 Tensor<T> sin(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "SinBackward", cuda::UnaryOp::sin, detail::BackwardReads::input, [](const auto& a) { return a.sin(); },
+      x, "SinBackward", UnaryOp::sin, detail::BackwardReads::input, [](const auto& a) { return a.sin(); },
       [](const auto& g, const auto& x_) { return g * x_.cos(); });
 }
 
 template <typename T>
 Tensor<T> cos(const Tensor<T>& x) {
   return detail::unary_op(
-      x, "CosBackward", cuda::UnaryOp::cos, detail::BackwardReads::input, [](const auto& a) { return a.cos(); },
+      x, "CosBackward", UnaryOp::cos, detail::BackwardReads::input, [](const auto& a) { return a.cos(); },
       [](const auto& g, const auto& x_) { return -g * x_.sin(); });
 }
 
@@ -493,12 +461,10 @@ void check_in_place(const Tensor<T>& x, const char* op) {
 template <typename T>
 Tensor<T>& Tensor<T>::fill_(T value) {
   detail::check_in_place(*this, "fill_");
-#ifdef HEED_WITH_CUDA
-  if (is_cuda()) {
-    cuda::fill(device().index(), detail::device_data(*this), numel(), value);
+  if (!is_cpu()) {
+    detail::device_fill(device(), detail::device_data(*this), numel(), value);
     return *this;
   }
-#endif
   array().setConstant(value);
   return *this;
 }
@@ -512,14 +478,12 @@ Tensor<T>& Tensor<T>::copy_(const Tensor& src) {
     detail::copy_between_devices(*this, detail::broadcast_to(src, shape()));
     return *this;
   }
-#ifdef HEED_WITH_CUDA
-  if (is_cuda()) {
+  if (!is_cpu()) {
     const Tensor<T> full = detail::broadcast_to(src, shape());
-    cuda::copy_on_device(device().index(), detail::device_data(*this), detail::device_data(full),
-                         static_cast<std::size_t>(numel()) * sizeof(T));
+    detail::device_copy(device(), detail::device_data(*this), detail::device_data(full),
+                        static_cast<std::size_t>(numel()) * sizeof(T));
     return *this;
   }
-#endif
   array() = detail::broadcast_to(src, shape()).array();
   return *this;
 }
@@ -529,15 +493,12 @@ Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
   HEED_CHECK(detail::broadcasts_to(other.shape(), shape()), ShapeError, "add_: operand of shape ",
              to_string(other.shape()), " does not broadcast to ", to_string(shape()));
   detail::check_in_place(*this, "add_");  // after the shape check: a refused update bumps no version
-#ifdef HEED_WITH_CUDA
-  if constexpr (std::is_floating_point_v<T>) {
-    if (detail::on_cuda("add_", *this, other)) {
-      cuda::axpy(device().index(), detail::device_data(*this),
-                 detail::device_data(detail::broadcast_to(other, shape())), numel(), alpha);
-      return *this;
-    }
+  if (detail::on_device("add_", *this, other)) {
+    detail::kernels_for(*this, "add_")
+        .axpy(device().index(), detail::device_data(*this), detail::device_data(detail::broadcast_to(other, shape())),
+              numel(), alpha);
+    return *this;
   }
-#endif
   array() += alpha * detail::broadcast_to(other, shape()).array();
   return *this;
 }
@@ -545,14 +506,11 @@ Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
 template <typename T>
 Tensor<T>& Tensor<T>::mul_(T factor) {
   detail::check_in_place(*this, "mul_");
-#ifdef HEED_WITH_CUDA
-  if constexpr (std::is_floating_point_v<T>) {
-    if (is_cuda()) {
-      cuda::affine(device().index(), detail::device_data(*this), detail::device_data(*this), numel(), factor, T(0));
-      return *this;
-    }
+  if (!is_cpu()) {
+    detail::kernels_for(*this, "mul_")
+        .affine(device().index(), detail::device_data(*this), detail::device_data(*this), numel(), factor, T(0));
+    return *this;
   }
-#endif
   array() *= factor;
   return *this;
 }

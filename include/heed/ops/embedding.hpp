@@ -15,33 +15,33 @@
 
 namespace heed {
 
-#ifdef HEED_WITH_CUDA
 namespace detail {
 
-/// embedding on a CUDA device. Indices are read there, so an index out of range is not
+/// embedding on a device backend. Indices are read there, so an index out of range is not
 /// reported as on the CPU: its row of the output is NaN.
 template <typename T>
-Tensor<T> cuda_embedding(const Tensor<T>& weight, const IndexTensor& indices) {
+Tensor<T> device_embedding(const Tensor<T>& weight, const IndexTensor& indices) {
   const index_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], count = indices.numel();
   const Device device = weight.device();
   std::vector<index_t> dims(indices.shape().begin(), indices.shape().end());
   dims.push_back(dim);
   Tensor<T> out = make_tensor<T>(Shape(dims), device);
-  cuda::embedding_forward(device.index(), device_data(out), device_data(weight), device_data(indices), count,
-                          num_embeddings, dim);
+  kernels_for(weight, "embedding")
+      .embedding_forward(device.index(), device_data(out), device_data(weight), device_data(indices), count,
+                         num_embeddings, dim);
   if (autograd::needs_grad(weight))
     autograd::record(out, "EmbeddingBackward", {weight},
                      [indices, table = weight.shape(), device, dim, count, num_embeddings](const Tensor<T>& g) {
                        Tensor<T> dw = make_tensor<T>(table, device);
-                       cuda::embedding_backward(device.index(), device_data(dw), device_data(g), device_data(indices),
-                                                count, num_embeddings, dim);
+                       kernels_for(g, "embedding backward")
+                           .embedding_backward(device.index(), device_data(dw), device_data(g), device_data(indices),
+                                               count, num_embeddings, dim);
                        return autograd::Grads<T>{dw};
                      });
   return out;
 }
 
 }  // namespace detail
-#endif
 
 template <typename T>
 Tensor<T> embedding(const Tensor<T>& weight, const IndexTensor& indices) {
@@ -49,9 +49,7 @@ Tensor<T> embedding(const Tensor<T>& weight, const IndexTensor& indices) {
              to_string(weight.shape()));
   HEED_CHECK(indices.defined(), ValueError, "embedding: indices are undefined");
   const index_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], count = indices.numel();
-#ifdef HEED_WITH_CUDA
-  if (detail::on_cuda("embedding", weight, indices)) return detail::cuda_embedding(weight, indices);
-#endif
+  if (detail::on_device("embedding", weight, indices)) return detail::device_embedding(weight, indices);
   const std::int64_t* index = indices.data();
   for (index_t i = 0; i < count; ++i)
     HEED_CHECK(index[i] >= 0 && index[i] < num_embeddings, IndexError, "embedding: index ", index[i],

@@ -48,18 +48,18 @@ std::pair<T, T> layer_norm_moments(const ConstVecMap<T>& in, T eps) {
   return {scaled_mu * scale, T(1) / scale / std::sqrt(scaled_var + eps / scale / scale)};
 }
 
-#ifdef HEED_WITH_CUDA
-/// layer_norm on a CUDA device: a warp per row forward and for dx, a thread per
-/// column for the weight's and bias's gradients.
+/// layer_norm on a device backend (CUDA: a warp per row forward and for dx, a thread
+/// per column for the weight's and bias's gradients).
 template <typename T>
-Tensor<T> cuda_layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Tensor<T>& weight,
-                          const Tensor<T>& bias, double eps, index_t rows, index_t n) {
+Tensor<T> device_layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Tensor<T>& weight,
+                            const Tensor<T>& bias, double eps, index_t rows, index_t n) {
   const Device device = x.device();
   const auto data_or_null = [](const Tensor<T>& t) { return t.defined() ? device_data(t) : nullptr; };
   Tensor<T> out = make_tensor<T>(x.shape(), device);
   Tensor<T> mean = make_tensor<T>(Shape{rows}, device), rstd = make_tensor<T>(Shape{rows}, device);
-  cuda::layer_norm_forward(device.index(), device_data(out), device_data(mean), device_data(rstd), device_data(x),
-                           data_or_null(weight), data_or_null(bias), rows, n, eps);
+  kernels_for(x, "layer_norm")
+      .layer_norm_forward(device.index(), device_data(out), device_data(mean), device_data(rstd), device_data(x),
+                          data_or_null(weight), data_or_null(bias), rows, n, eps);
   if (autograd::needs_grad(x, weight, bias))
     autograd::record(
         out, "NativeLayerNormBackward", {x, weight, bias},
@@ -71,15 +71,15 @@ Tensor<T> cuda_layer_norm(const Tensor<T>& x, const Shape& normalized_shape, con
           if (need_x) grads[0] = make_tensor<T>(x_shape, device);
           if (need_w) grads[1] = make_tensor<T>(normalized_shape, device);
           if (need_b) grads[2] = make_tensor<T>(normalized_shape, device);
-          cuda::layer_norm_backward(device.index(), data_or_null(grads[0]), data_or_null(grads[1]),
-                                    data_or_null(grads[2]), device_data(g), device_data(saved_x.get()),
-                                    device_data(mean), device_data(rstd),
-                                    has_weight ? device_data(saved_w.get()) : nullptr, rows, n);
+          kernels_for(g, "layer_norm backward")
+              .layer_norm_backward(device.index(), data_or_null(grads[0]), data_or_null(grads[1]),
+                                   data_or_null(grads[2]), device_data(g), device_data(saved_x.get()),
+                                   device_data(mean), device_data(rstd),
+                                   has_weight ? device_data(saved_w.get()) : nullptr, rows, n);
           return grads;
         });
   return out;
 }
-#endif
 
 }  // namespace detail
 
@@ -97,10 +97,8 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
                " does not match normalized_shape ", to_string(normalized_shape));
   HEED_CHECK(eps >= 0 && std::isfinite(eps), ValueError, "layer_norm: eps must be finite and >= 0, got ", eps);
 
-#ifdef HEED_WITH_CUDA
-  if (detail::on_cuda("layer_norm", x, weight, bias))
-    return detail::cuda_layer_norm(x, normalized_shape, weight, bias, eps, rows, n);
-#endif
+  if (detail::on_device("layer_norm", x, weight, bias))
+    return detail::device_layer_norm(x, normalized_shape, weight, bias, eps, rows, n);
   Tensor<T> out = detail::make_tensor<T>(x.shape());
   Tensor<T> mean = detail::make_tensor<T>(Shape{rows}), rstd = detail::make_tensor<T>(Shape{rows});
   const T* w = weight.defined() ? weight.data() : nullptr;

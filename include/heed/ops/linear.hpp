@@ -32,15 +32,15 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   Tensor<T> out = detail::make_tensor<T>(shape, device);
   detail::gemm_on(device, device_data(x), false, device_data(weight), true, device_data(out), rows, out_features, in);
   if (bias.defined()) {
-#ifdef HEED_WITH_CUDA
-    if (device.is_cuda()) {  // out += bias, row by row, in place
-      const cuda::StridedShape rows_of_out{2, {rows, out_features}, {out_features, 1}};
-      const cuda::StridedShape bias_per_row{2, {rows, out_features}, {0, 1}};
-      cuda::binary(device.index(), cuda::BinaryOp::add, device_data(out), device_data(out), rows_of_out,
-                   device_data(bias), bias_per_row);
-    } else
-#endif
+    if (!device.is_cpu()) {  // out += bias, row by row, in place
+      const StridedShape rows_of_out{2, {rows, out_features}, {out_features, 1}};
+      const StridedShape bias_per_row{2, {rows, out_features}, {0, 1}};
+      detail::kernels_for<T>(device, "linear")
+          .binary(device.index(), BinaryOp::add, device_data(out), device_data(out), rows_of_out, device_data(bias),
+                  bias_per_row);
+    } else {
       out.matrix(rows, out_features).rowwise() += bias.matrix(1, out_features).row(0);
+    }
   }
 
   if (autograd::needs_grad(x, weight, bias)) {
@@ -61,7 +61,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
                          detail::gemm_on(device, device_data(g), true, device_data(saved.a.get()), false,
                                          device_data(grads[1]), out_features, in, rows);
                        }
-                       if (need_b && device.is_cuda()) {
+                       if (need_b && !device.is_cpu()) {
                          grads[2] = detail::sum_to(g, Shape{out_features});
                        } else if (need_b) {
                          grads[2] = detail::make_tensor<T>(Shape{out_features});

@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "heed/detail/rules.hpp"
 #include "heed/ops/softmax.hpp"
 
 namespace heed {
@@ -125,8 +126,8 @@ inline MaskRows mask_rows(const Shape& mask, const Shape& scores, const char* wh
 /// The valid length of each row of the scores, from d2l's 1-D or 2-D valid_lens or one
 /// length per row; values past num_keys are clipped to it.
 /// Which form valid_lens of shape `s` take for these scores; ShapeError if none.
-inline cuda::LensForm valid_lens_form(const Shape& s, const Shape& scores) {
-  using Lens = cuda::LensForm;
+inline LensForm valid_lens_form(const Shape& s, const Shape& scores) {
+  using Lens = LensForm;
   const index_t batch = scores[0], num_queries = scores[-2];
   Shape per_row;
   for (int d = 0; d + 1 < scores.rank(); ++d) per_row.push_back(scores[d]);
@@ -143,7 +144,7 @@ inline std::vector<index_t> row_valid_lens(const IndexTensor& valid_lens, const 
   const index_t rows = scores.numel() / std::max<index_t>(num_keys, 1);
   const Shape& s = valid_lens.shape();
   const auto form = valid_lens_form(s, scores);
-  const bool per_batch = form == cuda::LensForm::per_batch, per_query = form == cuda::LensForm::per_query;
+  const bool per_batch = form == LensForm::per_batch, per_query = form == LensForm::per_query;
   const std::int64_t* v = valid_lens.data();
   for (index_t i = 0; i < valid_lens.numel(); ++i)
     HEED_CHECK(v[i] >= 0, ValueError, "masked_softmax: valid_lens must not be negative, got ", v[i], " at flat index ",
@@ -153,7 +154,7 @@ inline std::vector<index_t> row_valid_lens(const IndexTensor& valid_lens, const 
   for (index_t r = 0; r < rows; ++r) {
     const index_t b = r / rows_per_batch, q = r % num_queries;
     const index_t len = per_batch ? v[b] : per_query ? v[b * num_queries + q] : v[r];
-    lens[static_cast<std::size_t>(r)] = std::min<index_t>(len, num_keys);
+    lens[static_cast<std::size_t>(r)] = valid_limit(len, num_keys);
   }
   return lens;
 }
@@ -170,9 +171,8 @@ std::vector<index_t> row_limits(const AttentionMask<T>& mask, const Shape& score
   if (mask.is_causal()) {
     limits.resize(static_cast<std::size_t>(rows), num_keys);
     for (index_t r = 0; r < rows; ++r) {
-      const index_t visible = std::max<index_t>(r % num_queries + 1 + num_keys - num_queries, 0);
       auto& limit = limits[static_cast<std::size_t>(r)];
-      limit = std::min(limit, visible);
+      limit = std::min(limit, causal_limit(r % num_queries, num_queries, num_keys));
     }
   }
   return limits;
@@ -286,14 +286,13 @@ Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& ma
   return out;
 }
 
-#ifdef HEED_WITH_CUDA
-/// masked_softmax's forward on a CUDA device. Valid lengths are read there, so unlike
+/// masked_softmax's forward on a device backend. Valid lengths are read there, so unlike
 /// on the CPU a negative one is not reported: it masks every key.
 template <typename T>
-Tensor<T> cuda_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask) {
+Tensor<T> device_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask) {
   const Shape& shape = scores.shape();
   const bool four_d = shape.rank() == 4;
-  cuda::SoftmaxMask<T> args;
+  SoftmaxMask<T> args;
   // Strides of a mask broadcast to the scores, as (batch, heads, queries, keys).
   const auto strides_of = [&](const Shape& mask_shape, index_t(&out)[4]) {
     const auto s = broadcast_strides(mask_shape, shape);
@@ -318,11 +317,11 @@ Tensor<T> cuda_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& m
     strides_of(mask.additive_mask().shape(), args.additive_strides);
   }
   Tensor<T> out = make_tensor<T>(shape, scores.device());
-  cuda::masked_softmax_forward(scores.device().index(), device_data(out), device_data(scores), shape[0],
-                               four_d ? shape[1] : 1, shape[-2], shape[-1], args);
+  kernels_for(scores, "masked_softmax")
+      .masked_softmax_forward(scores.device().index(), device_data(out), device_data(scores), shape[0],
+                              four_d ? shape[1] : 1, shape[-2], shape[-1], args);
   return out;
 }
-#endif
 
 }  // namespace detail
 
@@ -338,10 +337,8 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
   const index_t num_keys = shape[-1];
   const index_t rows = shape.numel() / std::max<index_t>(num_keys, 1);
   Tensor<T> out;
-#ifdef HEED_WITH_CUDA
-  if (detail::on_cuda("masked_softmax", scores, mask.valid_lens(), mask.allowed(), mask.additive_mask()))
-    out = detail::cuda_masked_softmax(scores, mask);
-#endif
+  if (detail::on_device("masked_softmax", scores, mask.valid_lens(), mask.allowed(), mask.additive_mask()))
+    out = detail::device_masked_softmax(scores, mask);
   if (!out.defined()) out = detail::cpu_masked_softmax(scores, mask, num_keys, rows);
 
   if (autograd::needs_grad(scores))

@@ -130,14 +130,11 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
 /// on that device).
 template <typename T>
 void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
-#ifdef HEED_WITH_CUDA
-  if (device.is_cuda()) {
-    cuda::gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
+  if (!device.is_cpu()) {
+    kernels_for<T>(device, "matmul")
+        .gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
     return;
   }
-#else
-  (void)device;
-#endif
   gemm(a, trans_a, b, trans_b, c, m, n, k);
 }
 
@@ -183,8 +180,7 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
   const T* pa = device_data(a);
   const T* pb = device_data(b);
   T* pc = device_data(out);
-#ifdef HEED_WITH_CUDA
-  if (device.is_cuda()) {
+  if (!device.is_cpu()) {
     // Consecutive batches whose offsets step evenly go in one strided-batched call:
     // every batch at once unless the batch dims broadcast in both operands.
     const auto at = [](const std::vector<index_t>& offsets, index_t i) { return offsets[static_cast<std::size_t>(i)]; };
@@ -195,12 +191,12 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
                              at(b_offsets, last) - at(b_offsets, last - 1) == step_b;
            ++last) {
       }
-      cuda::gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, pa + at(a_offsets, first), step_a,
-                                 pb + at(b_offsets, first), step_b, pc + first * m * n, m * n, last - first);
+      kernels_for<T>(device, "bmm")
+          .gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, pa + at(a_offsets, first), step_a,
+                                pb + at(b_offsets, first), step_b, pc + first * m * n, m * n, last - first);
     }
     return out;
   }
-#endif
   const index_t flops_per_batch = std::max<index_t>(m * n * k, 1);
   if (flops_per_batch >= kParallelGemmWork) {  // each product large enough to split itself
     for (index_t i = 0; i < batches; ++i)

@@ -79,7 +79,7 @@ namespace detail {
 /// Σ x as a 0-d tensor on x's device.
 template <typename T>
 Tensor<T> total(const Tensor<T>& x) {
-  if (x.is_cuda()) return x.dim() == 0 ? copy_of(x) : sum_to(x, Shape{});
+  if (!x.is_cpu()) return x.dim() == 0 ? copy_of(x) : sum_to(x, Shape{});
   return scalar_tensor<T>(x.array().sum());
 }
 }  // namespace detail
@@ -107,7 +107,7 @@ template <typename T>
 Tensor<T> mean(const Tensor<T>& x) {
   HEED_CHECK(x.numel() > 0, ValueError, "mean: empty tensor of shape ", to_string(x.shape()));
   Tensor<T> out =
-      x.is_cuda() ? mul(detail::total(x), T(1) / static_cast<T>(x.numel())) : scalar_tensor<T>(x.array().mean());
+      !x.is_cpu() ? mul(detail::total(x), T(1) / static_cast<T>(x.numel())) : scalar_tensor<T>(x.array().mean());
   detail::record_reduction(out, x, "MeanBackward", Shape{}, T(1) / static_cast<T>(x.numel()));
   return out;
 }
@@ -120,7 +120,7 @@ Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
   const index_t n = x.shape()[dim];
   HEED_CHECK(n > 0, ValueError, "mean: dim ", dim, " of shape ", to_string(x.shape()), " is empty");
   Tensor<T> summed = detail::sum_along(x, dim);
-  if (summed.is_cuda())
+  if (!summed.is_cpu())
     summed = mul(summed, T(1) / static_cast<T>(n));
   else
     summed.array() /= static_cast<T>(n);

@@ -63,9 +63,9 @@ Tensor<T> view_as_shape(const Tensor<T>& x, const Shape& shape) {
   return out;
 }
 
-/// Sizes and strides (rank ≤ 16) as the CUDA kernels take them.
-inline cuda::StridedShape strided_view(const index_t* sizes, const index_t* strides, int rank) {
-  cuda::StridedShape view;
+/// Sizes and strides (rank ≤ 16) as device kernels take them.
+inline StridedShape strided_view(const index_t* sizes, const index_t* strides, int rank) {
+  StridedShape view;
   view.rank = rank;
   for (int d = 0; d < rank; ++d) view.sizes[d] = sizes[d], view.strides[d] = strides[d];
   return view;
@@ -91,16 +91,13 @@ inline bool writes_each_once(const index_t* sizes, const index_t* strides, int r
 template <typename T>
 Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* sizes, const index_t* src_strides,
                          int rank, const Shape& out_shape) {
-#ifdef HEED_WITH_CUDA
-  if constexpr (std::is_floating_point_v<T>) {
-    if (x.is_cuda()) {
-      Tensor<T> out = make_tensor<T>(out_shape, x.device());
-      cuda::gather(x.device().index(), device_data(out), device_data(x) + src_offset,
-                   strided_view(sizes, src_strides, rank));
-      return out;
-    }
+  if (!x.is_cpu()) {
+    Tensor<T> out = make_tensor<T>(out_shape, x.device());
+    kernels_for(x, "strided copy")
+        .gather(x.device().index(), device_data(out), device_data(x) + src_offset,
+                strided_view(sizes, src_strides, rank));
+    return out;
   }
-#endif
   Tensor<T> out = make_tensor<T>(out_shape);
   // Nothing to copy; and the sizes' products below may overflow when a size-0 dim
   // hides large ones (x.repeat({0, 1 << 40})).
@@ -119,8 +116,7 @@ Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* 
 template <typename T>
 Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst_offset, const index_t* sizes,
                           const index_t* dst_strides, int rank) {
-#ifdef HEED_WITH_CUDA
-  if (g.is_cuda()) {
+  if (!g.is_cpu()) {
     // Each thread stores one element: positions must not repeat, or sums would race.
     HEED_CHECK(
         writes_each_once(sizes, dst_strides, rank), DeviceError,
@@ -128,12 +124,12 @@ Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst
         "repeat_interleave (gradients added into one element) has no CUDA implementation yet; gradient of shape ",
         to_string(g.shape()), " for an input of shape ", to_string(in_shape));
     Tensor<T> dx = make_tensor<T>(in_shape, g.device());
-    if (g.numel() != dx.numel()) cuda::fill(g.device().index(), device_data(dx), dx.numel(), T(0));  // a slice
-    cuda::scatter(g.device().index(), device_data(dx) + dst_offset, device_data(g),
-                  strided_view(sizes, dst_strides, rank));
+    if (g.numel() != dx.numel()) device_fill(g.device(), device_data(dx), dx.numel(), T(0));  // a slice
+    kernels_for(g, "strided copy backward")
+        .scatter(g.device().index(), device_data(dx) + dst_offset, device_data(g),
+                 strided_view(sizes, dst_strides, rank));
     return dx;
   }
-#endif
   Tensor<T> dx = make_tensor<T>(in_shape);
   dx.array().setZero();
   if (g.numel() == 0) return dx;  // as in gather_strided

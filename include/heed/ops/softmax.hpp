@@ -42,17 +42,16 @@ Tensor<T> over_dim(const Shape& shape, int dim, Row&& row, SlabFn&& slab, const 
 /// d loss / d x for y = softmax(x, dim) and g = d loss / d y: y · (g − Σ g·y).
 template <typename T>
 Tensor<T> softmax_backward(const Tensor<T>& g, const Tensor<T>& y, int dim) {
-#ifdef HEED_WITH_CUDA
-  if (on_cuda("softmax backward", g, y)) {
+  if (on_device("softmax backward", g, y)) {
     HEED_CHECK(dim == g.dim() - 1, DeviceError, "softmax backward: on ", to_string(g.device()),
                " only over the last dim, not dim ", dim, " of ", to_string(g.shape()));
     Tensor<T> grad = make_tensor<T>(g.shape(), g.device());
     const index_t cols = g.dim() == 0 ? 1 : g.shape()[-1];
-    cuda::softmax_backward(g.device().index(), device_data(grad), device_data(g), device_data(y),
-                           g.numel() / std::max<index_t>(cols, 1), cols);
+    kernels_for(g, "softmax backward")
+        .softmax_backward(g.device().index(), device_data(grad), device_data(g), device_data(y),
+                          g.numel() / std::max<index_t>(cols, 1), cols);
     return grad;
   }
-#endif
   return over_dim<T>(
       g.shape(), dim, [](auto dx, const auto& gg, const auto& yy) { dx = yy * (gg - (gg * yy).sum()); },
       [](auto dx, const auto& gg, const auto& yy) { dx = yy * (gg.rowwise() - (gg * yy).colwise().sum()); }, g, y);

@@ -78,15 +78,14 @@ class Adam {
       const double step_size = lr_ / bias_correction1;
 
       detail::check_in_place(param, "Adam.step");  // bumps the version: saved copies of p are stale
-#ifdef HEED_WITH_CUDA
-      if (detail::on_cuda("Adam.step", param, grad, s.exp_avg, s.exp_avg_sq)) {
+      if (detail::on_device("Adam.step", param, grad, s.exp_avg, s.exp_avg_sq)) {
         using detail::device_data;
-        cuda::adam_step(param.device().index(), device_data(param), device_data(s.exp_avg), device_data(s.exp_avg_sq),
-                        device_data(grad), param.numel(),
-                        {beta1_, beta2_, weight_decay_, step_size, std::sqrt(bias_correction2), eps_});
+        detail::kernels_for(param, "Adam.step")
+            .adam_step(param.device().index(), device_data(param), device_data(s.exp_avg), device_data(s.exp_avg_sq),
+                       device_data(grad), param.numel(),
+                       {beta1_, beta2_, weight_decay_, step_size, std::sqrt(bias_correction2), eps_});
         continue;
       }
-#endif
       auto p = param.array();
       auto m = s.exp_avg.array();
       auto v = s.exp_avg_sq.array();

@@ -27,28 +27,25 @@ namespace heed {
 
 namespace detail {
 
-/// clip_grad_norm of gradients on a CUDA device, decided there: returns Σ grad² as a
+/// clip_grad_norm of gradients on a device backend, decided there: returns Σ grad² as a
 /// 0-d double tensor on the device, read by nobody unless the caller wants the norm.
-/// Undefined when no gradient is on a device.
+/// Undefined when no parameter has a gradient.
 template <typename T>
 Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, double max_norm) {
   Tensor<double> total;
-#ifdef HEED_WITH_CUDA
   std::vector<Tensor<T>> grads;
   for (const Tensor<T>& p : params)
     if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
   for (const Tensor<T>& g : grads) {
     if (!total.defined()) total = zeros<double>(Shape{}, g.device());
     common_device("clip_grad_norm", total, g);
-    cuda::sum_of_squares(g.device().index(), device_data(total), device_data(g), g.numel());
+    kernels_for(g, "clip_grad_norm").sum_of_squares(g.device().index(), device_data(total), device_data(g), g.numel());
   }
   for (const Tensor<T>& g : grads) {
     g.impl().storage->bump_version();
-    cuda::clip_by_norm(g.device().index(), device_data(g), g.numel(), device_data(total), max_norm);
+    kernels_for(g, "clip_grad_norm")
+        .clip_by_norm(g.device().index(), device_data(g), g.numel(), device_data(total), max_norm);
   }
-#else
-  (void)params, (void)max_norm;
-#endif
   return total;
 }
 
@@ -56,14 +53,14 @@ Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, do
 
 /// Scales the gradients of `params` so that their global norm is at most max_norm
 /// (d2l's rule above). Returns the global norm before clipping, as
-/// torch.nn.utils.clip_grad_norm_ does; 0 when no parameter has a gradient. On a CUDA
-/// device the decision is taken there, and returning the norm reads one value back.
+/// torch.nn.utils.clip_grad_norm_ does; 0 when no parameter has a gradient. On a device
+/// the decision is taken there, and returning the norm reads one value back.
 template <typename T>
 T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
   static_assert(std::is_floating_point_v<T>, "clip_grad_norm needs floating-point parameters");
   HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
   for (const Tensor<T>& p : params) {
-    if (p.defined() && p.grad().defined() && p.grad().is_cuda()) {
+    if (p.defined() && p.grad().defined() && !p.grad().is_cpu()) {
       for (const Tensor<T>& q : params)
         if (q.defined() && q.grad().defined()) detail::common_device("clip_grad_norm", p.grad(), q.grad());
       return static_cast<T>(std::sqrt(detail::clip_grad_norm_on_device(params, max_norm).item()));
@@ -86,6 +83,20 @@ T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
     }
   }
   return static_cast<T>(norm);
+}
+
+/// clip_grad_norm without reading the norm back: on a device the decision is taken
+/// there, and nothing waits for it (what a training loop wants).
+template <typename T>
+void clip_grad_norm_(const std::vector<Tensor<T>>& params, double max_norm) {
+  static_assert(std::is_floating_point_v<T>, "clip_grad_norm_ needs floating-point parameters");
+  HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
+  for (const Tensor<T>& p : params)
+    if (p.defined() && p.grad().defined() && !p.grad().is_cpu()) {
+      detail::clip_grad_norm_on_device(params, max_norm);
+      return;
+    }
+  clip_grad_norm(params, max_norm);
 }
 
 template <typename T>

@@ -44,18 +44,16 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
              "; expected label of shape (", batch, ", ", num_steps, ")");
   HEED_CHECK(mean_steps == 0 || mean_steps >= num_steps, ValueError, "MaskedSoftmaxCELoss: mean_steps = ", mean_steps,
              " is fewer than pred's ", num_steps, " steps");
-#ifdef HEED_WITH_CUDA
-  if (detail::on_cuda("MaskedSoftmaxCELoss", pred, label, valid_len)) {
+  if (detail::on_device("MaskedSoftmaxCELoss", pred, label, valid_len)) {
     HEED_CHECK(valid_len.shape() == Shape{batch}, ShapeError, "MaskedSoftmaxCELoss: valid_len of shape ",
                to_string(valid_len.shape()), " does not match a batch of ", batch, " sequences; expected (", batch,
                ")");
-    const detail::CudaCrossEntropy<T> ce(pred, label, Shape{batch, num_steps}, num_steps, valid_len);
+    const detail::DeviceCrossEntropy<T> ce(pred, label, Shape{batch, num_steps}, num_steps, valid_len);
     const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
     Tensor<T> out = mul(detail::alias(detail::sum_to(ce.losses, Shape{batch, 1}), Shape{batch}), T(1) / steps);
     ce.record(out, "MaskedSoftmaxCELossBackward", pred, label, valid_len, num_steps, steps);
     return out;
   }
-#endif
   detail::CrossEntropyRows rows;
   rows.rows = batch * num_steps;
   rows.classes = pred.shape()[2];

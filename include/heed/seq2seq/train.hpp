@@ -208,10 +208,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
       const Tensor<T> Y_hat = net(X.to(device), dec_input.to(device), batch.X_valid_len.to(device));
       const Tensor<T> l = sum(loss(Y_hat, Y.to(device), batch.Y_valid_len.to(device), batch.Y.shape()[1]));
       l.backward();
-      if (options.grad_clip > 0.0 && device.is_cuda())
-        detail::clip_grad_norm_on_device(params, options.grad_clip);  // the norm stays there
-      else if (options.grad_clip > 0.0)
-        clip_grad_norm(params, options.grad_clip);
+      if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
       optimizer.step();
       loss_sum += static_cast<double>(l.item());
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
