@@ -113,7 +113,7 @@ void backward_of(benchmark::State& state, Op op) {
   auto x = input().detach().requires_grad_();  // a leaf of its own over the shared data
   const auto y = op(x);
   const auto& g = incoming_gradient();
-  const auto& node = y.impl().grad_fn;
+  const auto& node = heed::detail::impl(y).grad_fn;
   heed::NoGradGuard no_grad;  // as the engine runs backward functions
   for (auto _ : state) {
     auto dx = node->backward(g);

@@ -588,9 +588,9 @@ TEST_CASE("the graph keeps what backward saved, not the results of ops", "[autog
   const Tensord b = a.neg();
   // Only this handle holds a: the node of b points at a's node, not at a's data.
   CHECK(a.use_count() == 1);
-  CHECK(a.impl().storage.use_count() == 1);
+  CHECK(heed::detail::impl(a).storage.use_count() == 1);
   const Tensord c = b.exp();  // exp saves its result
-  CHECK(c.impl().storage.use_count() == 2);
+  CHECK(heed::detail::impl(c).storage.use_count() == 2);
   a = Tensord();  // a's data goes; b's gradient still reaches x through a's node
   c.sum().backward();
   CHECK(x.grad().data()[0] == Approx(-2 * std::exp(-2.0)));

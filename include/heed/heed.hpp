@@ -17,6 +17,8 @@
 // optim (SGD), io (printing), viz (SVG heatmaps and plots).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/core/device.hpp"
 #include "heed/core/error.hpp"
 #include "heed/core/factory.hpp"
@@ -92,3 +94,5 @@
 #include "heed/viz/heatmap.hpp"
 #include "heed/viz/plot.hpp"
 #include "heed/viz/svg.hpp"
+
+#include "heed/detail/header_end.hpp"

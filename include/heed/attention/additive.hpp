@@ -14,6 +14,8 @@
 // parameters are named W_k, W_q, w_v as in d2l, all without bias.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 
 #include "heed/attention/dot_product.hpp"
@@ -82,3 +84,5 @@ class AdditiveAttention : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

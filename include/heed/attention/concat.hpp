@@ -14,6 +14,8 @@
 // key alone, so value_size1 is the (fixed) number of positions attended over.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 #include <utility>
 
@@ -65,3 +67,5 @@ class ConcatAttention : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -16,6 +16,8 @@
 // attention): query head h reads key/value head h / (heads / kv_heads).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -77,3 +79,5 @@ class DotProductAttention : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

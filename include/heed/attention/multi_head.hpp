@@ -31,6 +31,8 @@
 // recomputing them: forward(q, k, v, mask) is attend(q, project_kv(k, v), mask).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cstdint>
 #include <string>
 
@@ -209,3 +211,5 @@ class MultiHeadAttention : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

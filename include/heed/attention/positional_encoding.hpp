@@ -13,6 +13,8 @@
 // with its full-sequence pass). A sequence reaching past max_len is an error.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -64,3 +66,5 @@ class PositionalEncoding : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

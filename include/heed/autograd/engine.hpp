@@ -7,6 +7,8 @@
 // and saved tensors as soon as it has run, so the graph is freed by the pass itself.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <atomic>
 #include <vector>
 
@@ -28,7 +30,7 @@ void check_gradient_shape(const Tensor<T>& grad, const Shape& expected, const ch
 /// not a view, not a tensor of the graph), so that it may be kept or updated in place.
 template <typename T>
 bool sole_owner(const Tensor<T>& g) {
-  return g.use_count() == 1 && g.impl().storage.use_count() == 1 && !g.impl().grad_fn;
+  return g.use_count() == 1 && heed::detail::impl(g).storage.use_count() == 1 && !heed::detail::impl(g).grad_fn;
 }
 
 /// sum += g (same shape), on their device; gradients on different devices are an error.
@@ -55,7 +57,7 @@ void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
     leaf.grad = heed::detail::copy_of(g);
   } else {
     add_into(leaf.grad, g);
-    leaf.grad.impl().storage->bump_version();
+    heed::detail::impl(leaf.grad).storage->bump_version();
   }
 }
 
@@ -95,9 +97,9 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
   heed::detail::common_device("backward", root, seed);
 
   NoGradGuard no_grad;
-  Node<T>* root_node = root.impl().grad_fn.get();
+  Node<T>* root_node = heed::detail::impl(root).grad_fn.get();
   if (root_node == nullptr) {  // a leaf: its gradient is the seed itself
-    accumulate_into_leaf(root.impl(), std::move(seed));
+    accumulate_into_leaf(heed::detail::impl(root), std::move(seed));
     return;
   }
 
@@ -128,7 +130,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
   // Pass 2: run nodes whose consumers have all delivered, starting at the root. The
   // ready list owns its nodes: freeing a node's inputs may drop the last other owner.
   root_node->grad_output = seed;
-  std::vector<std::shared_ptr<Node<T>>> ready{root.impl().grad_fn};
+  std::vector<std::shared_ptr<Node<T>>> ready{heed::detail::impl(root).grad_fn};
   while (!ready.empty()) {
     std::shared_ptr<Node<T>> node = std::move(ready.back());
     ready.pop_back();
@@ -152,7 +154,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
       if (i < grads.size() && grads[i].defined()) {
         check_gradient_shape(grads[i], input.shape, node->name);
         if (next == nullptr)
-          accumulate_into_leaf(input.leaf.impl(), std::move(grads[i]));
+          accumulate_into_leaf(heed::detail::impl(input.leaf), std::move(grads[i]));
         else
           accumulate_into_node(*next, std::move(grads[i]));
       }
@@ -180,3 +182,5 @@ void Tensor<T>::backward(const Tensor& gradient, bool retain_graph) const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

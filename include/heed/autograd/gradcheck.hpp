@@ -11,6 +11,8 @@
 // finite differences themselves are too coarse.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <functional>
 #include <string>
@@ -93,3 +95,5 @@ GradcheckResult gradcheck(F&& f, std::initializer_list<Tensor<T>> inputs, const 
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -15,6 +15,8 @@
 // inputs (an undefined tensor for an input that needs none).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -76,23 +78,10 @@ struct Node {
   Node() = default;
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
-  /// Frees the nodes upstream with a loop, not recursion: each would otherwise be freed
-  /// one stack frame deeper, and a long chain (a loss summed over many steps) would
-  /// overflow the stack.
+  /// Frees the nodes upstream with heed::detail::release_graph's loop, not recursion.
   ~Node() {
-    thread_local std::vector<std::shared_ptr<Node>>* deferred = nullptr;
-    std::vector<std::shared_ptr<Node>> upstream;
-    std::vector<std::shared_ptr<Node>>& sink = deferred != nullptr ? *deferred : upstream;
     for (Edge<T>& edge : inputs)
-      if (edge.grad_fn != nullptr) sink.push_back(std::move(edge.grad_fn));
-    if (deferred != nullptr) return;  // inside an outer release: its loop drops them
-    deferred = &upstream;
-    while (!upstream.empty()) {
-      std::shared_ptr<Node> node = std::move(upstream.back());
-      upstream.pop_back();
-      node.reset();  // may push the nodes upstream of it
-    }
-    deferred = nullptr;
+      if (edge.grad_fn != nullptr) heed::detail::release_graph(std::move(edge.grad_fn));
   }
 };
 
@@ -113,11 +102,11 @@ template <typename T>
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor<T>& t) : tensor_(t.detach()), version_(t.impl().storage->version()) {}
+  explicit SavedTensor(const Tensor<T>& t) : tensor_(t.detach()), version_(heed::detail::impl(t).storage->version()) {}
   const Tensor<T>& get() const {
-    HEED_CHECK(tensor_.impl().storage->version() == version_, AutogradError,
+    HEED_CHECK(heed::detail::impl(tensor_).storage->version() == version_, AutogradError,
                "a tensor saved for backward was modified by an in-place operation (version ", version_, " -> ",
-               tensor_.impl().storage->version(), ")");
+               heed::detail::impl(tensor_).storage->version(), ")");
     return tensor_;
   }
 
@@ -145,13 +134,13 @@ void record(Tensor<T>& out, const char* name, std::vector<Tensor<T>> inputs, Fn&
       const Tensor<T>& input = inputs[i];
       if (!input.requires_grad()) continue;
       Edge<T>& edge = node->inputs[i];
-      edge.grad_fn = input.impl().grad_fn;
+      edge.grad_fn = heed::detail::impl(input).grad_fn;
       if (edge.grad_fn == nullptr) edge.leaf = input;
       edge.shape = input.shape();
     }
     node->backward = std::forward<Fn>(backward);
     node->output_shape = out.shape();
-    out.impl().grad_fn = std::move(node);
+    heed::detail::impl(out).grad_fn = std::move(node);
   } else {
     (void)out, (void)name, (void)inputs, (void)backward;
   }
@@ -178,3 +167,5 @@ std::string Tensor<T>::grad_fn_name() const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

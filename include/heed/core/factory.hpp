@@ -12,6 +12,8 @@
 // numbers on every compiler and platform.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -234,3 +236,5 @@ inline Tensor<std::int64_t> randint(std::int64_t low, std::int64_t high, const S
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

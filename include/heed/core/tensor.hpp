@@ -17,6 +17,8 @@
 // heed/heed.hpp brings them all in.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
@@ -46,6 +48,7 @@ namespace detail {
 
 template <typename T>
 struct TensorImpl;
+struct TensorAccess;
 
 }  // namespace detail
 
@@ -193,18 +196,18 @@ class Tensor {
   Tensor log_softmax(int dim) const;
   Tensor matmul(const Tensor& other) const;
 
-  // ---- internals shared by ops and autograd ----------------------------------------
-  /// Wraps an impl; used by ops. Not part of the user API.
-  explicit Tensor(std::shared_ptr<detail::TensorImpl<T>> impl) : impl_(std::move(impl)) {}
-  detail::TensorImpl<T>& impl() const {
-    HEED_CHECK(impl_ != nullptr, ValueError, "Tensor: use of an undefined tensor");
-    return *impl_;
-  }
   /// How many handles share this tensor (0 when undefined): autograd reuses a gradient
   /// buffer in place only when nothing else can see it.
   long use_count() const { return impl_.use_count(); }
 
  private:
+  friend struct detail::TensorAccess;  // ops and autograd reach the impl through it
+
+  explicit Tensor(std::shared_ptr<detail::TensorImpl<T>> impl) : impl_(std::move(impl)) {}
+  detail::TensorImpl<T>& impl() const {
+    HEED_CHECK(impl_ != nullptr, ValueError, "Tensor: use of an undefined tensor");
+    return *impl_;
+  }
   index_t offset_of(std::initializer_list<index_t> index) const;
   bool covers(index_t rows, index_t cols) const;
   T* host_data() const;
@@ -219,6 +222,28 @@ using BoolTensor = Tensor<bool>;
 
 namespace detail {
 
+/// Drops one reference to a graph node. When it was the last, the nodes upstream are
+/// freed by this loop, not by recursion: each would otherwise be freed one stack frame
+/// deeper, and a long chain (a loss summed over many steps) would overflow the stack.
+/// The one teardown of the graph, for a tensor's node (~TensorImpl) and a node's
+/// inputs (~Node).
+template <typename Node>
+void release_graph(std::shared_ptr<Node>&& node) {
+  thread_local std::vector<std::shared_ptr<Node>>* deferred = nullptr;
+  if (deferred != nullptr) {  // inside an outer release: its loop drops the node
+    deferred->push_back(std::move(node));
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> nodes{std::move(node)};
+  deferred = &nodes;
+  while (!nodes.empty()) {
+    std::shared_ptr<Node> next = std::move(nodes.back());
+    nodes.pop_back();
+    next.reset();  // may push the nodes of inputs that die with it
+  }
+  deferred = nullptr;
+}
+
 template <typename T>
 struct TensorImpl {
   std::shared_ptr<Storage<T>> storage;
@@ -229,33 +254,35 @@ struct TensorImpl {
 
   TensorImpl(std::shared_ptr<Storage<T>> s, const Shape& sh) : storage(std::move(s)), shape(sh) {}
 
-  /// Drops the graph behind this tensor with a loop, not recursion: a node owns its
-  /// inputs, whose nodes would otherwise be freed one stack frame deeper each, and a
-  /// long chain (a loss summed over many steps without item()) would overflow the stack.
   ~TensorImpl() {
-    if (grad_fn == nullptr) return;
-    thread_local std::vector<std::shared_ptr<autograd::Node<T>>>* deferred = nullptr;
-    if (deferred != nullptr) {  // inside an outer release: its loop drops the node
-      deferred->push_back(std::move(grad_fn));
-      return;
-    }
-    std::vector<std::shared_ptr<autograd::Node<T>>> nodes{std::move(grad_fn)};
-    deferred = &nodes;
-    while (!nodes.empty()) {
-      std::shared_ptr<autograd::Node<T>> node = std::move(nodes.back());
-      nodes.pop_back();
-      node.reset();  // may push the nodes of inputs that die with it
-    }
-    deferred = nullptr;
+    if (grad_fn != nullptr) release_graph(std::move(grad_fn));
   }
 };
+
+/// What ops and autograd may see of a tensor besides its public API: the impl, and a
+/// tensor made from one. Not for users.
+struct TensorAccess {
+  template <typename T>
+  static TensorImpl<T>& impl(const Tensor<T>& x) {
+    return x.impl();
+  }
+  template <typename T>
+  static Tensor<T> wrap(std::shared_ptr<TensorImpl<T>> impl) {
+    return Tensor<T>(std::move(impl));
+  }
+};
+
+template <typename T>
+TensorImpl<T>& impl(const Tensor<T>& x) {
+  return TensorAccess::impl(x);
+}
 
 /// A fresh tensor with uninitialised storage. A shape too large for memory is a
 /// ValueError, memory the system refuses an OutOfMemoryError, both naming `op`.
 template <typename T>
 Tensor<T> make_tensor(const Shape& shape, Device device = Device::cpu(), const char* op = "Tensor") {
   try {
-    return Tensor<T>(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape, device, op), shape));
+    return TensorAccess::wrap(std::make_shared<TensorImpl<T>>(std::make_shared<Storage<T>>(shape, device, op), shape));
   } catch (const std::bad_alloc&) {  // the small bookkeeping allocations
     // Possibly before Storage checked the size: counted, not multiplied out.
     throw OutOfMemoryError(concat(op, ": out of memory creating a tensor of shape ", to_string(shape), " of ",
@@ -288,7 +315,7 @@ index_t first_unconvertible(const T* values, index_t count) {
 /// The buffer of a tensor on any device: for ops that dispatch on the device.
 template <typename T>
 T* device_data(const Tensor<T>& x) {
-  return x.impl().storage->data();
+  return heed::detail::impl(x).storage->data();
 }
 
 /// The device shared by the defined tensors among `xs`; DeviceError naming `op` and
@@ -315,7 +342,7 @@ bool on_device(const char* op, const Tensor<T>& first, const Tensor<Ts>&... rest
 /// A tensor sharing `src`'s storage under another shape of the same numel (no graph).
 template <typename T>
 Tensor<T> alias(const Tensor<T>& src, const Shape& shape) {
-  return Tensor<T>(std::make_shared<TensorImpl<T>>(src.impl().storage, shape));
+  return TensorAccess::wrap(std::make_shared<TensorImpl<T>>(heed::detail::impl(src).storage, shape));
 }
 
 }  // namespace detail
@@ -467,3 +494,5 @@ Tensor<U> Tensor<T>::to() const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

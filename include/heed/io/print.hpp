@@ -10,6 +10,8 @@
 // tensor on a CUDA device is copied to the host to print, with ", device='cuda:0'" first.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -187,3 +189,5 @@ std::ostream& operator<<(std::ostream& os, const Tensor<T>& x) {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

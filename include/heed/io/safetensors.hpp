@@ -37,6 +37,8 @@
 // parameter, so a failed load leaves the module bit-for-bit as it was.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -895,3 +897,5 @@ std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std:
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -9,6 +9,8 @@
 //   auto [y_hat, weights] = heed::nadaraya_watson(data.x_test, data.x_train, data.y_train);
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -122,3 +124,5 @@ class NWKernelRegression : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

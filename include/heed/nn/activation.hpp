@@ -4,6 +4,8 @@
 //   auto y = act(x);   // elementwise; prints as PyTorch's GELU(approximate='none')
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 
 #include "heed/nn/module.hpp"
@@ -38,3 +40,5 @@ class ActivationLayer : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

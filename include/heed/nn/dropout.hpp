@@ -9,6 +9,8 @@
 // heed::manual_seed for repeatable runs.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 
 #include "heed/nn/module.hpp"
@@ -38,3 +40,5 @@ class Dropout : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

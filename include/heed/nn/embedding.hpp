@@ -6,6 +6,8 @@
 // weight is (num_embeddings, embedding_dim), drawn from N(0, 1) as PyTorch does.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 
 #include "heed/core/factory.hpp"
@@ -39,3 +41,5 @@ class Embedding : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -11,6 +11,8 @@
 // mode, applies to the outputs of every layer but the last, as PyTorch's.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -108,3 +110,5 @@ class GRU : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

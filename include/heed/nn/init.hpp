@@ -7,6 +7,8 @@
 // fan_in = size(1) and fan_out = size(0) for a 2-D (out, in) weight, as PyTorch.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -44,3 +46,5 @@ void xavier_init_weights(Module<T>& module, Generator& gen = default_generator()
 
 }  // namespace init
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -6,6 +6,8 @@
 // weight starts at ones and bias at zeros (PyTorch's init); eps is 1e-5.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <initializer_list>
 #include <string>
 
@@ -62,3 +64,5 @@ class LayerNorm : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -7,6 +7,8 @@
 // initialisation: both uniform in ±1/√in_features.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <string>
 
@@ -53,3 +55,5 @@ class Linear : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

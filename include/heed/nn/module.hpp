@@ -18,6 +18,8 @@
 // collections of modules as std::vector<std::unique_ptr<M>>.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -170,3 +172,5 @@ std::ostream& operator<<(std::ostream& os, const Module<T>& module) {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

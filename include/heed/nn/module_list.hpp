@@ -9,6 +9,8 @@
 // Modules are neither copyable nor movable, hence the unique_ptrs.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,3 +46,5 @@ class ModuleList : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

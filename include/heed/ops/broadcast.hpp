@@ -6,6 +6,8 @@
 // ops call them in forward passes they differentiate themselves, and in backward.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/core/tensor.hpp"
 #include "heed/detail/strided.hpp"
 #include "heed/ops/kernels.hpp"
@@ -65,3 +67,5 @@ Tensor<T> sum_to(const Tensor<T>& g, const Shape& shape) {
 }
 
 }  // namespace heed::detail
+
+#include "heed/detail/header_end.hpp"

@@ -22,6 +22,8 @@
 // The mean over zero rows is NaN (0/0), as in PyTorch.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -209,3 +211,5 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -7,6 +7,8 @@
 // DeviceError saying so. See heed/core/backend.hpp for how a backend joins.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <memory>
 
 #include "heed/autograd/node.hpp"
@@ -46,8 +48,8 @@ void move_to_device_(Tensor<T>& x, Device device) {
   check_device_usable(device, "to");
   Tensor<T> moved = make_tensor<T>(x.shape(), device);
   copy_between_devices(moved, x);
-  x.impl().storage = moved.impl().storage;
-  if (x.impl().grad.defined()) move_to_device_(x.impl().grad, device);
+  heed::detail::impl(x).storage = heed::detail::impl(moved).storage;
+  if (heed::detail::impl(x).grad.defined()) move_to_device_(heed::detail::impl(x).grad, device);
 }
 
 }  // namespace detail
@@ -67,3 +69,5 @@ Tensor<T> Tensor<T>::to(Device device) const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -12,6 +12,8 @@
 // count.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cstdint>
 #include <vector>
 
@@ -87,3 +89,5 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -10,6 +10,8 @@
 // OpenMP threads when the user's build enables OpenMP.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 
 #include "heed/autograd/node.hpp"
@@ -454,7 +456,7 @@ template <typename T>
 void check_in_place(const Tensor<T>& x, const char* op) {
   HEED_CHECK(!(autograd::GradMode::is_enabled() && x.requires_grad()), AutogradError, op,
              ": in-place update of a tensor that requires grad; do it under heed::NoGradGuard");
-  x.impl().storage->bump_version();
+  heed::detail::impl(x).storage->bump_version();
 }
 }  // namespace detail
 
@@ -516,3 +518,5 @@ Tensor<T>& Tensor<T>::mul_(T factor) {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -8,6 +8,8 @@
 // (rows picked twice accumulate).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <vector>
 
@@ -73,3 +75,5 @@ Tensor<T> embedding(const Tensor<T>& weight, const IndexTensor& indices) {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

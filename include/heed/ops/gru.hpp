@@ -17,6 +17,8 @@
 // and forms dW_hh with one GEMM over all steps at the end.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <array>
 
@@ -135,3 +137,5 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -14,6 +14,8 @@
 // This header includes only heed/core, so that autograd can use it too.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cstdint>
 #include <type_traits>
 
@@ -113,3 +115,5 @@ DeviceKernels<T>& kernels_for(const Tensor<T>& x, const char* op) {
 
 }  // namespace detail
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

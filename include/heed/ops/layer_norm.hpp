@@ -12,6 +12,8 @@
 //   dweight = Σ_rows g·x̂,  dbias = Σ_rows g
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -149,3 +151,5 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

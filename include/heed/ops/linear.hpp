@@ -8,6 +8,8 @@
 // fold into the rows of one GEMM, forward and backward.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/ops/broadcast.hpp"
 #include "heed/ops/matmul.hpp"
 
@@ -74,3 +76,5 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

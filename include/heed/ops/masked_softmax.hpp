@@ -20,6 +20,8 @@
 // constant: no gradient flows into it.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -351,3 +353,5 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

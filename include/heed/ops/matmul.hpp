@@ -15,6 +15,8 @@
 // computed by one thread, so the bits of the result do not depend on the thread count.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <vector>
 
 #include "heed/detail/parallel.hpp"
@@ -343,3 +345,5 @@ Tensor<T> Tensor<T>::matmul(const Tensor& other) const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

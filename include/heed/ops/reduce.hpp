@@ -7,6 +7,8 @@
 // The gradient of max flows to the position argmax reports (the first maximum).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <limits>
 
 #include "heed/core/factory.hpp"
@@ -189,3 +191,5 @@ Tensor<std::int64_t> Tensor<T>::argmax(int dim, bool keepdim) const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -37,6 +37,8 @@
 // pass 0 outside training. The additive mask is a constant, as in masked_softmax.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -465,3 +467,5 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

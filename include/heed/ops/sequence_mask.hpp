@@ -14,6 +14,8 @@
 // A valid length at or above num_steps masks nothing; a negative one is refused.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -73,3 +75,5 @@ Tensor<T> sequence_mask(const Tensor<T>& X, const IndexTensor& valid_len, double
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

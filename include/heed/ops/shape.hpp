@@ -11,6 +11,8 @@
 // returns a new contiguous tensor, as DESIGN.md decides; all are differentiable.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <initializer_list>
 #include <numeric>
@@ -470,3 +472,5 @@ template <typename T> Tensor<T> Tensor<T>::expand(const Shape& shape) const { re
 // clang-format on
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

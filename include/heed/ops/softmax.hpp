@@ -9,6 +9,8 @@
 // Rows split across OpenMP threads when the user's build enables OpenMP.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/ops/reduce.hpp"
 
 namespace heed {
@@ -117,3 +119,5 @@ Tensor<T> Tensor<T>::log_softmax(int dim) const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -19,6 +19,8 @@
 // without a gradient (not reached by backward) are skipped and their step count stays.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -135,3 +137,5 @@ class Adam {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -16,6 +16,8 @@
 // scaled (by a factor just under 1) there. A NaN norm clips nothing, as in d2l.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <vector>
 
@@ -42,7 +44,7 @@ Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, do
     kernels_for(g, "clip_grad_norm").sum_of_squares(g.device().index(), device_data(total), device_data(g), g.numel());
   }
   for (const Tensor<T>& g : grads) {
-    g.impl().storage->bump_version();
+    heed::detail::impl(g).storage->bump_version();
     kernels_for(g, "clip_grad_norm")
         .clip_by_norm(g.device().index(), device_data(g), g.numel(), device_data(total), max_norm);
   }
@@ -108,3 +110,5 @@ T grad_clipping(const Module<T>& net, double theta) {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -10,6 +10,8 @@
 // Parameters without a gradient (not reached by backward) are left alone.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <vector>
 
 #include "heed/autograd/node.hpp"
@@ -69,3 +71,5 @@ class SGD {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -1,6 +1,8 @@
 // heed/optim/trainable.hpp — what every optimiser checks of the tensors it is given.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <vector>
 
 #include "heed/autograd/node.hpp"
@@ -20,3 +22,5 @@ void check_trainable(const std::vector<Tensor<T>>& params, const char* op) {
 }
 
 }  // namespace heed::detail
+
+#include "heed/detail/header_end.hpp"

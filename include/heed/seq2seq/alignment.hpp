@@ -10,6 +10,8 @@
 // format of word-alignment tools ("i-j": source i, target j, 0-based).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <sstream>
 #include <string>
 #include <utility>
@@ -65,3 +67,5 @@ inline std::string alignment_table(const std::vector<std::string>& source_tokens
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

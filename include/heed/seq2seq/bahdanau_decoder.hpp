@@ -13,6 +13,8 @@
 // what one call over the whole sequence gives.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 #include <vector>
 
@@ -118,3 +120,5 @@ class Seq2SeqAttentionDecoder : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -20,6 +20,8 @@
 // detail::to_lower (d2l's str.lower() knows all of Unicode).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -569,3 +571,5 @@ inline NmtData load_data_nmt(const std::string& path, index_t batch_size, index_
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -12,6 +12,8 @@
 // are called "encoder" and "decoder", so parameter names match d2l's state_dict().
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <memory>
 #include <utility>
 
@@ -60,3 +62,5 @@ std::unique_ptr<EncoderDecoder<T, Encoder, Decoder>> make_encoder_decoder(std::u
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

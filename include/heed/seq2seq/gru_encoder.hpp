@@ -7,6 +7,8 @@
 //   // outputs: (7, 4, 16), steps first as d2l's; state: (2, 4, 16)
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <string>
 
 #include "heed/nn/embedding.hpp"
@@ -49,3 +51,5 @@ class Seq2SeqEncoder : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

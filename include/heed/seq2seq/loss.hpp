@@ -22,6 +22,8 @@
 // before its padding was cut off (train_seq2seq), so that the loss stays d2l's.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <utility>
 #include <vector>
 
@@ -101,3 +103,5 @@ class MaskedSoftmaxCELoss {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -23,6 +23,8 @@
 // or after num_steps.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -333,3 +335,5 @@ Translation<T> predict_seq2seq(Net& net, const std::string& src_sentence, const 
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

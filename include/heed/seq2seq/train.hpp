@@ -25,6 +25,8 @@
 // cutting, dropout included (tested).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -232,3 +234,5 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -6,6 +6,8 @@
 // A pre-LayerNorm block uses the two halves on their own: residual(X, f(norm(X))).
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/nn/dropout.hpp"
 #include "heed/nn/layer_norm.hpp"
 
@@ -40,3 +42,5 @@ class AddNorm : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

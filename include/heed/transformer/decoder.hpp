@@ -18,6 +18,8 @@
 // training-mode pass over it (with dropout 0): tested.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <array>
 #include <cmath>
 #include <memory>
@@ -220,3 +222,5 @@ class TransformerDecoder : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

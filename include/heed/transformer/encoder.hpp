@@ -12,6 +12,8 @@
 // (both are then of comparable size), then runs num_layers blocks.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -140,3 +142,5 @@ class TransformerEncoder : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

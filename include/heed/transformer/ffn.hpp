@@ -7,6 +7,8 @@
 // ReLU as in d2l, or GELU.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/nn/activation.hpp"
 #include "heed/nn/linear.hpp"
 
@@ -44,3 +46,5 @@ class PositionWiseFFN : public Module<T> {
 };
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -9,6 +9,8 @@
 // The defaults are d2l's blocks exactly.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
 #include "heed/nn/activation.hpp"
@@ -53,3 +55,5 @@ void check_block_input(const char* block, const Tensor<T>& X, index_t num_hidden
 }  // namespace detail
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -15,6 +15,8 @@
 // grid would not otherwise fit with cells of at least 2 px.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -181,3 +183,5 @@ Svg show_heatmaps(const Tensor<T>& matrices, const std::string& xlabel, const st
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -16,6 +16,8 @@
 // matplotlib's loc="best" does. Whatever lies outside the limits is clipped.
 #pragma once
 
+#include "heed/detail/header_begin.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -357,3 +359,5 @@ inline Svg Plot::render() const {
 }
 
 }  // namespace heed
+
+#include "heed/detail/header_end.hpp"
