@@ -1,4 +1,7 @@
-// Differentiable ops: values of arithmetic, reductions, matmul, softmax, layer_norm, embedding and gelu.
+// Differentiable ops: golden values, edge semantics and error messages of arithmetic,
+// reductions, matmul, softmax, layer_norm, embedding and gelu. Each op against a naive
+// reference, its gradcheck, float against double and the thread counts are in the op
+// table (tests/op_table.hpp, run by test_op_table.cpp).
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
 #include <heed/ops/embedding.hpp>
@@ -13,15 +16,10 @@
 #include <limits>
 #include <vector>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace {
 
 using heed::index_t;
 using heed::Shape;
-using heed_test::check_close;
 using heed_test::check_values;
 
 /// The elements of x as doubles, row-major.
@@ -125,28 +123,6 @@ TEMPLATE_TEST_CASE("scalars work on either side of every operator", "[ops]", flo
 }
 
 // ---- unary ------------------------------------------------------------------------------
-
-TEMPLATE_TEST_CASE("unary functions give their textbook values", "[ops]", float, double) {
-  const double pi = 3.14159265358979323846;
-  const auto x = heed::tensor<TestType>({-2, -0.5, 0, 0.5, 2});
-  check_values(heed::neg(x), {2, 0.5, 0, -0.5, -2});
-  check_values(x.neg(), {2, 0.5, 0, -0.5, -2});
-  check_values(heed::relu(x), {0, 0, 0, 0.5, 2});
-  check_values(x.abs(), {2, 0.5, 0, 0.5, 2});
-  check_values(heed::exp(x), {0.1353352832366127, 0.6065306597126334, 1, 1.6487212707001282, 7.38905609893065});
-  check_values(x.tanh(), {-0.9640275800758169, -0.46211715726000974, 0, 0.46211715726000974, 0.9640275800758169});
-  check_values(heed::sigmoid(x),
-               {0.11920292202211755, 0.3775406687981454, 0.5, 0.6224593312018546, 0.8807970779778823});
-
-  const auto pos = heed::tensor<TestType>({1, 2.718281828459045, 4, 0.25});
-  check_values(heed::log(pos), {0, 1, 1.3862943611198906, -1.3862943611198906});
-  check_values(pos.sqrt(), {1, 1.6487212707001282, 2, 0.5});
-
-  const auto angles = heed::tensor<TestType>(
-      {0, static_cast<TestType>(pi / 6), static_cast<TestType>(pi / 2), static_cast<TestType>(pi)});
-  check_values(heed::sin(angles), {0, 0.5, 1, 0});
-  check_values(angles.cos(), {1, 0.8660254037844387, 0, -1});
-}
 
 TEMPLATE_TEST_CASE("sigmoid, tanh and exp of large inputs stay finite where the result is", "[ops]", float, double) {
   const auto big = heed::tensor<TestType>({-1000, -100, 100, 1000});
@@ -328,68 +304,6 @@ TEMPLATE_TEST_CASE("matmul of small hand-computed operands of rank 1 and 2", "[o
   check_values(heed::matmul(m, heed::eye<TestType>(3)), values_of(m));
 }
 
-TEMPLATE_TEST_CASE("batched matmul agrees with a naive triple loop on random data", "[ops]", float, double) {
-  heed::Generator gen(11);
-  const double margin = std::is_same_v<TestType, float> ? 1e-4 : 1e-12;
-  const index_t n = 3, k = 5, m = 4;
-  // Σ_l term(l), accumulated in double: one element of the reference product.
-  auto dot = [&](const auto& term) {
-    double s = 0;
-    for (index_t l = 0; l < k; ++l) s += static_cast<double>(term(l));
-    return s;
-  };
-
-  SECTION("(B, n, k) @ (k, m)") {
-    const auto a = heed::randn<TestType>({2, n, k}, gen), b = heed::randn<TestType>({k, m}, gen);
-    const auto c = heed::matmul(a, b);
-    REQUIRE(c.shape() == Shape{2, n, m});
-    for (index_t p = 0; p < 2; ++p)
-      for (index_t i = 0; i < n; ++i)
-        for (index_t j = 0; j < m; ++j) {
-          const double expected = dot([&](index_t l) { return a.at({p, i, l}) * b.at({l, j}); });
-          REQUIRE(c.at({p, i, j}) == Approx(expected).margin(margin));
-        }
-  }
-  SECTION("(B, n, k) @ (B, k, m), and bmm") {
-    const auto a = heed::randn<TestType>({3, n, k}, gen), b = heed::randn<TestType>({3, k, m}, gen);
-    const auto c = heed::matmul(a, b);
-    REQUIRE(c.shape() == Shape{3, n, m});
-    for (index_t p = 0; p < 3; ++p)
-      for (index_t i = 0; i < n; ++i)
-        for (index_t j = 0; j < m; ++j) {
-          const double expected = dot([&](index_t l) { return a.at({p, i, l}) * b.at({p, l, j}); });
-          REQUIRE(c.at({p, i, j}) == Approx(expected).margin(margin));
-        }
-    check_close(heed::bmm(a, b), c, 0.0);
-  }
-  SECTION("(2, 1, n, k) @ (3, k, m) broadcasts the batch to (2, 3, n, m)") {
-    const auto a = heed::randn<TestType>({2, 1, n, k}, gen), b = heed::randn<TestType>({3, k, m}, gen);
-    const auto c = heed::matmul(a, b);
-    REQUIRE(c.shape() == Shape{2, 3, n, m});
-    for (index_t p = 0; p < 2; ++p)
-      for (index_t q = 0; q < 3; ++q)
-        for (index_t i = 0; i < n; ++i)
-          for (index_t j = 0; j < m; ++j) {
-            const double expected = dot([&](index_t l) { return a.at({p, 0, i, l}) * b.at({q, l, j}); });
-            REQUIRE(c.at({p, q, i, j}) == Approx(expected).margin(margin));
-          }
-  }
-  SECTION("a 2-D left operand against a batch, and 1-D operands against 3-D ones") {
-    const auto a = heed::randn<TestType>({n, k}, gen), b = heed::randn<TestType>({2, k, m}, gen);
-    const auto c = heed::matmul(a, b);
-    REQUIRE(c.shape() == Shape{2, n, m});
-    CHECK(c.at({1, 2, 3}) == Approx(dot([&](index_t l) { return a.at({2, l}) * b.at({1, l, 3}); })).margin(margin));
-    const auto v = heed::randn<TestType>({k}, gen);
-    const auto vb = heed::matmul(v, b);  // (k) @ (2, k, m) -> (2, m)
-    REQUIRE(vb.shape() == Shape{2, m});
-    CHECK(vb.at({1, 2}) == Approx(dot([&](index_t l) { return v.at({l}) * b.at({1, l, 2}); })).margin(margin));
-    const auto bt = b.transpose(1, 2);  // (2, m, k) @ (k) -> (2, m)
-    const auto bv = heed::matmul(bt, v);
-    REQUIRE(bv.shape() == Shape{2, m});
-    check_close(bv, vb, margin);
-  }
-}
-
 TEST_CASE("bmm multiplies matching batches of matrices", "[ops]") {
   const auto a = heed::tensor<float>({{{1, 2}}, {{3, 4}}});       // (2, 1, 2)
   const auto b = heed::tensor<float>({{{1}, {1}}, {{2}, {-1}}});  // (2, 2, 1)
@@ -403,34 +317,6 @@ TEST_CASE("bmm multiplies matching batches of matrices", "[ops]") {
 
 // ---- softmax ----------------------------------------------------------------------------
 
-namespace {
-
-/// softmax (or log_softmax) of x over dim, computed the plain way in double.
-template <typename T>
-std::vector<double> naive_softmax(const heed::Tensor<T>& x, int dim, bool log) {
-  const Shape& s = x.shape();
-  index_t outer = 1, inner = 1;
-  for (int d = 0; d < dim; ++d) outer *= s[d];
-  for (int d = dim + 1; d < s.rank(); ++d) inner *= s[d];
-  const index_t size = s[dim];
-  std::vector<double> out(static_cast<std::size_t>(x.numel()));
-  for (index_t o = 0; o < outer; ++o)
-    for (index_t i = 0; i < inner; ++i) {
-      auto at = [&](index_t k) { return (o * size + k) * inner + i; };
-      double max = -std::numeric_limits<double>::infinity();
-      for (index_t k = 0; k < size; ++k) max = std::max(max, static_cast<double>(x.data()[at(k)]));
-      double total = 0;
-      for (index_t k = 0; k < size; ++k) total += std::exp(static_cast<double>(x.data()[at(k)]) - max);
-      for (index_t k = 0; k < size; ++k) {
-        const double shifted = static_cast<double>(x.data()[at(k)]) - max;
-        out[static_cast<std::size_t>(at(k))] = log ? shifted - std::log(total) : std::exp(shifted) / total;
-      }
-    }
-  return out;
-}
-
-}  // namespace
-
 TEST_CASE("softmax of small rows by hand", "[ops]") {
   check_values(heed::softmax(heed::tensor<double>({0, std::log(3.0)}), 0), {0.25, 0.75});
   check_values(heed::tensor<float>({1, 2, 3}).softmax(0),
@@ -439,23 +325,6 @@ TEST_CASE("softmax of small rows by hand", "[ops]") {
   check_values(heed::tensor<double>({1, 2, 3}).log_softmax(0),
                {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806});
   CHECK(heed::softmax(heed::scalar_tensor(5.f), 0).item() == 1.f);
-}
-
-TEMPLATE_TEST_CASE("softmax and log_softmax over each dim of a (3, 4, 5) tensor", "[ops]", float, double) {
-  heed::Generator gen(5);
-  const auto x = heed::mul(heed::randn<TestType>({3, 4, 5}, gen), TestType(3));
-  const double margin = std::is_same_v<TestType, float> ? 1e-5 : 1e-12;
-  for (int dim : {0, 1, 2}) {
-    INFO("dim " << dim);
-    const auto y = heed::softmax(x, dim);
-    REQUIRE(y.shape() == x.shape());
-    check_values(y, naive_softmax(x, dim, false), margin);
-    check_values(heed::log_softmax(x, dim), naive_softmax(x, dim, true), margin * 10);
-    check_values(y.sum(dim), std::vector<double>(static_cast<std::size_t>(x.numel() / x.size(dim)), 1.0), margin);
-    check_close(heed::softmax(x + 100.0, dim), y, 5 * margin);  // adding a constant changes nothing
-    check_close(heed::exp(heed::log_softmax(x, dim)), y, margin);
-    check_close(x.softmax(dim - 3), y, 0.0);  // the same dim, counted from the end
-  }
 }
 
 TEMPLATE_TEST_CASE("softmax and log_softmax do not overflow on large inputs", "[ops]", float, double) {
@@ -473,30 +342,6 @@ TEMPLATE_TEST_CASE("softmax and log_softmax do not overflow on large inputs", "[
   CHECK(all_finite(log_cols));
   check_values(log_cols, {0, 0, -1000, -2000, -1000, 0}, 1e-4);
 }
-
-#ifdef _OPENMP
-TEST_CASE("results do not depend on the number of OpenMP threads", "[ops]") {
-  heed::Generator gen(5);
-  const auto x = heed::randn<float>({64, 2048}, gen);  // large enough to be split across threads
-  const auto w = heed::randn<float>({16, 64, 64}, gen);
-  const auto v = heed::randn<float>({16, 64, 64}, gen);
-  auto run = [&] {
-    return std::vector<std::vector<float>>{(x * 2.0 + x).to_vector(), heed::tanh(x).to_vector(),
-                                           heed::softmax(x, -1).to_vector(), heed::softmax(x, 0).to_vector(),
-                                           heed::bmm(w, v).to_vector()};
-  };
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
-  const auto serial = run();
-  omp_set_num_threads(2);
-  const auto parallel = run();
-  omp_set_num_threads(threads);
-  for (std::size_t i = 0; i < serial.size(); ++i) {
-    INFO("result " << i);
-    CHECK(serial[i] == parallel[i]);  // bit for bit
-  }
-}
-#endif
 
 // ---- layer_norm, embedding and gelu -------------------------------------------------------
 
@@ -516,16 +361,6 @@ heed::GradcheckResult ops_gradcheck(const OpsFn& f, const OpsInputs& inputs) { r
 
 /// 0.5 · x · (1 + erf(x / √2)), in double.
 double gelu_reference(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
-
-/// layer_norm over the last dim, built from primitive ops (mean, sub, mul, sqrt, div).
-heed::Tensord layer_norm_by_primitives(const heed::Tensord& x, const heed::Tensord& w, const heed::Tensord& b,
-                                       double eps) {
-  const auto centred = x - x.mean(-1, true);
-  auto y = centred / heed::sqrt((centred * centred).mean(-1, true) + eps);
-  if (w.defined()) y = y * w;
-  if (b.defined()) y = y + b;
-  return y;
-}
 
 }  // namespace
 
@@ -587,69 +422,6 @@ TEMPLATE_TEST_CASE("layer_norm of [1e30, -1e30, 3] is [1.2247, -1.2247, 0], not 
   }
 }
 
-TEMPLATE_TEST_CASE("layer_norm over a 2-D normalized_shape (3, 4) of a (2, 3, 4) input", "[ops]", float, double) {
-  heed::Generator gen(7);
-  const auto x = heed::randn<TestType>({2, 3, 4}, gen) * TestType(3) + TestType(5);
-  const auto w = heed::randn<TestType>({3, 4}, gen);
-  const auto b = heed::randn<TestType>({3, 4}, gen);
-  const auto y = heed::layer_norm(x, Shape{3, 4});
-  const auto affine = heed::layer_norm(x, Shape{3, 4}, w, b);
-  REQUIRE(y.shape() == x.shape());
-  REQUIRE(affine.shape() == x.shape());
-  const double tolerance = std::is_same_v<TestType, float> ? 1e-5 : 1e-12;
-
-  for (index_t r = 0; r < 2; ++r) {
-    INFO("row " << r);
-    // By hand: each row of 12 elements normalised with its mean and biased variance.
-    double mean = 0, var = 0;
-    for (index_t i = 0; i < 12; ++i) mean += x.data()[r * 12 + i];
-    mean /= 12;
-    for (index_t i = 0; i < 12; ++i) var += (x.data()[r * 12 + i] - mean) * (x.data()[r * 12 + i] - mean);
-    var /= 12;
-    double y_mean = 0, y_var = 0;
-    for (index_t i = 0; i < 12; ++i) {
-      const double expected = (x.data()[r * 12 + i] - mean) / std::sqrt(var + 1e-5);
-      CHECK(y.data()[r * 12 + i] == Approx(expected).margin(10 * tolerance));
-      CHECK(affine.data()[r * 12 + i] == Approx(expected * w.data()[i] + b.data()[i]).margin(10 * tolerance));
-      y_mean += y.data()[r * 12 + i];
-    }
-    y_mean /= 12;
-    for (index_t i = 0; i < 12; ++i) y_var += (y.data()[r * 12 + i] - y_mean) * (y.data()[r * 12 + i] - y_mean);
-    y_var /= 12;
-    CHECK(y_mean == Approx(0).margin(10 * tolerance));
-    CHECK(y_var == Approx(var / (var + 1e-5)).margin(10 * tolerance));
-    CHECK(y_var == Approx(1).margin(1e-4));
-  }
-
-  // Normalising over (3, 4) is normalising each flattened row of 12 over (12).
-  check_close(heed::layer_norm(x.reshape({2, 12}), Shape{12}).reshape({2, 3, 4}), y, 10 * tolerance);
-  // Over (4) only, each of the 6 rows of 4 has mean 0.
-  const auto last = heed::layer_norm(x, Shape{4});
-  check_values(last.sum(-1), std::vector<double>(6, 0.0), 10 * tolerance);
-}
-
-TEST_CASE("layer_norm matches its decomposition into primitive ops, gradients included", "[ops][gradcheck]") {
-  for (const bool affine : {true, false}) {
-    INFO("affine " << affine);
-    const auto x1 = ops_leaf({2, 3, 5}, 1, -2, 2), x2 = x1.detach().requires_grad_();
-    const auto w1 = affine ? ops_leaf({5}, 2) : heed::Tensord(), w2 = affine ? w1.detach().requires_grad_() : w1;
-    const auto b1 = affine ? ops_leaf({5}, 3) : heed::Tensord(), b2 = affine ? b1.detach().requires_grad_() : b1;
-    const auto fused = heed::layer_norm(x1, Shape{5}, w1, b1);
-    const auto reference = layer_norm_by_primitives(x2, w2, b2, 1e-5);
-    check_close(fused, reference, 1e-12);
-    CHECK(fused.grad_fn_name() == "NativeLayerNormBackward");
-    heed::Generator gen(4);
-    const auto g = heed::randn<double>({2, 3, 5}, gen);
-    fused.backward(g);
-    reference.backward(g);
-    check_close(x1.grad(), x2.grad(), 1e-10);
-    if (affine) {
-      check_close(w1.grad(), w2.grad(), 1e-10);
-      check_close(b1.grad(), b2.grad(), 1e-10);
-    }
-  }
-}
-
 TEST_CASE("layer_norm gradients by hand", "[ops][gradcheck]") {
   const auto x = heed::tensor<double>({{1, 2}, {2, 3}}).requires_grad_();
   const auto w = heed::ones<double>({2}).requires_grad_();
@@ -675,41 +447,14 @@ TEST_CASE("layer_norm gradients by hand", "[ops][gradcheck]") {
   }
 }
 
-TEST_CASE("gradcheck of layer_norm", "[ops][gradcheck]") {
+TEST_CASE("gradcheck of layer_norm when only some inputs require grad", "[ops][gradcheck]") {
   const OpsFn last_dim = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1], in[2]); };
-  const OpsFn two_dims = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{3, 4}, in[1], in[2]); };
-  const OpsFn plain_last = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}); };
-  const OpsFn plain_two = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{3, 4}); };
-  const OpsFn weight_only = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1]); };
-  const OpsFn bias_only = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, heed::Tensord(), in[1]); };
-  const OpsFn big_eps = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1], in[2], 0.5); };
-  SECTION("1-D normalized_shape") {
-    CHECK_OPS_GRADIENTS(last_dim, {ops_leaf({2, 3, 4}, 1), ops_leaf({4}, 2), ops_leaf({4}, 3)});
-  }
-  SECTION("2-D normalized_shape") {
-    CHECK_OPS_GRADIENTS(two_dims, {ops_leaf({2, 3, 4}, 4), ops_leaf({3, 4}, 5), ops_leaf({3, 4}, 6)});
-  }
-  SECTION("normalized_shape is the whole input") {
-    CHECK_OPS_GRADIENTS(two_dims, {ops_leaf({3, 4}, 7), ops_leaf({3, 4}, 8), ops_leaf({3, 4}, 9)});
-  }
-  SECTION("without weight and bias") {
-    CHECK_OPS_GRADIENTS(plain_last, {ops_leaf({2, 3, 4}, 10)});
-    CHECK_OPS_GRADIENTS(plain_two, {ops_leaf({2, 3, 4}, 11)});
-    CHECK_OPS_GRADIENTS(plain_last, {ops_leaf({4}, 12)});
-  }
-  SECTION("weight only, bias only, a large eps") {
-    CHECK_OPS_GRADIENTS(weight_only, {ops_leaf({3, 4}, 13), ops_leaf({4}, 14)});
-    CHECK_OPS_GRADIENTS(bias_only, {ops_leaf({3, 4}, 15), ops_leaf({4}, 16)});
-    CHECK_OPS_GRADIENTS(big_eps, {ops_leaf({3, 4}, 17), ops_leaf({4}, 18), ops_leaf({4}, 19)});
-  }
-  SECTION("only some inputs require grad") {
-    heed::Generator gen(20);
-    const auto x = heed::randn<double>({2, 3, 4}, gen), w = heed::randn<double>({4}, gen),
-               b = heed::randn<double>({4}, gen);
-    CHECK_OPS_GRADIENTS(last_dim, {x, ops_leaf({4}, 21), ops_leaf({4}, 22)});
-    CHECK_OPS_GRADIENTS(last_dim, {ops_leaf({2, 3, 4}, 23), w, b});
-    CHECK_OPS_GRADIENTS(last_dim, {x, w, ops_leaf({4}, 24)});
-  }
+  heed::Generator gen(20);
+  const auto x = heed::randn<double>({2, 3, 4}, gen), w = heed::randn<double>({4}, gen),
+             b = heed::randn<double>({4}, gen);
+  CHECK_OPS_GRADIENTS(last_dim, {x, ops_leaf({4}, 21), ops_leaf({4}, 22)});
+  CHECK_OPS_GRADIENTS(last_dim, {ops_leaf({2, 3, 4}, 23), w, b});
+  CHECK_OPS_GRADIENTS(last_dim, {x, w, ops_leaf({4}, 24)});
 }
 
 TEST_CASE("layer_norm checks normalized_shape, weight, bias and eps", "[ops][errors]") {
@@ -783,17 +528,6 @@ TEST_CASE("embedding's backward adds the gradients of repeated indices", "[ops][
   CHECK_FALSE(heed::embedding(heed::ones<double>({4, 3}), indices).requires_grad());
 }
 
-TEST_CASE("gradcheck of embedding", "[ops][gradcheck]") {
-  const heed::IndexTensor repeated({4, 0, 4, 2, 4, 1, 0, 0}, Shape{2, 2, 2});
-  const OpsFn lookup = [repeated](const OpsInputs& in) { return heed::embedding(in[0], repeated); };
-  CHECK_OPS_GRADIENTS(lookup, {ops_leaf({5, 3}, 1)});
-  // Composed with other ops, so that the upstream gradient is not a plain projection.
-  const OpsFn composed = [repeated](const OpsInputs& in) {
-    return heed::tanh(heed::embedding(in[0], repeated) * in[1]).sum(-1);
-  };
-  CHECK_OPS_GRADIENTS(composed, {ops_leaf({5, 3}, 2), ops_leaf({3}, 3)});
-}
-
 TEST_CASE("embedding checks its table and indices", "[ops][errors]") {
   const auto weight = heed::zeros<float>({4, 3});
   CHECK_ERROR(heed::IndexError, "embedding: index 4 at flat position 1 of indices (3) is out of range for 4 embeddings",
@@ -836,15 +570,10 @@ TEMPLATE_TEST_CASE("gelu is 0.5 x (1 + erf(x / sqrt 2)), exact as PyTorch's defa
   CHECK(heed::gelu(heed::tensor<TestType>({{0.5, -0.5}, {1, -1}})).shape() == Shape{2, 2});
 }
 
-TEST_CASE("gelu's gradient is Phi(x) + x phi(x)", "[ops][gradcheck]") {
+TEST_CASE("gelu's gradient is Phi(x) + x phi(x)", "[ops]") {
   const auto x = heed::tensor<double>({-1, 0, 1, 2}).requires_grad_();
   const auto y = x.gelu();
   CHECK(y.grad_fn_name() == "GeluBackward");
   y.sum().backward();
   check_values(x.grad(), {-0.08331547058768629, 0.5, 1.0833154705876864, 1.085231801078197}, 1e-12);
-
-  const OpsFn f = [](const OpsInputs& in) { return heed::gelu(in[0]); };
-  CHECK_OPS_GRADIENTS(f, {ops_leaf({3, 4}, 1, -4, 4)});
-  const OpsFn method = [](const OpsInputs& in) { return (in[0] * in[0]).gelu(); };
-  CHECK_OPS_GRADIENTS(method, {ops_leaf({5}, 2, -2, 2)});
 }
