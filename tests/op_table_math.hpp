@@ -1,0 +1,332 @@
+// The op table's entries for element-wise math, reductions, matrix products, the
+// softmax family, layer_norm and dropout (see tests/op_table.hpp).
+#pragma once
+
+#include "op_table_references.hpp"
+
+namespace heed_test::op_table {
+
+inline void add_math_entries(std::vector<Entry>& t) {
+  using DS = DeviceSupport;
+  // ---- elementwise: binary, with broadcasting
+  t.push_back(binary(
+      "add", [](const auto& a, const auto& b) { return heed::add(a, b); }, [](double a, double b) { return a + b; }));
+  t.push_back(binary(
+      "sub", [](const auto& a, const auto& b) { return heed::sub(a, b); }, [](double a, double b) { return a - b; }));
+  t.push_back(binary(
+      "mul", [](const auto& a, const auto& b) { return heed::mul(a, b); }, [](double a, double b) { return a * b; }));
+  t.push_back(
+      binary(
+          "div", [](const auto& a, const auto& b) { return heed::div(a, b); }, [](double a, double b) { return a / b; })
+          .inputs({Domain{}, positive}));
+  t.push_back(binary(
+                  "pow", [](const auto& a, const auto& b) { return heed::pow(a, b); },
+                  [](double a, double b) { return std::pow(a, b); })
+                  .inputs({positive, Domain{}})
+                  .on_device(DS::none));
+  // ---- elementwise: with a scalar
+  t.push_back(entry("add_scalar",
+                    op([](const auto& x, const Case& c) { return heed::add(x[0], scalar_as(x, c.scalar)); }),
+                    unary_cases(2.5))
+                  .reference(scalar_ref([](double v, double s) { return v + s; })));
+  t.push_back(entry("mul_scalar",
+                    op([](const auto& x, const Case& c) { return heed::mul(x[0], scalar_as(x, c.scalar)); }),
+                    unary_cases(-1.5))
+                  .reference(scalar_ref([](double v, double s) { return v * s; }))
+                  .large(large_unary()));
+  t.push_back(entry("rsub_scalar", op([](const auto& x, const Case& c) { return c.scalar - x[0]; }), unary_cases(2.0))
+                  .reference(scalar_ref([](double v, double s) { return s - v; })));
+  t.push_back(entry("div_scalar", op([](const auto& x, const Case& c) { return x[0] / c.scalar; }), unary_cases(4.0))
+                  .reference(scalar_ref([](double v, double s) { return v / s; })));
+  t.push_back(entry("rdiv_scalar", op([](const auto& x, const Case& c) { return c.scalar / x[0]; }),
+                    unary_cases(3.0, DS::empty_on_cpu))
+                  .reference(scalar_ref([](double v, double s) { return s / v; }))
+                  .inputs({positive})
+                  .on_device(DS::none));
+  {
+    std::vector<Case> cases = unary_cases(3.0, DS::empty_on_cpu);
+    cases.push_back(Case{{Shape{2, 3}}, {}, {}, -0.5});
+    cases.push_back(Case{{Shape{2, 3}}, {}, {}, 0.5});
+    t.push_back(
+        entry("pow_scalar", op([](const auto& x, const Case& c) { return x[0].pow(scalar_as(x, c.scalar)); }), cases)
+            .reference(scalar_ref([](double v, double s) { return std::pow(v, s); }))
+            .inputs({positive})
+            .on_device(DS::none));
+  }
+  // ---- elementwise: unary
+  t.push_back(unary(
+      "neg", [](const auto& x) { return heed::neg(x); }, [](double v) { return -v; }));
+  t.push_back(unary(
+      "exp", [](const auto& x) { return heed::exp(x); }, [](double v) { return std::exp(v); }));
+  t.push_back(unary(
+                  "log", [](const auto& x) { return heed::log(x); }, [](double v) { return std::log(v); })
+                  .inputs({positive}));
+  t.push_back(unary(
+                  "sqrt", [](const auto& x) { return heed::sqrt(x); }, [](double v) { return std::sqrt(v); })
+                  .inputs({positive}));
+  t.push_back(unary(
+                  "tanh", [](const auto& x) { return heed::tanh(x); }, [](double v) { return std::tanh(v); })
+                  .inputs({Domain{-2, 2}}));
+  t.push_back(
+      unary(
+          "sigmoid", [](const auto& x) { return heed::sigmoid(x); }, [](double v) { return 1 / (1 + std::exp(-v)); })
+          .inputs({Domain{-3, 3}}));
+  t.push_back(unary(
+                  "relu", [](const auto& x) { return heed::relu(x); }, [](double v) { return v > 0 ? v : 0.0; })
+                  .inputs({away}));
+  t.push_back(unary(
+                  "gelu", [](const auto& x) { return heed::gelu(x); },
+                  [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); })
+                  .inputs({Domain{-3, 3}}));
+  t.push_back(unary(
+                  "abs", [](const auto& x) { return heed::abs(x); }, [](double v) { return std::abs(v); })
+                  .inputs({away}));
+  t.push_back(unary(
+                  "sin", [](const auto& x) { return heed::sin(x); }, [](double v) { return std::sin(v); })
+                  .inputs({Domain{-3, 3}}));
+  t.push_back(unary(
+                  "cos", [](const auto& x) { return heed::cos(x); }, [](double v) { return std::cos(v); })
+                  .inputs({Domain{-3, 3}}));
+  t.push_back(unary(
+      "clone", [](const auto& x) { return heed::clone(x); }, [](double v) { return v; }));
+  // ---- elementwise: comparisons (not differentiable) and selection
+  t.push_back(binary(
+                  "eq", [](const auto& a, const auto& b) { return as_values(heed::eq(a, b), a); },
+                  [](double a, double b) { return a == b ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "ne", [](const auto& a, const auto& b) { return as_values(heed::ne(a, b), a); },
+                  [](double a, double b) { return a != b ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "lt", [](const auto& a, const auto& b) { return as_values(heed::lt(a, b), a); },
+                  [](double a, double b) { return a < b ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "le", [](const auto& a, const auto& b) { return as_values(heed::le(a, b), a); },
+                  [](double a, double b) { return a <= b ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "gt", [](const auto& a, const auto& b) { return as_values(heed::gt(a, b), a); },
+                  [](double a, double b) { return a > b ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "ge", [](const auto& a, const auto& b) { return as_values(heed::ge(a, b), a); },
+                  [](double a, double b) { return a >= b ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(entry("gt_scalar", op([](const auto& x, const Case& c) { return as_values(x[0] > c.scalar, x[0]); }),
+                    unary_cases(0.0, DS::empty_on_cpu))
+                  .reference(scalar_ref([](double v, double s) { return v > s ? 1.0 : 0.0; }))
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  {
+    // index: the condition as 0/1, broadcast with a and b.
+    const std::vector<Case> cases = {
+        Case{{Shape{2, 3}, Shape{2, 3}}, {}, ints({1, 0, 1, 0, 0, 1}, {2, 3})},
+        Case{{Shape{2, 1}, Shape{}}, {}, ints({1, 0, 1}, {3})},
+        Case{{Shape{3}, Shape{2, 3}}, {}, ints({0, 1}, {2, 1})},
+        Case{{Shape{0, 3}, Shape{3}}, {}, ints({}, {0, 3}), 0.0, DS::empty_on_cpu},
+    };
+    t.push_back(entry("where", op([](const auto& x, const Case& c) {
+                        return heed::where(heed::ne(index_on(c, x), std::int64_t(0)), x[0], x[1]);
+                      }),
+                      cases)
+                    .reference([](const Inputs<double>& x, const Case& c) {
+                      const Tensord cond = c.index.to<double>();
+                      return generate(
+                          broadcast(broadcast(cond.shape(), x[0].shape()), x[1].shape()), [&](const Index& i) {
+                            return at_broadcast(cond, i) != 0 ? at_broadcast(x[0], i) : at_broadcast(x[1], i);
+                          });
+                    })
+                    .on_device(DS::none));
+    const std::vector<Case> fill_cases = {
+        Case{{Shape{2, 3}}, {}, ints({1, 0, 1, 0, 0, 1}, {2, 3}), -5.0},
+        Case{{Shape{2, 3}}, {}, ints({1, 0, 1}, {3}), 0.0},
+        Case{{Shape{2, 3}}, {}, ints({0, 1}, {2, 1}), 7.0},
+        Case{{Shape{0, 3}}, {}, ints({1, 0, 1}, {3}), 1.0},
+    };
+    t.push_back(
+        entry("masked_fill", op([](const auto& x, const Case& c) {
+                return heed::masked_fill(x[0], heed::ne(index_on(c, x), std::int64_t(0)), scalar_as(x, c.scalar));
+              }),
+              fill_cases)
+            .reference([](const Inputs<double>& x, const Case& c) {
+              const Tensord cond = c.index.to<double>();
+              return generate(x[0].shape(),
+                              [&](const Index& i) { return at_broadcast(cond, i) != 0 ? c.scalar : at(x[0], i); });
+            })
+            .on_device(DS::none));
+  }
+  t.push_back(
+      entry("sequence_mask",
+            op([](const auto& x, const Case& c) { return heed::sequence_mask(x[0], index_on(c, x), c.scalar); }),
+            {Case{{Shape{2, 4}}, {}, ints({1, 3}, {2}), 0.0}, Case{{Shape{3, 4, 2}}, {}, ints({0, 2, 5}, {3}), -1.0},
+             Case{{Shape{0, 3}}, {}, ints({}, {0}), 0.0, DS::empty_on_cpu}})
+          .reference(sequence_mask_ref)
+          .on_device(DS::none));
+  // ---- reductions: args {} over everything, {dim, keepdim} over one dim
+  {
+    const std::vector<Case> cases = {Case{{Shape{2, 3, 4}}},
+                                     Case{{Shape{2, 3, 4}}, {0, 0}},
+                                     Case{{Shape{2, 3, 4}}, {1, 1}},
+                                     Case{{Shape{2, 3, 4}}, {-1, 0}},
+                                     Case{{Shape{2, 3, 4}}, {-1, 1}},
+                                     Case{{Shape{2, 1, 3}}, {1, 0}},
+                                     Case{{Shape{}}},
+                                     Case{{Shape{}}, {0, 0}},
+                                     Case{{Shape{0, 3}}, {1, 0}}};
+    std::vector<Case> sum_cases = cases;
+    sum_cases.push_back(Case{{Shape{0, 3}}});
+    sum_cases.push_back(Case{{Shape{0, 3}}, {0, 1}});
+    t.push_back(entry("sum", op([](const auto& x, const Case& c) {
+                        return c.args.empty() ? heed::sum(x[0])
+                                              : heed::sum(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
+                      }),
+                      sum_cases)
+                    .reference(reduce_ref(Reduce::sum))
+                    .large({Case{{Shape{300, 400}}, {0, 0}}}));
+    t.push_back(entry("mean", op([](const auto& x, const Case& c) {
+                        return c.args.empty() ? heed::mean(x[0])
+                                              : heed::mean(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
+                      }),
+                      cases)
+                    .reference(reduce_ref(Reduce::mean)));
+    t.push_back(entry("max", op([](const auto& x, const Case& c) {
+                        return c.args.empty() ? heed::max(x[0])
+                                              : heed::max(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
+                      }),
+                      cases)
+                    .reference(reduce_ref(Reduce::max))
+                    .on_device(DS::none));
+    std::vector<Case> argmax_cases;
+    for (const Case& c : cases)
+      if (!c.args.empty()) argmax_cases.push_back(c);
+    t.push_back(entry("argmax", op([](const auto& x, const Case& c) {
+                        return as_values(heed::argmax(x[0], static_cast<int>(c.args[0]), c.args[1] != 0), x[0]);
+                      }),
+                      argmax_cases)
+                    .reference(reduce_ref(Reduce::argmax))
+                    .not_differentiable()
+                    .on_device(DS::none));
+  }
+  // ---- matrix products: args {transpose_a, transpose_b} where given
+  t.push_back(entry("matmul", op([](const auto& x, const Case& c) {
+                      return c.args.empty() ? heed::matmul(x[0], x[1])
+                                            : heed::matmul(x[0], x[1], c.args[0] != 0, c.args[1] != 0);
+                    }),
+                    {Case{{Shape{4}, Shape{4}}}, Case{{Shape{3}, Shape{3, 4}}}, Case{{Shape{2, 3}, Shape{3}}},
+                     Case{{Shape{2, 3}, Shape{3, 4}}}, Case{{Shape{2, 2, 3}, Shape{3, 4}}},
+                     Case{{Shape{2, 2, 3}, Shape{2, 3, 2}}}, Case{{Shape{2, 1, 2, 3}, Shape{3, 3, 2}}},
+                     Case{{Shape{2, 3}, Shape{2, 3, 2}}}, Case{{Shape{3}, Shape{2, 3, 2}}},
+                     Case{{Shape{2, 2, 3}, Shape{3}}}, Case{{Shape{0, 3}, Shape{3, 4}}},
+                     Case{{Shape{2, 0}, Shape{0, 4}}}, Case{{Shape{2, 3, 2}, Shape{3, 4}}, {1, 0}},
+                     Case{{Shape{2, 3}, Shape{4, 3}}, {0, 1}}, Case{{Shape{2, 3, 2}, Shape{2, 4, 3}}, {1, 1}}})
+                  .reference(matmul_ref())
+                  .large({Case{{Shape{256, 256}, Shape{256, 256}}}}));
+  t.push_back(entry("bmm", op([](const auto& x, const Case&) { return heed::bmm(x[0], x[1]); }),
+                    {Case{{Shape{2, 2, 3}, Shape{2, 3, 4}}}, Case{{Shape{1, 1, 1}, Shape{1, 1, 1}}},
+                     Case{{Shape{0, 2, 3}, Shape{0, 3, 4}}}, Case{{Shape{2, 0, 3}, Shape{2, 3, 4}}}})
+                  .reference(matmul_ref())
+                  .large({Case{{Shape{16, 64, 64}, Shape{16, 64, 64}}}}));
+  t.push_back(entry("linear", op([](const auto& x, const Case&) {
+                      return x.size() > 2 ? heed::linear(x[0], x[1], x[2]) : heed::linear(x[0], x[1]);
+                    }),
+                    {Case{{Shape{2, 3, 4}, Shape{5, 4}, Shape{5}}}, Case{{Shape{4}, Shape{2, 4}, Shape{2}}},
+                     Case{{Shape{3, 4}, Shape{5, 4}}}, Case{{Shape{0, 4}, Shape{5, 4}, Shape{5}}}})
+                  .reference(linear_ref));
+  // ---- softmax family: args {dim}
+  {
+    const std::vector<Case> cases = {Case{{Shape{2, 3, 4}}, {0}},
+                                     Case{{Shape{2, 3, 4}}, {1}},
+                                     Case{{Shape{2, 3, 4}}, {2}},
+                                     Case{{Shape{2, 3, 4}}, {-1}},
+                                     Case{{Shape{5}}, {0}},
+                                     Case{{Shape{}}, {0}},
+                                     Case{{Shape{0, 3}}, {1}, {}, 0.0, DS::empty_on_cpu}};
+    t.push_back(entry("softmax",
+                      op([](const auto& x, const Case& c) { return heed::softmax(x[0], static_cast<int>(c.args[0])); }),
+                      cases)
+                    .reference(softmax_ref(false))
+                    .inputs({Domain{-2, 2}})
+                    .on_device(DS::none)
+                    .large({Case{{Shape{1600, 64}}, {-1}}, Case{{Shape{64, 1600}}, {0}}}));
+    t.push_back(entry("log_softmax", op([](const auto& x, const Case& c) {
+                        return heed::log_softmax(x[0], static_cast<int>(c.args[0]));
+                      }),
+                      cases)
+                    .reference(softmax_ref(true))
+                    .inputs({Domain{-2, 2}})
+                    .on_device(DS::none)
+                    .large({Case{{Shape{1600, 64}}, {-1}}}));
+  }
+  // index: valid lengths (none, (batch), (batch, queries) or (batch, heads, queries)); args {causal}
+  t.push_back(entry("masked_softmax", op([](const auto& x, const Case& c) {
+                      using T = typename std::decay_t<decltype(x[0])>::value_type;
+                      heed::AttentionMask<T> mask;
+                      if (c.index.defined()) mask.with_valid_lens(index_on(c, x));
+                      mask.with_causal(!c.args.empty() && c.args[0] != 0);
+                      return heed::masked_softmax(x[0], mask);
+                    }),
+                    {Case{{Shape{2, 3, 5}}}, Case{{Shape{2, 3, 5}}, {}, ints({2, 5}, {2})},
+                     Case{{Shape{2, 3, 5}}, {}, ints({1, 0, 3, 5, 2, 4}, {2, 3})},
+                     Case{{Shape{2, 2, 3, 4}}, {}, ints({3, 1}, {2})},
+                     Case{{Shape{2, 2, 3, 4}}, {}, ints({1, 2, 3, 4, 0, 2}, {2, 3})},
+                     Case{{Shape{2, 2, 3, 4}}, {}, ints({1, 2, 3, 4, 0, 2, 3, 3, 1, 4, 4, 2}, {2, 2, 3})},
+                     Case{{Shape{2, 3, 5}}, {1}}, Case{{Shape{1, 4, 4}}, {1}, ints({3}, {1})},
+                     Case{{Shape{0, 3, 4}}, {}, ints({}, {0})}, Case{{Shape{2, 3, 0}}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    return naive_masked_softmax(x[0], c.index, !c.args.empty() && c.args[0] != 0);
+                  })
+                  .inputs({Domain{-2, 2}})
+                  .large({Case{{Shape{4, 400, 64}}, {}, ints({10, 64, 33, 0}, {4})}}));
+  // args {normalized dims, 1 when the second input is the bias}; inputs x, then weight
+  // and bias if given; scalar: eps if not 0
+  t.push_back(
+      entry("layer_norm", op([](const auto& x, const Case& c) {
+              using X = std::decay_t<decltype(x[0])>;
+              const bool bias_only = c.args.size() > 1 && c.args[1] != 0;
+              const X weight = x.size() > 1 && !bias_only ? x[1] : X();
+              const X bias = bias_only ? x[1] : x.size() > 2 ? x[2] : X();
+              return heed::layer_norm(x[0], tail(x[0].shape(), c.args[0]), weight, bias,
+                                      c.scalar > 0 ? c.scalar : 1e-5);
+            }),
+            {Case{{Shape{2, 3, 4}, Shape{4}, Shape{4}}, {1}}, Case{{Shape{2, 3, 4}, Shape{3, 4}, Shape{3, 4}}, {2}},
+             Case{{Shape{3, 4}}, {1}}, Case{{Shape{3, 4}}, {2}}, Case{{Shape{3, 4}, Shape{4}}, {1}},
+             Case{{Shape{4}, Shape{4}, Shape{4}}, {1}}, Case{{Shape{0, 4}, Shape{4}, Shape{4}}, {1}},
+             Case{{Shape{3, 4}, Shape{3, 4}, Shape{3, 4}}, {2}}, Case{{Shape{3, 4}, Shape{4}}, {1, 1}},
+             Case{{Shape{3, 4}, Shape{4}, Shape{4}}, {1}, {}, 0.5}})
+          .reference(layer_norm_ref)
+          .inputs({Domain{-2, 2}, Domain{0.5, 1.5}, Domain{}})
+          .tolerance(1e-10)
+          .large({Case{{Shape{1600, 64}, Shape{64}, Shape{64}}, {1}}}));
+  // ---- dropout: args {p in %, training, seed of the generator}
+  const auto dropout_op = op([](const auto& x, const Case& c) {
+    heed::Generator draws(static_cast<std::uint64_t>(c.args[2]));
+    return heed::dropout(x[0], static_cast<double>(c.args[0]) / 100.0, c.args[1] != 0, draws);
+  });
+  t.push_back(entry("dropout_p0", dropout_op,
+                    {Case{{Shape{2, 3}}, {0, 1, 7}}, Case{{Shape{2, 3}}, {50, 0, 7}}, Case{{Shape{}}, {0, 1, 7}},
+                     Case{{Shape{0, 3}}, {0, 1, 7}}})
+                  .reference([](const Inputs<double>& x, const Case&) { return x[0]; }));
+  t.push_back(
+      entry("dropout", dropout_op,
+            {Case{{Shape{2, 3, 4}}, {30, 1, 17}}, Case{{Shape{7}}, {50, 1, 18}}, Case{{Shape{}}, {50, 1, 19}},
+             Case{{Shape{0, 3}}, {30, 1, 20}}, Case{{Shape{3, 40}}, {30, 1, 21}}, Case{{Shape{2, 5}}, {100, 1, 22}}})
+          .inputs({away})
+          .property(dropout_property));
+}
+
+}  // namespace heed_test::op_table

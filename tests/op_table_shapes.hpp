@@ -1,0 +1,280 @@
+// The op table's entries for lookups, recurrences, losses, attention and shape ops,
+// and table(), the whole list (see tests/op_table.hpp).
+#pragma once
+
+#include "op_table_math.hpp"
+
+namespace heed_test::op_table {
+
+inline void add_shape_and_model_entries(std::vector<Entry>& t) {
+  using DS = DeviceSupport;
+  // ---- lookups, recurrences, losses, attention
+  t.push_back(
+      entry("embedding", op([](const auto& x, const Case& c) { return heed::embedding(x[0], index_on(c, x)); }),
+            {Case{{Shape{5, 3}}, {}, ints({4, 0, 4, 2, 4, 1, 0, 0}, {2, 2, 2})}, Case{{Shape{4, 3}}, {}, ints({2}, {})},
+             Case{{Shape{4, 3}}, {}, ints({}, {0})}, Case{{Shape{4, 0}}, {}, ints({1, 3}, {2})}})
+          .reference([](const Inputs<double>& x, const Case& c) {
+            Shape s = c.index.shape();
+            s.push_back(x[0].shape()[1]);
+            return generate(s, [&](const Index& i) {
+              return at(x[0], {c.index.data()[ravel(Index(i.begin(), i.end() - 1), c.index.shape())], i.back()});
+            });
+          }));
+  t.push_back(entry("gru_layer", op([](const auto& x, const Case&) { return heed::gru_layer(x[0], x[1], x[2], x[3]); }),
+                    {Case{{Shape{3, 2, 6}, Shape{2, 2}, Shape{6, 2}, Shape{6}}},
+                     Case{{Shape{1, 1, 3}, Shape{1, 1}, Shape{3, 1}, Shape{3}}},
+                     Case{{Shape{2, 0, 6}, Shape{0, 2}, Shape{6, 2}, Shape{6}}}})
+                  .reference(gru_ref)
+                  .tolerance(1e-10)
+                  .on_device(DS::none));
+  // index: labels; args {reduction: 0 none, 1 mean, 2 sum}
+  {
+    const IndexTensor labels = ints({1, 0, 4, 4, 2, 3}, {2, 3});
+    t.push_back(
+        entry("cross_entropy", op([](const auto& x, const Case& c) {
+                const heed::Reduction r[] = {heed::Reduction::none, heed::Reduction::mean, heed::Reduction::sum};
+                return heed::cross_entropy(x[0], index_on(c, x), r[c.args[0]]);
+              }),
+              {Case{{Shape{2, 3, 5}}, {0}, labels}, Case{{Shape{2, 3, 5}}, {1}, labels},
+               Case{{Shape{2, 3, 5}}, {2}, labels}, Case{{Shape{4}}, {0}, ints({3}, {})},
+               Case{{Shape{4}}, {1}, ints({3}, {})}, Case{{Shape{0, 5}}, {0}, ints({}, {0})},
+               Case{{Shape{0, 5}}, {2}, ints({}, {0})}})
+            .reference(cross_entropy_ref)
+            .inputs({Domain{-2, 2}})
+            .large({Case{{Shape{1600, 64}}, {1}, cycle(Shape{1600}, 64)}}));
+  }
+  // index: valid lengths; args {causal, dropout in %, seed of the generator}. No CUDA
+  // implementation but for no queries or no keys, which take the classic path.
+  t.push_back(
+      entry(
+          "scaled_dot_product_attention", op([](const auto& x, const Case& c) {
+            using T = typename std::decay_t<decltype(x[0])>::value_type;
+            heed::AttentionMask<T> mask;
+            if (c.index.defined()) mask.with_valid_lens(index_on(c, x));
+            mask.with_causal(c.args[0] != 0);
+            heed::Generator draws(static_cast<std::uint64_t>(c.args[2]));
+            return heed::scaled_dot_product_attention(x[0], x[1], x[2], mask, static_cast<double>(c.args[1]) / 100.0,
+                                                      draws);
+          }),
+          {Case{{Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 5, 3}}, {0, 0, 0}, ints({2, 5}, {2})},
+           Case{{Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 5, 3}}, {0, 0, 0}, ints({0, 3}, {2})},
+           Case{{Shape{2, 2, 3, 4}, Shape{2, 2, 5, 4}, Shape{2, 2, 5, 3}}, {0, 0, 0}, ints({1, 2, 3, 4, 5, 2}, {2, 3})},
+           Case{{Shape{2, 4, 4}, Shape{2, 4, 4}, Shape{2, 4, 2}}, {1, 0, 0}},
+           Case{{Shape{1, 4, 3, 4}, Shape{1, 2, 5, 4}, Shape{1, 2, 5, 3}}, {0, 0, 0}},
+           Case{{Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 5, 3}}, {0, 30, 9}, ints({4, 5}, {2})},
+           Case{{Shape{2, 0, 4}, Shape{2, 5, 4}, Shape{2, 5, 3}}, {0, 0, 0}, {}, 0.0, DS::full},
+           Case{{Shape{2, 3, 4}, Shape{2, 0, 4}, Shape{2, 0, 3}}, {0, 0, 0}, {}, 0.0, DS::full}})
+          .reference(attention_ref)
+          .tolerance(1e-10)
+          .inputs({Domain{-2, 2}})
+          .on_device(DS::none)
+          .large({Case{{Shape{3, 2, 70, 8}, Shape{3, 2, 70, 8}, Shape{3, 2, 70, 8}}, {1, 10, 3}}}));
+  // ---- shape ops: views
+  t.push_back(entry("reshape", op([](const auto& x, const Case& c) { return heed::reshape(x[0], c.args); }),
+                    {Case{{Shape{2, 3, 4}}, {4, -1}}, Case{{Shape{2, 3, 4}}, {24}}, Case{{Shape{}}, {1, 1}},
+                     Case{{Shape{0, 3}}, {3, 0}}, Case{{Shape{2, 3}}, {-1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    index_t known = 1;
+                    for (std::int64_t a : c.args)
+                      if (a >= 0) known *= a;
+                    Shape s;
+                    for (std::int64_t a : c.args) s.push_back(a >= 0 ? a : x[0].numel() / known);
+                    return same_data(x[0], s);
+                  }));
+  t.push_back(entry("flatten", op([](const auto& x, const Case& c) {
+                      return heed::flatten(x[0], static_cast<int>(c.args[0]), static_cast<int>(c.args[1]));
+                    }),
+                    {Case{{Shape{2, 3, 4}}, {0, -1}}, Case{{Shape{2, 3, 4}}, {1, -1}}, Case{{Shape{2, 3, 4}}, {0, 1}},
+                     Case{{Shape{}}, {0, -1}}, Case{{Shape{0, 3}}, {0, -1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    if (x[0].dim() == 0) return same_data(x[0], Shape{1});
+                    const int start = norm_dim(c.args[0], x[0].dim()), end = norm_dim(c.args[1], x[0].dim());
+                    Shape s;
+                    for (int d = 0; d < x[0].dim(); ++d) {
+                      if (d > start && d <= end)
+                        s[-1] *= x[0].shape()[d];
+                      else
+                        s.push_back(x[0].shape()[d]);
+                    }
+                    return same_data(x[0], s);
+                  }));
+  t.push_back(entry("unsqueeze",
+                    op([](const auto& x, const Case& c) { return heed::unsqueeze(x[0], static_cast<int>(c.args[0])); }),
+                    {Case{{Shape{2, 3}}, {0}}, Case{{Shape{2, 3}}, {-1}}, Case{{Shape{2, 3}}, {1}},
+                     Case{{Shape{}}, {0}}, Case{{Shape{0}}, {1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    Shape s = x[0].shape();
+                    s.insert(c.args[0] < 0 ? static_cast<int>(c.args[0]) + x[0].dim() + 1 : static_cast<int>(c.args[0]),
+                             1);
+                    return same_data(x[0], s);
+                  }));
+  t.push_back(entry("squeeze", op([](const auto& x, const Case& c) {
+                      return c.args.empty() ? heed::squeeze(x[0]) : heed::squeeze(x[0], static_cast<int>(c.args[0]));
+                    }),
+                    {Case{{Shape{2, 1, 3, 1}}}, Case{{Shape{2, 1, 3}}, {1}}, Case{{Shape{2, 3}}, {0}}, Case{{Shape{}}},
+                     Case{{Shape{0, 1}}, {1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    Shape s;
+                    for (int d = 0; d < x[0].dim(); ++d) {
+                      const bool drop =
+                          x[0].shape()[d] == 1 && (c.args.empty() || norm_dim(c.args[0], x[0].dim()) == d);
+                      if (!drop) s.push_back(x[0].shape()[d]);
+                    }
+                    return same_data(x[0], s);
+                  }));
+  // ---- shape ops: copies
+  t.push_back(entry("permute", op([](const auto& x, const Case& c) {
+                      return heed::permute(x[0], std::vector<int>(c.args.begin(), c.args.end()));
+                    }),
+                    {Case{{Shape{2, 3, 4}}, {2, 0, 1}}, Case{{Shape{2, 3, 4, 5}}, {0, 2, 1, 3}}, Case{{Shape{}}, {}},
+                     Case{{Shape{0, 3}}, {1, 0}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    return permute_ref(x[0], std::vector<int>(c.args.begin(), c.args.end()));
+                  }));
+  t.push_back(entry("transpose", op([](const auto& x, const Case& c) {
+                      return heed::transpose(x[0], static_cast<int>(c.args[0]), static_cast<int>(c.args[1]));
+                    }),
+                    {Case{{Shape{4, 6}}, {0, 1}}, Case{{Shape{2, 3, 4}}, {-1, -2}}, Case{{Shape{2, 3, 4}}, {0, 2}},
+                     Case{{Shape{3}}, {0, 0}}, Case{{Shape{0, 2}}, {0, 1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    std::vector<int> dims(static_cast<std::size_t>(x[0].dim()));
+                    for (std::size_t d = 0; d < dims.size(); ++d) dims[d] = static_cast<int>(d);
+                    std::swap(dims[static_cast<std::size_t>(norm_dim(c.args[0], x[0].dim()))],
+                              dims[static_cast<std::size_t>(norm_dim(c.args[1], x[0].dim()))]);
+                    return permute_ref(x[0], dims);
+                  }));
+  // args {dim, start, end, step}
+  t.push_back(entry("slice", op([](const auto& x, const Case& c) {
+                      return heed::slice(x[0], static_cast<int>(c.args[0]), c.args[1], c.args[2], c.args[3]);
+                    }),
+                    {Case{{Shape{2, 3, 4}}, {2, 0, 4, 2}}, Case{{Shape{2, 3, 4}}, {1, -2, 100, 1}},
+                     Case{{Shape{2, 3, 4}}, {2, 1, 4, 3}}, Case{{Shape{2, 3, 4}}, {0, 1, 1, 1}},
+                     Case{{Shape{9, 4}}, {0, 1, 8, 3}}, Case{{Shape{0, 4}}, {1, 1, 3, 1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    return slice_ref(x[0], norm_dim(c.args[0], x[0].dim()), c.args[1], c.args[2], c.args[3]);
+                  }));
+  // args {dim, start, length}
+  t.push_back(entry("narrow", op([](const auto& x, const Case& c) {
+                      return heed::narrow(x[0], static_cast<int>(c.args[0]), c.args[1], c.args[2]);
+                    }),
+                    {Case{{Shape{2, 3, 4}}, {2, 1, 2}}, Case{{Shape{2, 3, 4}}, {0, -1, 1}},
+                     Case{{Shape{2, 3, 4}}, {1, 0, 0}}, Case{{Shape{4, 6, 3}}, {1, 2, 3}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    const int dim = norm_dim(c.args[0], x[0].dim());
+                    const index_t start = c.args[1] < 0 ? c.args[1] + x[0].shape()[dim] : c.args[1];
+                    return slice_ref(x[0], dim, start, start + c.args[2], 1);
+                  }));
+  // args {dim, index}
+  t.push_back(entry("select", op([](const auto& x, const Case& c) {
+                      return heed::select(x[0], static_cast<int>(c.args[0]), c.args[1]);
+                    }),
+                    {Case{{Shape{2, 3, 4}}, {1, 2}}, Case{{Shape{2, 3, 4}}, {-1, -1}}, Case{{Shape{3}}, {0, 1}},
+                     Case{{Shape{2, 0}}, {0, 1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    const int dim = norm_dim(c.args[0], x[0].dim());
+                    const index_t i = c.args[1] < 0 ? c.args[1] + x[0].shape()[dim] : c.args[1];
+                    Shape s = x[0].shape();
+                    s.erase(dim);
+                    return same_data(slice_ref(x[0], dim, i, i + 1, 1), s);
+                  }));
+  // Backward on the device adds into one element from several threads, which heed does
+  // not do: forward only, but where nothing is repeated.
+  t.push_back(entry("repeat", op([](const auto& x, const Case& c) { return heed::repeat(x[0], c.args); }),
+                    {Case{{Shape{2, 3}}, {2, 2}}, Case{{Shape{2, 3}}, {2, 1, 3}}, Case{{Shape{}}, {3}},
+                     Case{{Shape{3, 1}}, {1, 4}}, Case{{Shape{2, 3}}, {1, 1}, {}, 0.0, DS::full},
+                     Case{{Shape{2, 3}}, {0, 1}, {}, 0.0, DS::full}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    const std::size_t extra = c.args.size() - static_cast<std::size_t>(x[0].dim());
+                    Shape s;
+                    for (std::size_t d = 0; d < c.args.size(); ++d)
+                      s.push_back(c.args[d] * (d < extra ? 1 : x[0].shape()[static_cast<int>(d - extra)]));
+                    return generate(s, [&](const Index& i) {
+                      Index j;
+                      for (std::size_t d = extra; d < i.size(); ++d)
+                        j.push_back(i[d] % x[0].shape()[static_cast<int>(d - extra)]);
+                      return at(x[0], j);
+                    });
+                  })
+                  .on_device(DS::forward_only));
+  // args {repeats, dim}
+  t.push_back(entry("repeat_interleave", op([](const auto& x, const Case& c) {
+                      return heed::repeat_interleave(x[0], c.args[0], static_cast<int>(c.args[1]));
+                    }),
+                    {Case{{Shape{2, 3}}, {2, 0}}, Case{{Shape{2, 3}}, {3, -1}}, Case{{Shape{}}, {2, 0}},
+                     Case{{Shape{2, 3}}, {1, 0}, {}, 0.0, DS::full}, Case{{Shape{2, 3}}, {0, 1}, {}, 0.0, DS::full}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    const Tensord flat = x[0].dim() == 0 ? same_data(x[0], Shape{1}) : x[0];
+                    const int dim = norm_dim(c.args[1], flat.dim());
+                    Shape s = flat.shape();
+                    s[dim] *= c.args[0];
+                    return generate(s, [&](const Index& i) {
+                      Index j = i;
+                      j[static_cast<std::size_t>(dim)] /= c.args[0];
+                      return at(flat, j);
+                    });
+                  })
+                  .on_device(DS::forward_only));
+  // args: the shape to expand to
+  t.push_back(entry("expand", op([](const auto& x, const Case& c) { return heed::expand(x[0], shape_of(c.args)); }),
+                    {Case{{Shape{3, 1}}, {2, 3, 4}}, Case{{Shape{3}}, {2, 3}}, Case{{Shape{}}, {2, 2}},
+                     Case{{Shape{2, 3}}, {2, 3}, {}, 0.0, DS::full}, Case{{Shape{1}}, {0}, {}, 0.0, DS::full}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    return generate(shape_of(c.args), [&](const Index& i) { return at_broadcast(x[0], i); });
+                  })
+                  .on_device(DS::forward_only));
+  // args {dim}; index: the positions picked
+  t.push_back(
+      entry("index_select", op([](const auto& x, const Case& c) {
+              return heed::index_select(x[0], static_cast<int>(c.args[0]), index_on(c, x));
+            }),
+            {Case{{Shape{2, 3}}, {1}, ints({2, 0, 2, 2}, {4})}, Case{{Shape{2, 3}}, {0}, ints({1, 1}, {2})},
+             Case{{Shape{2, 3}}, {1}, ints({}, {0}), 0.0, DS::empty_on_cpu}, Case{{Shape{4}}, {0}, ints({3, 0}, {2})}})
+          .reference([](const Inputs<double>& x, const Case& c) {
+            const int dim = norm_dim(c.args[0], x[0].dim());
+            Shape s = x[0].shape();
+            s[dim] = c.index.numel();
+            return generate(s, [&](const Index& i) {
+              Index j = i;
+              j[static_cast<std::size_t>(dim)] = c.index.data()[i[static_cast<std::size_t>(dim)]];
+              return at(x[0], j);
+            });
+          })
+          .on_device(DS::none));
+  // args {dim}; every input joined
+  t.push_back(
+      entry("cat", op([](const auto& x, const Case& c) { return heed::cat(x, static_cast<int>(c.args[0])); }),
+            {Case{{Shape{2, 3}, Shape{2, 1}, Shape{2, 4}}, {1}}, Case{{Shape{2, 3}, Shape{1, 3}}, {0}},
+             Case{{Shape{2, 3}, Shape{0, 3}}, {0}}, Case{{Shape{2, 3}}, {-1}}})
+          .reference([](const Inputs<double>& x, const Case& c) { return cat_ref(x, norm_dim(c.args[0], x[0].dim())); })
+          .on_device(DS::none));
+  t.push_back(entry("stack",
+                    op([](const auto& x, const Case& c) { return heed::stack(x, static_cast<int>(c.args[0])); }),
+                    {Case{{Shape{2, 3}, Shape{2, 3}}, {1}}, Case{{Shape{2, 3}, Shape{2, 3}, Shape{2, 3}}, {-1}},
+                     Case{{Shape{}, Shape{}}, {0}}, Case{{Shape{0, 3}, Shape{0, 3}}, {0}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    const int dim = norm_dim(c.args[0], x[0].dim() + 1);
+                    Inputs<double> parts;
+                    for (const Tensord& p : x) {
+                      Shape s = p.shape();
+                      s.insert(dim, 1);
+                      parts.push_back(same_data(p, s));
+                    }
+                    return cat_ref(parts, dim);
+                  })
+                  .on_device(DS::none));
+}
+
+inline std::vector<Entry> make_table() {
+  std::vector<Entry> t;
+  add_math_entries(t);
+  add_shape_and_model_entries(t);
+  return t;
+}
+
+/// The table, built once.
+inline const std::vector<Entry>& table() {
+  static const std::vector<Entry> entries = make_table();
+  return entries;
+}
+
+}  // namespace heed_test::op_table
