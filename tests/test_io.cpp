@@ -5,6 +5,7 @@
 // (heed/io/crc32c.hpp), and atomic saves with the clean-up after killed ones.
 #include "golden.hpp"
 
+#include <heed/io/checkpoint.hpp>
 #include <heed/io/crc32c.hpp>
 #include <heed/io/safetensors.hpp>
 
