@@ -14,7 +14,8 @@
 // autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
 // (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
 // positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
-// optim (SGD), io (printing), viz (SVG heatmaps and plots).
+// optim (SGD), io (printing, safetensors files, module checkpoints), viz (SVG heatmaps and
+// plots).
 #pragma once
 
 #include "heed/core/device.hpp"
