@@ -10,6 +10,7 @@
 // FFN 64, dropout 0.1, 200 epochs. After training it translates d2l's four sentences
 // with their BLEU, then the sentences given as arguments.
 #include <heed/heed.hpp>
+#include <heed/io/checkpoint.hpp>
 #include <heed/io/safetensors.hpp>
 #include <heed/seq2seq/alignment.hpp>
 #include <heed/seq2seq/bleu.hpp>

@@ -352,7 +352,7 @@ TEMPLATE_TEST_CASE("permute, transpose and slices run on the device, forward and
   const Tensor<T> x = heed::randn<T>({2, 3}, gen);
   check_matches(x.repeat({2, 1}), x.to(gpu).repeat({2, 1}));
   Tensor<T> leaf = x.to(gpu).requires_grad_();
-  CHECK_ERROR(heed::DeviceError, "has no CUDA implementation yet",
+  CHECK_ERROR(heed::DeviceError, "has no implementation on cuda:0 yet",
               leaf.repeat({2, 1}).backward(heed::ones<T>({4, 3}).to(gpu)));
 }
 

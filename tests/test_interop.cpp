@@ -6,6 +6,7 @@
 // kind (heed.model), the vocabularies (src_vocab, tgt_vocab: idx_to_token, one token per
 // line) and num_steps, so the models are rebuilt from the files alone.
 #include <heed/heed.hpp>
+#include <heed/io/checkpoint.hpp>
 #include <heed/io/safetensors.hpp>
 #include <heed/seq2seq/encoder_decoder.hpp>
 #include <heed/seq2seq/predict.hpp>

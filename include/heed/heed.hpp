@@ -14,7 +14,8 @@
 // autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
 // (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
 // positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
-// optim (SGD), io (printing), viz (SVG heatmaps and plots).
+// optim (SGD), io (printing, safetensors files, module checkpoints), viz (SVG heatmaps and
+// plots).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -83,11 +84,15 @@
 #include "heed/seq2seq/gru_encoder.hpp"
 #include "heed/seq2seq/loss.hpp"
 #include "heed/seq2seq/predict.hpp"
+#include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/train.hpp"
+#include "heed/seq2seq/vocab.hpp"
 
 #include "heed/io/print.hpp"
 #if __has_include(<nlohmann/json.hpp>)
-#include "heed/io/safetensors.hpp"  // checkpoints need nlohmann/json (Debian: nlohmann-json3-dev)
+// safetensors files and checkpoints need nlohmann/json (Debian: nlohmann-json3-dev)
+#include "heed/io/checkpoint.hpp"
+#include "heed/io/safetensors.hpp"
 #endif
 
 #include "heed/viz/colormap.hpp"

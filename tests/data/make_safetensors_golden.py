@@ -3,7 +3,7 @@
 PyTorch module saved as safetensors, and that module's output on a fixed input.
 
 Writes tests/data/torch_linear.safetensors and tests/data/torch_linear_golden.txt;
-tests/test_io.cpp loads the checkpoint into the matching heed module (a Linear
+tests/test_checkpoint.cpp loads the checkpoint into the matching heed module (a Linear
 then a LayerNorm, registered as "fc" and "ln") and compares the outputs.
 
 Usage (python3 with torch; on Debian: apt-get install python3-torch):

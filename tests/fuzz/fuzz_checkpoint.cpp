@@ -9,6 +9,7 @@
 
 #include <heed/core/error.hpp>
 #include <heed/core/generator.hpp>
+#include <heed/io/checkpoint.hpp>
 #include <heed/io/safetensors.hpp>
 
 #include <cstddef>

@@ -120,11 +120,11 @@ Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst
                           const index_t* dst_strides, int rank) {
   if (!g.is_cpu()) {
     // Each thread stores one element: positions must not repeat, or sums would race.
-    HEED_CHECK(
-        writes_each_once(sizes, dst_strides, rank), DeviceError,
-        "the backward of repeat, expand and "
-        "repeat_interleave (gradients added into one element) has no CUDA implementation yet; gradient of shape ",
-        to_string(g.shape()), " for an input of shape ", to_string(in_shape));
+    HEED_CHECK(writes_each_once(sizes, dst_strides, rank), DeviceError,
+               "the backward of repeat, expand and repeat_interleave (gradients added into one element) has no "
+               "implementation on ",
+               to_string(g.device()), " yet; gradient of shape ", to_string(g.shape()), " for an input of shape ",
+               to_string(in_shape));
     Tensor<T> dx = make_tensor<T>(in_shape, g.device());
     if (g.numel() != dx.numel()) device_fill(g.device(), device_data(dx), dx.numel(), T(0));  // a slice
     kernels_for(g, "strided copy backward")

@@ -1,0 +1,123 @@
+// predict_seq2seq (heed/seq2seq/predict.hpp): greedy, batched and beam search; and the
+// word alignments taken from its attention (heed/seq2seq/alignment.hpp).
+#include "seq2seq_common.hpp"
+
+TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam search", "[seq2seq][predict]",
+                   BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(80);
+  heed::Generator gen(11);
+  std::unique_ptr<Net> net;
+  if constexpr (std::is_same_v<Net, BahdanauNet<float>>)
+    net = bahdanau_net<float>(data.src_vocab.size(), data.tgt_vocab.size(), 16, 16, 2, 0.0, gen);
+  else
+    net = transformer_net<float>(data.src_vocab.size(), data.tgt_vocab.size());
+  heed::TrainOptions options;
+  options.progress = false;
+  options.generator = &gen;
+  heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, options);
+  const std::vector<std::string> sentences = {"go .", "i'm home .", "he's calm .", "we are not tired at all ."};
+
+  // Greedy: each step's token is the argmax, its log-probability what the decoder gives.
+  const auto greedy = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10);
+  REQUIRE(greedy.size() == sentences.size());
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    INFO(sentences[i] << " => " << greedy[i].text);
+    const auto& t = greedy[i];
+    const bool ended = static_cast<index_t>(t.tokens.size()) < 10;
+    CHECK(t.log_prob ==
+          Approx(teacher_forced_log_prob<float>(*net, sentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab))
+              .epsilon(1e-4));
+    // The same sentence alone decodes the same way: batching sentences of different
+    // lengths changes nothing.
+    const auto alone = heed::predict_seq2seq<float>(*net, sentences[i], data.src_vocab, data.tgt_vocab, 10);
+    CHECK(alone.tokens == t.tokens);
+    CHECK(alone.text == t.text);
+    CHECK(alone.log_prob == Approx(t.log_prob).epsilon(1e-4));
+    // Attention of every output step over the sentence's valid source steps.
+    const index_t out_steps = static_cast<index_t>(t.tokens.size()) + (ended ? 1 : 0);
+    const index_t src_steps = std::min<index_t>(static_cast<index_t>(t.source_tokens.size()), 10);
+    REQUIRE(t.cross_attention.defined());
+    CHECK(t.cross_attention.shape()[2] == out_steps);
+    CHECK(t.cross_attention.shape()[3] == src_steps);
+    const Tensorf row_sums = t.cross_attention.sum(3);
+    for (index_t j = 0; j < row_sums.numel(); ++j) CHECK(row_sums.data()[j] == Approx(1.0f).epsilon(1e-5));
+    if constexpr (std::is_same_v<Net, TransformerNet<float>>) {
+      CHECK(t.cross_attention.shape() == (Shape{2, 4, out_steps, src_steps}));
+      CHECK(t.self_attention.shape() == (Shape{2, 4, out_steps, out_steps}));
+      CHECK(t.encoder_attention.shape() == (Shape{2, 4, src_steps, src_steps}));
+      CHECK(t.self_attention.at({0, 0, 0, out_steps - 1}) == 0.0f);  // causal: the first step sees itself only
+    } else {
+      CHECK(t.cross_attention.shape() == (Shape{1, 1, out_steps, src_steps}));
+      CHECK_FALSE(t.self_attention.defined());
+      CHECK_FALSE(t.encoder_attention.defined());
+    }
+  }
+
+  // Beam search: n_best hypotheses, best first by log P / L^α, each log P being what the
+  // decoder gives its tokens; a beam of 1 is greedy decoding.
+  heed::PredictOptions beam;
+  beam.beam_size = 4;
+  beam.n_best = 3;
+  const auto beams = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, beam);
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    INFO(sentences[i]);
+    REQUIRE(beams[i].n_best.size() == 3);
+    CHECK(beams[i].text == beams[i].n_best[0].text);
+    for (std::size_t k = 0; k < 3; ++k) {
+      const auto& h = beams[i].n_best[k];
+      if (k > 0) CHECK(h.score <= beams[i].n_best[k - 1].score);
+      const bool ended = static_cast<index_t>(h.tokens.size()) < 10;
+      CHECK(h.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, sentences[i], h.tokens, ended, data.src_vocab, data.tgt_vocab))
+                .epsilon(1e-4));
+      const double length = static_cast<double>(h.tokens.size() + (ended ? 1 : 0));
+      CHECK(h.score == Approx(h.log_prob / std::pow(length, 0.75)).epsilon(1e-6));
+    }
+  }
+  // A wide beam, where hypotheses end while others live on: every n-best entry is
+  // still a real hypothesis with its own log P.
+  heed::PredictOptions wide;
+  wide.beam_size = 8;
+  wide.n_best = 8;
+  const auto wide_beams = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, wide);
+  for (std::size_t i = 0; i < sentences.size(); ++i)
+    for (const auto& h : wide_beams[i].n_best) {
+      INFO(sentences[i] << " => " << h.text);
+      const bool ended = static_cast<index_t>(h.tokens.size()) < 10;
+      CHECK(h.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, sentences[i], h.tokens, ended, data.src_vocab, data.tgt_vocab))
+                .epsilon(1e-4));
+    }
+  heed::PredictOptions one;
+  one.beam_size = 1;
+  const auto beam_one = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, one);
+  for (std::size_t i = 0; i < sentences.size(); ++i) CHECK(beam_one[i].tokens == greedy[i].tokens);
+
+  heed::PredictOptions bad;
+  bad.n_best = 2;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = 2, beam_size = 1",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: num_steps must be positive, got 0",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 0));
+}
+
+TEST_CASE("Word alignments are the argmax of the encoder-decoder attention", "[seq2seq][alignment]") {
+  // (1 layer, 2 heads, 3 target steps, 4 source steps)
+  const Tensorf weights({0.7f, 0.1f, 0.1f, 0.1f, 0.1f, 0.6f, 0.2f, 0.1f, 0.0f, 0.0f, 0.1f, 0.9f,   // head 0
+                         0.1f, 0.7f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.7f, 0.0f, 0.0f, 0.9f, 0.1f},  // head 1
+                        Shape{1, 2, 3, 4});
+  const heed::Alignment head0 = heed::align(weights, 0, 0, false);
+  CHECK(head0 == heed::Alignment{{0, 0}, {1, 1}, {3, 2}});
+  CHECK(heed::pharaoh(head0) == "0-0 1-1 3-2");
+  CHECK(heed::pharaoh(heed::align(weights, 0, -1, false)) == "1-0 3-1 2-2");
+  // Mean of the heads: step 0 (0.4, 0.4, 0.1, 0.1) and step 2 (0, 0, 0.5, 0.5) tie, the
+  // first wins; step 1 (0.1, 0.35, 0.15, 0.4).
+  CHECK(heed::pharaoh(heed::align(weights)) == "0-0 3-1 2-2");
+  CHECK(heed::alignment_table({"he's", "calm", ".", "<eos>"}, {"il", "est", "calme"}, head0) ==
+        "il → he's\nest → calm\ncalme → <eos>\n");
+  CHECK_ERROR(heed::IndexError, "align: layer 1 and head 0 out of range for 1 layers and 2 heads",
+              heed::align(weights, 1, 0, false));
+  CHECK_ERROR(heed::ShapeError, "align: cross_attention must be (num_layers, num_heads, target steps, source steps)",
+              heed::align(heed::zeros<float>({3, 4})));
+}

@@ -1,0 +1,167 @@
+// train_seq2seq and xavier_init_weights (heed/seq2seq/train.hpp): the loss goes down,
+// padding cut off, the same bits on any thread count.
+#include "seq2seq_common.hpp"
+
+TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][train]") {
+  heed::NmtData data = small_corpus(60);
+  heed::Generator gen(5);
+  auto net = bahdanau_net<float>(data.src_vocab.size(), data.tgt_vocab.size(), 16, 16, 1, 0.0, gen);
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("heed_train_" + std::to_string(reinterpret_cast<std::uintptr_t>(&gen)));
+  std::filesystem::create_directories(dir);
+  heed::TrainOptions options;
+  options.progress = false;
+  options.generator = &gen;
+  options.loss_csv = (dir / "loss.csv").string();
+  options.loss_svg = (dir / "loss.svg").string();
+  std::vector<index_t> epochs_seen;
+  options.on_epoch = [&](const heed::EpochStats& stats) { epochs_seen.push_back(stats.epoch); };
+  const heed::TrainResult result = heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 15, data.tgt_vocab, options);
+
+  REQUIRE(result.losses.size() == 15);
+  CHECK(result.losses.back() < 0.5 * result.losses.front());
+  CHECK(epochs_seen == std::vector<index_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15});
+  index_t tokens_per_epoch = 0;
+  for (const auto& batch : data.data_iter) tokens_per_epoch += batch.Y_valid_len.sum().item();
+  CHECK(result.tokens == 15 * tokens_per_epoch);
+  CHECK(result.tokens_per_second > 0);
+
+  std::ifstream csv(options.loss_csv);
+  std::string line;
+  std::getline(csv, line);
+  CHECK(line == "epoch,loss,tokens_per_second");
+  index_t rows = 0;
+  while (std::getline(csv, line)) ++rows;
+  CHECK(rows == 15);
+  std::ifstream svg(options.loss_svg);
+  const std::string picture((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  CHECK(picture.find("<svg") != std::string::npos);
+  std::filesystem::remove_all(dir);
+
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: lr must be positive, got 0",
+              heed::train_seq2seq<float>(*net, data.data_iter, 0.0, 1, data.tgt_vocab, options));
+}
+
+TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changing losses or parameters",
+                   "[seq2seq][train]", BahdanauNet<double>, TransformerNet<double>) {
+  using Net = TestType;
+  constexpr bool is_transformer = std::is_same_v<Net, TransformerNet<double>>;
+  static_assert(heed::detail::ignores_padding<typename Net::EncoderType>::value == is_transformer &&
+                    heed::detail::ignores_padding<typename Net::DecoderType>::value == is_transformer,
+                "only the Transformer's encoder and decoder may lose their padding");
+  // What is cut: the steps after the longest valid sequence of the batch.
+  const IndexTensor X({4, 5, 0, 1, 1, 6, 0, 1, 1, 1, 3, 1}, Shape{2, 6});
+  const IndexTensor cut = heed::detail::trim_padding(X, lens({2, 3}, Shape{2}));
+  CHECK(cut.shape() == Shape{2, 3});
+  CHECK(std::vector<std::int64_t>(cut.data(), cut.data() + 6) == std::vector<std::int64_t>{4, 5, 0, 0, 1, 1});
+  CHECK(heed::detail::trim_padding(X, lens({6, 1}, Shape{2})).shape() == Shape{2, 6});
+
+  // Two equal nets trained on the same batches, one with the padding cut off. Dropout
+  // too draws the same masks for the steps kept.
+  auto make_net = [](const heed::NmtData& data) {
+    heed::Generator gen(21);
+    if constexpr (is_transformer) {
+      heed::TransformerOptions init;
+      init.generator = &gen;
+      return std::make_unique<Net>(
+          std::make_unique<heed::TransformerEncoder<double>>(data.src_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32,
+                                                             4, 2, 0.2, false, init),
+          std::make_unique<heed::TransformerDecoder<double>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32,
+                                                             4, 2, 0.2, init));
+    } else {
+      return bahdanau_net<double>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 16, 2, 0.2, gen);
+    }
+  };
+  heed::NmtData data_cut = small_corpus(60), data_whole = small_corpus(60);
+  auto net_cut = make_net(data_cut);
+  auto net_whole = make_net(data_whole);
+  heed::TrainOptions options;
+  options.progress = false;
+  heed::Generator gen_cut(4), gen_whole(4);
+  options.generator = &gen_cut;
+  heed::manual_seed(8);  // dropout's generator
+  const heed::TrainResult cut_result =
+      heed::train_seq2seq<double>(*net_cut, data_cut.data_iter, 0.01, 3, data_cut.tgt_vocab, options);
+  options.trim_padding = false;
+  options.generator = &gen_whole;
+  heed::manual_seed(8);
+  const heed::TrainResult whole_result =
+      heed::train_seq2seq<double>(*net_whole, data_whole.data_iter, 0.01, 3, data_whole.tgt_vocab, options);
+  REQUIRE(cut_result.losses.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(cut_result.losses[i] == Approx(whole_result.losses[i]).epsilon(1e-10));
+  CHECK(cut_result.tokens == whole_result.tokens);
+  const auto cut_params = net_cut->named_parameters();
+  const auto whole_params = net_whole->named_parameters();
+  REQUIRE(cut_params.size() == whole_params.size());
+  for (std::size_t i = 0; i < cut_params.size(); ++i) {
+    INFO(cut_params[i].first);
+    check_close(cut_params[i].second, whole_params[i].second, 1e-9);
+  }
+}
+
+TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past every threading threshold",
+          "[seq2seq][train][threads]") {
+#ifndef _OPENMP
+  WARN("built without OpenMP: one thread only, nothing to compare");
+#else
+  // Batches of 64 sentences and 256 hidden units: the attention, FFN and vocabulary
+  // products all exceed heed's threaded-GEMM threshold, and the elementwise, softmax
+  // and layer_norm passes its parallel grain; dropout is on.
+  heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 64, 10, 127, 3);
+  for (const heed::NmtBatch& batch : data.data_iter)  // each batch keeps steps enough after its padding is cut
+    REQUIRE(64 * batch.X_valid_len.max().item() * 256 * 256 >= heed::detail::kParallelGemmWork);
+  const auto train_with = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    heed::Generator gen(11);
+    heed::TransformerOptions init;
+    init.generator = &gen;
+    TransformerNet<float> net(
+        std::make_unique<heed::TransformerEncoder<float>>(data.src_vocab.size(), 256, 256, 256, 256, Shape{256}, 256,
+                                                          1024, 4, 1, 0.1, false, init),
+        std::make_unique<heed::TransformerDecoder<float>>(data.tgt_vocab.size(), 256, 256, 256, 256, Shape{256}, 256,
+                                                          1024, 4, 1, 0.1, init));
+    heed::TrainOptions options;
+    options.progress = false;
+    options.generator = &gen;
+    heed::manual_seed(8);  // dropout's generator
+    auto loader = data.data_iter;
+    const heed::TrainResult result = heed::train_seq2seq<float>(net, loader, 0.005, 1, data.tgt_vocab, options);
+    omp_set_num_threads(saved);
+    std::vector<float> values(result.losses.begin(), result.losses.end());
+    for (const auto& [name, p] : net.named_parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
+    return values;
+  };
+  const std::vector<float> one = train_with(1);
+  REQUIRE(one.size() > 1'000'000);
+  for (int threads : {2, 3}) {
+    INFO(threads << " threads");
+    const std::vector<float> many = train_with(threads);
+    REQUIRE(many.size() == one.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &many[i], sizeof(float)) != 0;
+    CHECK(differ == 0);
+  }
+#endif
+}
+
+TEST_CASE("xavier_init_weights redraws the weights of Linear and GRU layers only", "[seq2seq][init]") {
+  heed::Generator gen(2);
+  auto net = bahdanau_net<double>(10, 12, 8, 6, 2, 0.0, gen);
+  const Tensord embedding_before = net->encoder().embedding.weight.clone();
+  const Tensord bias_before = net->decoder().dense.bias.clone();
+  heed::init::xavier_init_weights(*net, gen);
+  check_close(net->encoder().embedding.weight, embedding_before, 0.0);
+  check_close(net->decoder().dense.bias, bias_before, 0.0);
+  auto check_bound = [](const Tensord& w) {
+    const double bound = std::sqrt(6.0 / static_cast<double>(w.shape()[0] + w.shape()[1]));
+    CHECK(heed::max(heed::abs(w)).item() <= bound);
+    CHECK(heed::max(heed::abs(w)).item() > 0.5 * bound);  // drawn anew over the whole range
+  };
+  check_bound(net->decoder().dense.weight);          // (12, 6)
+  check_bound(net->decoder().attention.W_q.weight);  // (6, 6)
+  check_bound(net->encoder().rnn.weight_ih[0]);      // (18, 8)
+  check_bound(net->decoder().rnn.weight_hh[1]);      // (18, 6)
+  Tensord loose = heed::zeros<double>({3});
+  CHECK_ERROR(heed::ShapeError, "xavier_uniform_: expected a 2-D weight, got (3)", heed::init::xavier_uniform_(loose));
+}
