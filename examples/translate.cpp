@@ -221,7 +221,7 @@ int run(const Args& args) {
               << data.data_iter.num_examples() << " pairs, vocabularies " << src_vocab->size() << " / "
               << tgt_vocab->size() << ", " << net->num_parameters() << " parameters, " << epochs << " epochs\n";
     heed::TrainOptions options;
-    options.progress = !args.quiet;
+    if (!args.quiet) options.on_epoch = heed::ProgressReport();
     const heed::TrainResult result =
         heed::train_seq2seq<Float>(*net, data.data_iter, kLearningRate, epochs, *tgt_vocab, options);
     std::printf("trained %lld epochs in %.2f s: loss %.3f, %.0f tokens/s\n", static_cast<long long>(epochs),

@@ -10,6 +10,7 @@
 #include <heed/seq2seq/gru_encoder.hpp>
 #include <heed/seq2seq/loss.hpp>
 #include <heed/seq2seq/predict.hpp>
+#include <heed/seq2seq/progress.hpp>
 #include <heed/seq2seq/train.hpp>
 #include <heed/transformer/decoder.hpp>
 #include <heed/transformer/encoder.hpp>

@@ -507,7 +507,6 @@ TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", 
   auto net_gpu = make_net(data_gpu);
   net_gpu->to(gpu);
   heed::TrainOptions options;
-  options.progress = false;
   heed::Generator init_cpu(24), init_gpu(24);
   options.generator = &init_cpu;
   heed::manual_seed(25);  // dropout's generator

@@ -13,7 +13,6 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
   else
     net = transformer_net<float>(data.src_vocab.size(), data.tgt_vocab.size());
   heed::TrainOptions options;
-  options.progress = false;
   options.generator = &gen;
   heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, options);
   const std::vector<std::string> sentences = {"go .", "i'm home .", "he's calm .", "we are not tired at all ."};

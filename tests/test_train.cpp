@@ -2,6 +2,8 @@
 // padding cut off, the same bits on any thread count.
 #include "seq2seq_common.hpp"
 
+#include <sstream>
+
 TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][train]") {
   heed::NmtData data = small_corpus(60);
   heed::Generator gen(5);
@@ -10,12 +12,14 @@ TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][tr
       std::filesystem::temp_directory_path() / ("heed_train_" + std::to_string(reinterpret_cast<std::uintptr_t>(&gen)));
   std::filesystem::create_directories(dir);
   heed::TrainOptions options;
-  options.progress = false;
   options.generator = &gen;
-  options.loss_csv = (dir / "loss.csv").string();
-  options.loss_svg = (dir / "loss.svg").string();
+  const std::string csv_path = (dir / "loss.csv").string(), svg_path = (dir / "loss.svg").string();
+  heed::LossCurve curve(svg_path, csv_path);
   std::vector<index_t> epochs_seen;
-  options.on_epoch = [&](const heed::EpochStats& stats) { epochs_seen.push_back(stats.epoch); };
+  options.on_epoch = [&](const heed::EpochStats& stats) {
+    epochs_seen.push_back(stats.epoch);
+    curve(stats);
+  };
   const heed::TrainResult result = heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 15, data.tgt_vocab, options);
 
   REQUIRE(result.losses.size() == 15);
@@ -26,14 +30,15 @@ TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][tr
   CHECK(result.tokens == 15 * tokens_per_epoch);
   CHECK(result.tokens_per_second > 0);
 
-  std::ifstream csv(options.loss_csv);
+  CHECK(curve.losses() == result.losses);
+  std::ifstream csv(csv_path);
   std::string line;
   std::getline(csv, line);
   CHECK(line == "epoch,loss,tokens_per_second");
   index_t rows = 0;
   while (std::getline(csv, line)) ++rows;
   CHECK(rows == 15);
-  std::ifstream svg(options.loss_svg);
+  std::ifstream svg(svg_path);
   const std::string picture((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
   CHECK(picture.find("<svg") != std::string::npos);
   std::filesystem::remove_all(dir);
@@ -76,7 +81,6 @@ TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changi
   auto net_cut = make_net(data_cut);
   auto net_whole = make_net(data_whole);
   heed::TrainOptions options;
-  options.progress = false;
   heed::Generator gen_cut(4), gen_whole(4);
   options.generator = &gen_cut;
   heed::manual_seed(8);  // dropout's generator
@@ -122,7 +126,6 @@ TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past ever
         std::make_unique<heed::TransformerDecoder<float>>(data.tgt_vocab.size(), 256, 256, 256, 256, Shape{256}, 256,
                                                           1024, 4, 1, 0.1, init));
     heed::TrainOptions options;
-    options.progress = false;
     options.generator = &gen;
     heed::manual_seed(8);  // dropout's generator
     auto loader = data.data_iter;
@@ -164,4 +167,54 @@ TEST_CASE("xavier_init_weights redraws the weights of Linear and GRU layers only
   check_bound(net->decoder().rnn.weight_hh[1]);      // (18, 6)
   Tensord loose = heed::zeros<double>({3});
   CHECK_ERROR(heed::ShapeError, "xavier_uniform_: expected a 2-D weight, got (3)", heed::init::xavier_uniform_(loose));
+}
+
+TEST_CASE("ProgressReport draws a bar on a terminal and a line per tenth elsewhere", "[seq2seq][train]") {
+  heed::EpochStats stats;
+  stats.num_epochs = 20;
+  stats.loss = 1.25;
+  stats.tokens_per_second = 1000;
+  std::ostringstream log, terminal;
+  const heed::ProgressReport to_log(log, false), to_terminal(terminal, true);
+  for (index_t epoch = 1; epoch <= 20; ++epoch) {
+    stats.epoch = epoch;
+    stats.elapsed_seconds = 0.5 * static_cast<double>(epoch);
+    to_log(stats);
+    to_terminal(stats);
+  }
+  // Every second epoch (a tenth of 20), each on its own line, with the ETA.
+  const std::string lines = log.str();
+  CHECK(std::count(lines.begin(), lines.end(), '\n') == 10);
+  CHECK(lines.find("  epoch 2/20: loss 1.250, 1000 tokens/s, 1.0 s elapsed, ETA 9.0 s\n") == 0);
+  CHECK(lines.find("epoch 3/20") == std::string::npos);
+  CHECK(lines.find("epoch 20/20: loss 1.250, 1000 tokens/s, 10.0 s elapsed, ETA 0.0 s\n") != std::string::npos);
+  // One line redrawn 20 times, ended after the last epoch.
+  const std::string bar = terminal.str();
+  CHECK(std::count(bar.begin(), bar.end(), '\r') == 20);
+  CHECK(std::count(bar.begin(), bar.end(), '\n') == 1);
+  CHECK(bar.find("\r  epoch 10/20 [############............] loss 1.250") != std::string::npos);
+}
+
+TEST_CASE("LossCurve writes its files after the last epoch only", "[seq2seq][train]") {
+  const auto dir = std::filesystem::temp_directory_path() / "heed_loss_curve_test";
+  std::filesystem::create_directories(dir);
+  const std::string csv_path = (dir / "loss.csv").string(), svg_path = (dir / "loss.svg").string();
+  std::filesystem::remove(csv_path);
+  std::filesystem::remove(svg_path);
+  heed::LossCurve curve(svg_path, csv_path);
+  heed::EpochStats stats;
+  stats.num_epochs = 3;
+  for (index_t epoch = 1; epoch <= 3; ++epoch) {
+    CHECK_FALSE(std::filesystem::exists(csv_path));
+    stats.epoch = epoch;
+    stats.loss = 1.0 / static_cast<double>(epoch);
+    stats.tokens_per_second = 100.0 * static_cast<double>(epoch);
+    curve(stats);
+  }
+  std::ifstream csv(csv_path);
+  const std::string text((std::istreambuf_iterator<char>(csv)), std::istreambuf_iterator<char>());
+  CHECK(text == "epoch,loss,tokens_per_second\n1,1,100\n2,0.5,200\n3,0.333333,300\n");
+  CHECK(std::filesystem::exists(svg_path));
+  CHECK_ERROR(heed::FileError, "LossCurve", heed::LossCurve("", (dir / "missing" / "loss.csv").string()).save());
+  std::filesystem::remove_all(dir);
 }

@@ -154,7 +154,6 @@ double training_tokens_per_second(Device device, index_t hidden, index_t ffn, in
                                                             Shape{hidden}, hidden, ffn, heads, 2, 0.1));
   net.to(device);
   heed::TrainOptions options;
-  options.progress = false;
   return heed::train_seq2seq<float>(net, data.data_iter, 0.005, epochs, data.tgt_vocab, options).tokens_per_second;
 }
 

@@ -20,6 +20,7 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include "heed/core/backend.hpp"
 #include "heed/core/device.hpp"
 #include "heed/core/error.hpp"
 #include "heed/core/factory.hpp"
@@ -85,6 +86,7 @@
 #include "heed/seq2seq/loss.hpp"
 #include "heed/seq2seq/predict.hpp"
 #include "heed/seq2seq/text.hpp"
+#include "heed/seq2seq/progress.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/seq2seq/vocab.hpp"
 

@@ -9,9 +9,10 @@
 // Each batch: the decoder reads <bos> followed by the target minus its last token and
 // learns to predict the target; the loss of each sequence is d2l's (the mean over its
 // steps of the masked cross-entropy), and the epoch's reported loss is the summed loss
-// over the number of target tokens, as d2l's Animator plots it. Progress goes to
-// stderr: a bar with the ETA when stderr is a terminal, a plain line per tenth of the
-// run otherwise. The loss curve is written as SVG and CSV when paths are given.
+// over the number of target tokens, as d2l's Animator plots it. The loop reports
+// nothing itself: TrainOptions::on_epoch gets each epoch's figures, and
+// heed/seq2seq/progress.hpp has the observers d2l's Animator stands for (a progress
+// report, the loss curve as SVG and CSV).
 //
 // Padding is most of a batch at d2l's sizes (fra.txt's first 600 pairs: 4 of 10 steps
 // are real), so each batch is cut after its longest sequence (TrainOptions::trim_padding)
@@ -28,11 +29,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <functional>
-#include <iostream>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -43,12 +40,6 @@
 #include "heed/optim/clip.hpp"
 #include "heed/seq2seq/data.hpp"
 #include "heed/seq2seq/loss.hpp"
-#include "heed/viz/plot.hpp"
-
-#if __has_include(<unistd.h>)
-#include <unistd.h>
-#define HEED_HAVE_ISATTY 1
-#endif
 
 namespace heed {
 
@@ -64,11 +55,8 @@ struct TrainOptions {
   double grad_clip = 1.0;                           // d2l's grad_clipping(net, 1); 0 turns clipping off
   bool xavier_init = true;                          // d2l's net.apply(xavier_init_weights)
   Generator* generator = nullptr;                   // for the initialisation; default_generator() when null
-  bool progress = true;                             // report on stderr
   bool trim_padding = true;                         // cut each batch after its longest sequence (see above)
-  std::string loss_svg;                             // write the loss curve here when not empty
-  std::string loss_csv;                             // epoch,loss,tokens_per_second per line when not empty
-  std::function<void(const EpochStats&)> on_epoch;  // called after each epoch
+  std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
 };
 
 struct TrainResult {
@@ -105,65 +93,6 @@ template <typename Part>
 struct ignores_padding<Part, std::void_t<decltype(Part::ignores_padding)>> : std::bool_constant<Part::ignores_padding> {
 };
 
-inline bool stderr_is_terminal() {
-#ifdef HEED_HAVE_ISATTY
-  return isatty(fileno(stderr)) != 0;
-#else
-  return false;
-#endif
-}
-
-inline std::string format_seconds(double s) {
-  char text[32];
-  if (s < 60)
-    std::snprintf(text, sizeof text, "%.1f s", s);
-  else
-    std::snprintf(text, sizeof text, "%d min %02d s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  return text;
-}
-
-inline void report_progress(const EpochStats& stats, bool terminal) {
-  char line[160];
-  const double eta =
-      stats.elapsed_seconds / static_cast<double>(stats.epoch) * static_cast<double>(stats.num_epochs - stats.epoch);
-  if (terminal) {
-    const int width = 24, filled = static_cast<int>(width * stats.epoch / std::max<index_t>(stats.num_epochs, 1));
-    std::snprintf(line, sizeof line, "\r  epoch %lld/%lld [%s%s] loss %.3f, %.0f tokens/s, ETA %s   ",
-                  static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs),
-                  std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                  std::string(static_cast<std::size_t>(width - filled), '.').c_str(), stats.loss,
-                  stats.tokens_per_second, format_seconds(eta).c_str());
-    std::cerr << line << (stats.epoch == stats.num_epochs ? "\n" : "") << std::flush;
-    return;
-  }
-  const index_t every = std::max<index_t>(stats.num_epochs / 10, 1);
-  if (stats.epoch % every != 0 && stats.epoch != stats.num_epochs) return;
-  std::snprintf(line, sizeof line, "  epoch %lld/%lld: loss %.3f, %.0f tokens/s, %s elapsed, ETA %s\n",
-                static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs), stats.loss,
-                stats.tokens_per_second, format_seconds(stats.elapsed_seconds).c_str(), format_seconds(eta).c_str());
-  std::cerr << line << std::flush;
-}
-
-inline void write_loss_files(const TrainResult& result, const std::vector<double>& tokens_per_second,
-                             const TrainOptions& options) {
-  std::vector<double> epochs;
-  for (std::size_t i = 0; i < result.losses.size(); ++i) epochs.push_back(static_cast<double>(i + 1));
-  if (!options.loss_csv.empty()) {
-    std::ofstream out(options.loss_csv);
-    HEED_CHECK(out, FileError, "train_seq2seq: cannot write ", options.loss_csv);
-    out << "epoch,loss,tokens_per_second\n";
-    for (std::size_t i = 0; i < result.losses.size(); ++i)
-      out << i + 1 << ',' << result.losses[i] << ',' << tokens_per_second[i] << '\n';
-    out.flush();
-    HEED_CHECK(out, FileError, "train_seq2seq: error writing ", options.loss_csv);
-  }
-  if (!options.loss_svg.empty() && !epochs.empty()) {
-    Plot plot;
-    plot.line(epochs, result.losses, "", "-").xlabel("epoch").ylabel("loss");
-    plot.save(options.loss_svg);
-  }
-}
-
 }  // namespace detail
 
 /// Trains `net` (an EncoderDecoder) on the batches of `data_iter` (anything whose
@@ -191,13 +120,11 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   const index_t bos = tgt_vocab["<bos>"];
   const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
   const bool trim_target = options.trim_padding && detail::ignores_padding<typename Net::DecoderType>::value;
-  const bool terminal = detail::stderr_is_terminal();
   const auto start = std::chrono::steady_clock::now();
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   TrainResult result;
-  std::vector<double> tokens_per_second;
   for (index_t epoch = 1; epoch <= num_epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
     double loss_sum = 0.0;
@@ -223,13 +150,10 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     stats.elapsed_seconds = seconds_since(start);
     result.losses.push_back(stats.loss);
     result.tokens += num_tokens;
-    tokens_per_second.push_back(stats.tokens_per_second);
-    if (options.progress) detail::report_progress(stats, terminal);
     if (options.on_epoch) options.on_epoch(stats);
   }
   result.seconds = seconds_since(start);
   result.tokens_per_second = static_cast<double>(result.tokens) / std::max(result.seconds, 1e-9);
-  detail::write_loss_files(result, tokens_per_second, options);
   return result;
 }
 
