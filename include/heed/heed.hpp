@@ -92,3 +92,9 @@
 #include "heed/viz/heatmap.hpp"
 #include "heed/viz/plot.hpp"
 #include "heed/viz/svg.hpp"
+
+// Linked with heed::compiled (which defines HEED_COMPILED), the instantiations the
+// library holds are declared extern, so this translation unit does not compile them.
+#ifdef HEED_COMPILED
+#include "heed/compiled.hpp"
+#endif
