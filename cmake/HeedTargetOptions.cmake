@@ -14,10 +14,12 @@ endfunction()
 
 # Examples and benchmarks: warnings as errors, OpenMP when found, and -O3
 # -march=native unless HEED_NATIVE is OFF (Eigen's speed depends on the ISA); linked to
-# heed::compiled, built with the same options, where HEED_BUILD_COMPILED is ON.
+# heed::compiled, built with the same options, where HEED_BUILD_COMPILED is ON, unless
+# HEADER_ONLY (a program of the CUDA backend, which heed::compiled leaves out).
 function(heed_program target)
+  cmake_parse_arguments(arg "HEADER_ONLY" "" "" ${ARGN})
   heed_strict_warnings(${target})
-  if(TARGET heed_compiled)
+  if(TARGET heed_compiled AND NOT arg_HEADER_ONLY)
     target_link_libraries(${target} PRIVATE heed::compiled)
   else()
     target_link_libraries(${target} PRIVATE heed::heed)
