@@ -1,5 +1,6 @@
 // heed::compiled: the nn, attention, transformer and Nadaraya-Watson modules.
-// See heed/compiled.hpp; this file must be built with HEED_COMPILED (heed/compiled.hpp's declarations).
+// See heed/compiled.hpp; this file must be built with HEED_COMPILED
+// (heed/compiled.hpp's declarations).
 #include <heed/compiled.hpp>
 
 namespace heed {

@@ -1,5 +1,6 @@
 // heed::compiled: shape ops and comparisons for every element type.
-// See heed/compiled.hpp; this file must be built with HEED_COMPILED (heed/compiled.hpp's declarations).
+// See heed/compiled.hpp; this file must be built with HEED_COMPILED
+// (heed/compiled.hpp's declarations).
 #include <heed/compiled.hpp>
 
 namespace heed {

@@ -1,9 +1,0 @@
-// heed::compiled: the double ops.
-// See heed/compiled.hpp; this file must be built with HEED_COMPILED (heed/compiled.hpp's declarations).
-#include <heed/compiled.hpp>
-
-namespace heed {
-
-HEED_COMPILED_OPS_FLOATING(, double)
-
-}  // namespace heed
