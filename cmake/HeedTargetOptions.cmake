@@ -13,10 +13,17 @@ function(heed_strict_warnings target)
 endfunction()
 
 # Examples and benchmarks: warnings as errors, OpenMP when found, and -O3
-# -march=native unless HEED_NATIVE is OFF (Eigen's speed depends on the ISA).
+# -march=native unless HEED_NATIVE is OFF (Eigen's speed depends on the ISA); linked to
+# heed::compiled, built with the same options, where HEED_BUILD_COMPILED is ON, unless
+# HEADER_ONLY (a program of the CUDA backend, which heed::compiled leaves out).
 function(heed_program target)
+  cmake_parse_arguments(arg "HEADER_ONLY" "" "" ${ARGN})
   heed_strict_warnings(${target})
-  target_link_libraries(${target} PRIVATE heed::heed)
+  if(TARGET heed_compiled AND NOT arg_HEADER_ONLY)
+    target_link_libraries(${target} PRIVATE heed::compiled)
+  else()
+    target_link_libraries(${target} PRIVATE heed::heed)
+  endif()
   if(OpenMP_CXX_FOUND)
     target_link_libraries(${target} PRIVATE OpenMP::OpenMP_CXX)
   endif()
@@ -27,6 +34,46 @@ function(heed_program target)
     # The tests, built without -march=native, keep both warnings on for heed itself.
     if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
       target_compile_options(${target} PRIVATE -Wno-uninitialized -Wno-maybe-uninitialized)
+    endif()
+  endif()
+endfunction()
+
+# heed::compiled: the explicit instantiations of src/compiled (see heed/compiled.hpp) in
+# a static library. Programs that link it compile only their own code. The library and
+# its users must agree on the instruction set (Eigen's vectorisation and alignment
+# depend on it), so NATIVE builds it like heed_program (-O3 -march=native) and passes
+# -march=native on to whatever links it; without NATIVE it takes the build's flags
+# alone, as the tests do. HEED_COMPILED (PUBLIC) makes heed/heed.hpp declare the
+# instantiations extern; HEED_COMPILED_CHECKPOINTS adds the checkpoint functions, which
+# need nlohmann/json.
+function(heed_add_compiled target)
+  cmake_parse_arguments(arg "NATIVE" "" "" ${ARGN})
+  add_library(${target} STATIC
+    ${PROJECT_SOURCE_DIR}/src/compiled/core.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/ops_math_float.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/ops_math_double.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/ops_layers_float.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/ops_layers_double.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/ops_shape.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/nn.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/seq2seq_float.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/seq2seq_double.cpp)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_link_libraries(${target} PUBLIC heed)
+  target_compile_definitions(${target} PUBLIC HEED_COMPILED)
+  if(HEED_WITH_NLOHMANN_JSON)
+    target_compile_definitions(${target} PUBLIC HEED_COMPILED_CHECKPOINTS)
+  endif()
+  heed_strict_warnings(${target})
+  # heed/detail/parallel.hpp is OpenMP code: the library's users need the runtime, and
+  # their own copies of heed's inline functions should be the library's.
+  if(OpenMP_CXX_FOUND)
+    target_link_libraries(${target} PUBLIC OpenMP::OpenMP_CXX)
+  endif()
+  if(arg_NATIVE AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -O3 PUBLIC -march=native)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+      target_compile_options(${target} PRIVATE -Wno-uninitialized -Wno-maybe-uninitialized)  # see heed_program
     endif()
   endif()
 endfunction()

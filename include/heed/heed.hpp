@@ -102,4 +102,10 @@
 #include "heed/viz/plot.hpp"
 #include "heed/viz/svg.hpp"
 
+// Linked with heed::compiled (which defines HEED_COMPILED), the instantiations the
+// library holds are declared extern, so this translation unit does not compile them.
+#ifdef HEED_COMPILED
+#include "heed/compiled.hpp"
+#endif
+
 #include "heed/detail/header_end.hpp"

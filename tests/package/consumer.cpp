@@ -2,6 +2,10 @@
 // unless d/dw of mean((x·w − y)²) matches the value worked out by hand.
 #include <heed/heed.hpp>
 
+#if defined(HEED_CONSUMER_EXPECTS_COMPILED) && !defined(HEED_COMPILED)
+#error "this consumer links heed::compiled, which defines HEED_COMPILED"
+#endif
+
 #include <cmath>
 #include <iostream>
 

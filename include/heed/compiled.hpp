@@ -1,0 +1,77 @@
+// heed/compiled.hpp — explicit instantiation declarations for what
+// heed::compiled holds.
+//
+// heed/heed.hpp includes this header when HEED_COMPILED is defined, which
+// linking the CMake target heed::compiled (the static library heed_compiled)
+// does. Each declaration
+// (`extern template ...`) tells the compiler that the library defines that
+// instantiation, so a translation unit using heed compiles only its own code
+// instead of every op, module and training loop it touches:
+// examples/translate.cpp builds in a fraction of the time and memory. Nothing
+// else changes: the headers keep every definition, and a program may mix
+// translation units with and without HEED_COMPILED.
+//
+// What the library instantiates, for float and double (see the lists under
+// heed/compiled/): Tensor<T> (the members every type has for std::int64_t and
+// bool), the factories, printing and gradcheck on a std::function; every op
+// (the shape ops and comparisons also for std::int64_t and bool); the nn,
+// attention, transformer and Nadaraya-Watson modules; the Bahdanau and
+// Transformer encoder-decoders with train_seq2seq and predict_seq2seq on
+// NmtDataLoader; Adam, SGD, gradient clipping, heatmaps; and, when built with
+// nlohmann/json (HEED_COMPILED_CHECKPOINTS), the checkpoint functions.
+//
+// The library must be compiled with the flags of the programs it is linked to,
+// above all the same -march: Eigen's vectorisation and alignment depend on the
+// instruction set, and an inline function compiled both ways is one symbol with
+// two meanings. The CMake target passes its -march on to the programs that link
+// it.
+#pragma once
+
+#include "heed/heed.hpp"
+
+#include "heed/compiled/core.hpp"
+#include "heed/compiled/nn.hpp"
+#include "heed/compiled/ops.hpp"
+#include "heed/compiled/seq2seq.hpp"
+
+#if defined(HEED_COMPILED_CHECKPOINTS)
+#include "heed/io/safetensors.hpp"
+#endif
+
+namespace heed {
+
+HEED_COMPILED_CORE_FLOATING(extern, float)
+HEED_COMPILED_CORE_FLOATING(extern, double)
+HEED_COMPILED_CORE_ANY(extern, float)
+HEED_COMPILED_CORE_ANY(extern, double)
+HEED_COMPILED_CORE_ANY(extern, std::int64_t)
+HEED_COMPILED_CORE_ANY(extern, bool)
+HEED_COMPILED_CORE_INDEX(extern, std::int64_t)
+HEED_COMPILED_CORE_INDEX(extern, bool)
+
+HEED_COMPILED_OPS_MATH(extern, float)
+HEED_COMPILED_OPS_MATH(extern, double)
+HEED_COMPILED_OPS_LAYERS(extern, float)
+HEED_COMPILED_OPS_LAYERS(extern, double)
+HEED_COMPILED_OPS_ANY(extern, float)
+HEED_COMPILED_OPS_ANY(extern, double)
+HEED_COMPILED_OPS_ANY(extern, std::int64_t)
+HEED_COMPILED_OPS_ANY(extern, bool)
+
+HEED_COMPILED_NN(extern, float)
+HEED_COMPILED_NN(extern, double)
+HEED_COMPILED_ATTENTION(extern, float)
+HEED_COMPILED_ATTENTION(extern, double)
+HEED_COMPILED_TRANSFORMER(extern, float)
+HEED_COMPILED_TRANSFORMER(extern, double)
+
+HEED_COMPILED_SEQ2SEQ(extern, float)
+HEED_COMPILED_SEQ2SEQ(extern, double)
+HEED_COMPILED_OPTIM(extern, float)
+HEED_COMPILED_OPTIM(extern, double)
+#if defined(HEED_COMPILED_CHECKPOINTS)
+HEED_COMPILED_IO(extern, float)
+HEED_COMPILED_IO(extern, double)
+#endif
+
+}  // namespace heed
