@@ -6,8 +6,9 @@
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
 #   scripts/dev.sh compat  the whole test suite, the benchmarks and every header alone
-#                          compiled by clang++ in C++20 mode; g++ builds and runs the
-#                          tests in C++17 for `test` and `asan`
+#                          compiled by clang++ in C++20 mode, and each header alone
+#                          linked (link_check); g++ builds and runs the tests in C++17
+#                          for `test` and `asan`
 #   scripts/dev.sh cuda    build the CUDA backend with nvcc (CUDA 12+ in /usr/local/cuda or
 #                          on PATH, for sm_90) and run its tests, which skip without a GPU;
 #                          `test` runs the same tests against a host emulation
@@ -104,7 +105,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,22p' "$0"
+    sed -n '2,23p' "$0"
     exit 2
     ;;
 esac
