@@ -85,8 +85,8 @@
 #include "heed/seq2seq/gru_encoder.hpp"
 #include "heed/seq2seq/loss.hpp"
 #include "heed/seq2seq/predict.hpp"
-#include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/progress.hpp"
+#include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/seq2seq/vocab.hpp"
 
