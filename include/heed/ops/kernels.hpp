@@ -7,9 +7,10 @@
 // words they share are in heed/ops/vocabulary.hpp; the per-element rules both sides
 // must agree on (dropout's hash, a softmax row's mask) in heed/detail/rules.hpp.
 //
-// Every kernel runs on the device's queue and returns without waiting. A backend that
-// lacks a kernel throws DeviceError naming it (DeviceKernels' defaults below), so an
-// op a backend cannot run fails in one place, with one message.
+// Every kernel runs on the device's queue and returns without waiting. A backend
+// implements every kernel (they are pure virtual); what fails is an element type
+// without kernels (kernels_for below) or an op with no device branch at all
+// (Tensor::host_data), each in one place, with one message.
 //
 // This header includes only heed/core, so that autograd can use it too.
 #pragma once
