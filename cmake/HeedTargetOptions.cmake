@@ -65,6 +65,7 @@ function(heed_add_compiled target)
     target_compile_definitions(${target} PUBLIC HEED_COMPILED_CHECKPOINTS)
   endif()
   heed_strict_warnings(${target})
+  target_compile_options(${target} PRIVATE ${HEED_COMPILED_OPTIONS})
   # heed/detail/parallel.hpp is OpenMP code: the library's users need the runtime, and
   # their own copies of heed's inline functions should be the library's.
   if(OpenMP_CXX_FOUND)

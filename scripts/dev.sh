@@ -4,11 +4,10 @@
 #   scripts/dev.sh demo    install what is missing, build, run the demo (English→French
 #                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
-#   scripts/dev.sh asan    the whole test suite under AddressSanitizer + UBSan
-#   scripts/dev.sh compat  the whole test suite, the benchmarks and every header alone
-#                          compiled by clang++ in C++20 mode, and each header alone
-#                          linked (link_check); g++ builds and runs the tests in C++17
-#                          for `test` and `asan`
+#   scripts/dev.sh asan    clang++ in C++20 mode: the whole test suite under AddressSanitizer
+#                          + UBSan, the benchmarks compiled, and every header alone compiled
+#                          and linked (link_check); `test` builds and runs the suite with g++
+#                          in C++17
 #   scripts/dev.sh cuda    build the CUDA backend with nvcc (CUDA 12+ in /usr/local/cuda or
 #                          on PATH, for sm_90) and run its tests, which skip without a GPU;
 #                          `test` runs the same tests against a host emulation
@@ -48,7 +47,7 @@ case "${1:-}" in
     build/release/examples/translate
     ;;
   test) install_deps && cmake --workflow --preset release ;;
-  asan) install_deps && cmake --workflow --preset asan ;;
+  asan) install_deps clang && cmake --workflow --preset asan ;;
   cuda)
     install_deps
     if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
@@ -56,10 +55,6 @@ case "${1:-}" in
       exit 1
     fi
     cmake --workflow --preset cuda
-    ;;
-  compat)
-    install_deps clang
-    cmake --workflow --preset clang-cxx20
     ;;
   fuzz)
     # The fuzz preset's CTests with each target fuzzing for S seconds (default 600), one
@@ -105,7 +100,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,23p' "$0"
+    sed -n '2,22p' "$0"
     exit 2
     ;;
 esac

@@ -2,7 +2,7 @@
 # declared by what one public header brings in, but defined only in a header it does
 # not bring in (the file would compile and fail to link). heed is header-only, so every
 # heed symbol a file uses must be defined in that file.
-#   cmake -DNM=nm -DOBJECTS="a.o|b.o|..." -P check.cmake
+#   cmake -DNM=nm -DCALLING=n -DOBJECTS="a.o|b.o|..." -P check.cmake
 string(REPLACE "|" ";" objects "${OBJECTS}")
 list(LENGTH objects count)
 set(failures "")
@@ -21,4 +21,4 @@ endforeach()
 if(failures)
   message(FATAL_ERROR "link check: heed functions declared but not defined by the header alone:\n${failures}")
 endif()
-message(STATUS "link check: ${count} headers, each alone defines every heed function it lets a file call")
+message(STATUS "link check: ${count} headers alone, ${CALLING} of them calling every method of Tensor: no heed function left undefined")
