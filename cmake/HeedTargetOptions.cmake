@@ -50,6 +50,7 @@ function(heed_add_compiled target)
   cmake_parse_arguments(arg "NATIVE" "" "" ${ARGN})
   add_library(${target} STATIC
     ${PROJECT_SOURCE_DIR}/src/compiled/core.cpp
+    ${PROJECT_SOURCE_DIR}/src/compiled/non_templates.cpp
     ${PROJECT_SOURCE_DIR}/src/compiled/ops_math_float.cpp
     ${PROJECT_SOURCE_DIR}/src/compiled/ops_math_double.cpp
     ${PROJECT_SOURCE_DIR}/src/compiled/ops_layers_float.cpp

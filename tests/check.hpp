@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>
 
+#include <cstdint>
+#include <functional>
 #include <type_traits>
 #include <vector>
 
@@ -17,8 +19,7 @@
   } while (false)
 
 // CHECK_GRADCHECK(result): a heed::GradcheckResult passes; on failure the report has
-// this line and gradcheck's message. Each test file wraps it around its own gradcheck
-// runner (one instantiation of gradcheck per file keeps compile time down).
+// this line and gradcheck's message.
 #define CHECK_GRADCHECK(...)                                      \
   do {                                                            \
     const heed::GradcheckResult gradcheck_result = (__VA_ARGS__); \
@@ -26,10 +27,32 @@
     CHECK(gradcheck_result.ok);                                   \
   } while (false)
 
+// CHECK_GRADIENTS(f, x, y, ...) or CHECK_GRADIENTS(f, {x, y}): gradcheck in double of
+// f(inputs) at the leaves x, y, ... (heed_test::leaf).
+#define CHECK_GRADIENTS(...) CHECK_GRADCHECK(heed_test::run_gradcheck(__VA_ARGS__))
+
 namespace heed_test {
 
 using heed::index_t;
 using heed::Shape;
+
+using GradInputs = std::vector<heed::Tensord>;
+using GradFn = std::function<heed::Tensord(const GradInputs&)>;
+
+/// A leaf of uniform values in [low, high) that requires grad.
+inline heed::Tensord leaf(const Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
+  heed::Generator gen(seed);
+  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
+}
+
+/// gradcheck on a std::function: one instantiation for every test (heed::compiled has it).
+inline heed::GradcheckResult run_gradcheck(const GradFn& f, const GradInputs& inputs) {
+  return heed::gradcheck(f, inputs);
+}
+template <typename... Rest>
+heed::GradcheckResult run_gradcheck(const GradFn& f, const heed::Tensord& first, const Rest&... rest) {
+  return run_gradcheck(f, GradInputs{first, rest...});
+}
 
 /// Valid lengths (or any int64 tensor) from values and a shape: lens({2, 6}, {2}).
 inline heed::IndexTensor lens(const std::vector<std::int64_t>& values, const Shape& shape) {

@@ -27,20 +27,12 @@ using heed::Tensord;
 using heed::Tensorf;
 using heed_test::check_close;
 using heed_test::check_values;
+using heed_test::leaf;
 
 namespace {
 
 using Inputs = std::vector<Tensord>;
 using Fn = std::function<Tensord(const Inputs&)>;
-
-/// A leaf of uniform values in [low, high) that requires grad.
-Tensord leaf(const heed::Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
-  heed::Generator gen(seed);
-  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
-}
-
-// One instantiation of gradcheck for the whole file keeps compile time down.
-heed::GradcheckResult run_gradcheck(const Fn& f, const Inputs& inputs) { return heed::gradcheck(f, inputs); }
 
 std::vector<std::string> names_of(const heed::Module<float>::Named<Tensorf>& named) {
   std::vector<std::string> names;
@@ -85,5 +77,3 @@ class Net : public heed::Module<float> {
 };
 
 }  // namespace
-
-#define CHECK_GRADIENTS(f, ...) CHECK_GRADCHECK(run_gradcheck(f, __VA_ARGS__))

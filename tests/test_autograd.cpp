@@ -15,26 +15,12 @@ namespace {
 using heed::Tensord;
 using Inputs = std::vector<Tensord>;
 using Fn = std::function<Tensord(const Inputs&)>;
-
-/// A leaf of uniform values in [low, high) that requires grad.
-Tensord leaf(const heed::Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
-  heed::Generator gen(seed);
-  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
-}
-
-// One instantiation of gradcheck for the whole file keeps compile time down.
-heed::GradcheckResult run_gradcheck(const Fn& f, const Inputs& inputs) { return heed::gradcheck(f, inputs); }
-
-template <typename... Rest>
-heed::GradcheckResult run_gradcheck(const Fn& f, const Tensord& first, const Rest&... rest) {
-  return run_gradcheck(f, Inputs{first, rest...});
-}
+using heed_test::leaf;
+using heed_test::run_gradcheck;
 
 std::vector<double> values(const Tensord& t) { return t.to_vector(); }
 
 }  // namespace
-
-#define CHECK_GRADIENTS(...) CHECK_GRADCHECK(run_gradcheck(__VA_ARGS__))
 
 using Catch::Matchers::Contains;
 

@@ -486,6 +486,21 @@ TEMPLATE_TEST_CASE("Adam and gradient clipping on the device follow the CPU", "[
   }
 }
 
+TEST_CASE("gradient clipping refuses gradients split between the host and a device", "[cuda]") {
+  Tensor<float> on_host = heed::tensor<float>({3, 4}).requires_grad_();
+  Tensor<float> on_device = heed::tensor<float>({1, 2}).to(gpu).requires_grad_();
+  (on_host * on_host).sum().backward();
+  (on_device * on_device).sum().backward();
+  for (const auto& params :
+       {std::vector<Tensor<float>>{on_host, on_device}, std::vector<Tensor<float>>{on_device, on_host}}) {
+    CHECK_ERROR(heed::DeviceError, "clip_grad_norm", heed::clip_grad_norm(params, 1.0));
+    CHECK_ERROR(heed::DeviceError, "clip_grad_norm", heed::clip_grad_norm_(params, 1.0));
+  }
+  // Nothing was scaled: d sum(x²) / dx = 2x.
+  CHECK(on_host.grad().to_vector() == std::vector<float>{6, 8});
+  CHECK(on_device.grad().to(heed::Device::cpu()).to_vector() == std::vector<float>{2, 4});
+}
+
 TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", "[cuda]") {
   // Dropout included: the device draws the CPU's masks. In double, so that the curves
   // agree closely after several epochs of Adam.

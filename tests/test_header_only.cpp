@@ -1,7 +1,9 @@
 // One translation unit of heed_tests built without heed/compiled.hpp's declarations: it
 // compiles the templates it uses itself, as a header-only user does, while the other
-// files use heed::compiled's. The program links and runs: the extern declarations change
-// no definition, so translation units with and without HEED_COMPILED mix.
+// files use heed::compiled's. The program links and runs: an extern template
+// declaration changes no definition. (heed's non-template functions are the exception,
+// see heed/compiled.hpp: this file defines them inline and the library has them too,
+// which links, but a program should not rely on it.)
 #undef HEED_COMPILED
 #include <catch2/catch.hpp>
 #include <heed/heed.hpp>

@@ -6,10 +6,16 @@
 // does. Each declaration
 // (`extern template ...`) tells the compiler that the library defines that
 // instantiation, so a translation unit using heed compiles only its own code
-// instead of every op, module and training loop it touches:
-// examples/translate.cpp builds in a fraction of the time and memory. Nothing
-// else changes: the headers keep every definition, and a program may mix
-// translation units with and without HEED_COMPILED.
+// instead of every op, module and training loop it touches. The larger
+// non-template functions (the data pipeline, Vocab, BLEU, the built-in corpus,
+// safetensors files, SVG, progress reports) are declared only, and the library's
+// src/compiled/non_templates.cpp compiles them once (heed/detail/inline.hpp):
+// examples/translate.cpp builds in 6 s instead of 84. The headers keep every
+// template definition, so a template the library lacks is compiled in the file as
+// before. Give every file of a program the same HEED_COMPILED (the CMake target
+// does): a file without it compiles those non-template functions inline, and one
+// function both inline and in the library is, formally, two definitions (in
+// practice the linker keeps one; tests/test_header_only.cpp links that way).
 //
 // What the library instantiates, for float and double (see the lists under
 // heed/compiled/): Tensor<T> (the members every type has for std::int64_t and

@@ -53,6 +53,7 @@
 
 #include "heed/autograd/node.hpp"
 #include "heed/detail/files.hpp"
+#include "heed/detail/inline.hpp"
 #include "heed/io/crc32c.hpp"
 #include "heed/io/safetensors_reader.hpp"
 #include "heed/ops/elementwise.hpp"
@@ -117,7 +118,82 @@ SafetensorsItem safetensors_item(const std::string& op, const std::string& path,
 }
 
 /// Throws ValueError unless `text` is valid UTF-8, which the JSON header must be.
-inline void check_utf8(const std::string& op, const std::string& path, const char* what, const std::string& text) {
+void check_utf8(const std::string& op, const std::string& path, const char* what, const std::string& text);
+
+void write_safetensors(const std::string& op, const std::string& path, std::vector<SafetensorsItem> items,
+                       const std::map<std::string, std::string>& metadata);
+
+}  // namespace detail
+
+// ---- TensorRecord -------------------------------------------------------------------
+
+template <typename T>
+TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
+  HEED_CHECK(tensor.defined(), ValueError, "TensorRecord::from_tensor: the tensor is undefined");
+  TensorRecord record;
+  record.dtype = detail::safetensors_dtype<T>();
+  record.shape = tensor.shape().to_vector();
+  const Tensor<T> host = detail::on_host(tensor);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
+  record.data.assign(bytes, bytes + static_cast<std::size_t>(tensor.numel()) * sizeof(T));
+  if (!detail::host_is_little_endian())
+    detail::swap_bytes(record.data.data(), static_cast<std::size_t>(tensor.numel()), sizeof(T));
+  return record;
+}
+
+template <typename T>
+Tensor<T> TensorRecord::to_tensor() const {
+  HEED_CHECK(dtype == detail::safetensors_dtype<T>(), ValueError, "TensorRecord::to_tensor: dtype ", dtype, ", wanted ",
+             detail::safetensors_dtype<T>(), " for a ", Tensor<T>::dtype(), " tensor");
+  const index_t n = numel();
+  HEED_CHECK(data.size() == static_cast<std::size_t>(n) * sizeof(T), ValueError,
+             "TensorRecord::to_tensor: ", data.size(), " bytes for shape ", detail::format_shape(shape), " of ", dtype,
+             " (", static_cast<std::size_t>(n) * sizeof(T), " expected)");
+  Tensor<T> out = Tensor<T>::empty(Shape(shape));
+  if (n != 0) std::memcpy(out.data(), data.data(), data.size());
+  if (!detail::host_is_little_endian())
+    detail::swap_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<std::size_t>(n), sizeof(T));
+  return out;
+}
+
+// ---- files --------------------------------------------------------------------------
+
+/// Reads and validates a whole safetensors file; tensors of any safetensors dtype come
+/// back as raw records. Throws FileError naming the file and what is wrong with it.
+SafetensorsFile read_safetensors(const std::string& path);
+
+/// The "__metadata__" of a safetensors file, without reading its tensors (the header is
+/// validated all the same): enough to rebuild a model from its hyper-parameters before
+/// loading its weights.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
+
+/// Writes records (of any safetensors dtype, mixed) atomically. Bad arguments (two
+/// tensors of one name, a record whose bytes do not fit its shape, text that is not
+/// UTF-8) throw ValueError before any file is created; a failure to write throws
+/// FileError and leaves an existing file at `path` as it was.
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorRecord>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {});
+
+/// Writes named tensors atomically (float as F32, double F64, std::int64_t I64,
+/// std::int32_t I32); errors as the overload for records.
+template <typename T>
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
+                      const std::map<std::string, std::string>& metadata = {}) {
+  std::vector<detail::SafetensorsItem> items;
+  std::vector<Tensor<T>> on_host;  // device tensors copied out, alive until written
+  for (const auto& [name, tensor] : tensors) {
+    on_host.push_back(detail::on_host(tensor));
+    items.push_back(detail::safetensors_item("save_safetensors", path, name, on_host.back()));
+  }
+  detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
+}
+
+#if HEED_IO_DEFINITIONS
+
+namespace detail {
+
+HEED_IO_INLINE void check_utf8(const std::string& op, const std::string& path, const char* what,
+                               const std::string& text) {
   try {
     (void)nlohmann::json(text).dump();
   } catch (const nlohmann::json::type_error&) {
@@ -126,8 +202,9 @@ inline void check_utf8(const std::string& op, const std::string& path, const cha
   }
 }
 
-inline void write_safetensors(const std::string& op, const std::string& path, std::vector<SafetensorsItem> items,
-                              const std::map<std::string, std::string>& metadata) {
+HEED_IO_INLINE void write_safetensors(const std::string& op, const std::string& path,
+                                      std::vector<SafetensorsItem> items,
+                                      const std::map<std::string, std::string>& metadata) {
   // Check every argument before a file is created.
   std::set<std::string> names;
   for (const SafetensorsItem& item : items) {
@@ -202,9 +279,7 @@ inline void write_safetensors(const std::string& op, const std::string& path, st
 
 }  // namespace detail
 
-// ---- TensorRecord -------------------------------------------------------------------
-
-inline index_t TensorRecord::numel() const {
+HEED_IO_INLINE index_t TensorRecord::numel() const {
   std::uint64_t n = 1;
   for (index_t size : shape)
     HEED_CHECK(size >= 0 && detail::checked_multiply(n, static_cast<std::uint64_t>(size), n), ValueError,
@@ -214,40 +289,7 @@ inline index_t TensorRecord::numel() const {
   return static_cast<index_t>(n);
 }
 
-template <typename T>
-TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
-  HEED_CHECK(tensor.defined(), ValueError, "TensorRecord::from_tensor: the tensor is undefined");
-  TensorRecord record;
-  record.dtype = detail::safetensors_dtype<T>();
-  record.shape = tensor.shape().to_vector();
-  const Tensor<T> host = detail::on_host(tensor);
-  const auto* bytes = reinterpret_cast<const unsigned char*>(host.data());
-  record.data.assign(bytes, bytes + static_cast<std::size_t>(tensor.numel()) * sizeof(T));
-  if (!detail::host_is_little_endian())
-    detail::swap_bytes(record.data.data(), static_cast<std::size_t>(tensor.numel()), sizeof(T));
-  return record;
-}
-
-template <typename T>
-Tensor<T> TensorRecord::to_tensor() const {
-  HEED_CHECK(dtype == detail::safetensors_dtype<T>(), ValueError, "TensorRecord::to_tensor: dtype ", dtype, ", wanted ",
-             detail::safetensors_dtype<T>(), " for a ", Tensor<T>::dtype(), " tensor");
-  const index_t n = numel();
-  HEED_CHECK(data.size() == static_cast<std::size_t>(n) * sizeof(T), ValueError,
-             "TensorRecord::to_tensor: ", data.size(), " bytes for shape ", detail::format_shape(shape), " of ", dtype,
-             " (", static_cast<std::size_t>(n) * sizeof(T), " expected)");
-  Tensor<T> out = Tensor<T>::empty(Shape(shape));
-  if (n != 0) std::memcpy(out.data(), data.data(), data.size());
-  if (!detail::host_is_little_endian())
-    detail::swap_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<std::size_t>(n), sizeof(T));
-  return out;
-}
-
-// ---- files --------------------------------------------------------------------------
-
-/// Reads and validates a whole safetensors file; tensors of any safetensors dtype come
-/// back as raw records. Throws FileError naming the file and what is wrong with it.
-inline SafetensorsFile read_safetensors(const std::string& path) {
+HEED_IO_INLINE SafetensorsFile read_safetensors(const std::string& path) {
   detail::SafetensorsReader reader("read_safetensors", path);
   SafetensorsFile file;
   file.metadata = reader.metadata();
@@ -265,19 +307,13 @@ inline SafetensorsFile read_safetensors(const std::string& path) {
   return file;
 }
 
-/// The "__metadata__" of a safetensors file, without reading its tensors (the header is
-/// validated all the same): enough to rebuild a model from its hyper-parameters before
-/// loading its weights.
-inline std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+HEED_IO_INLINE std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
   return detail::SafetensorsReader("read_safetensors_metadata", path).metadata();
 }
 
-/// Writes records (of any safetensors dtype, mixed) atomically. Bad arguments (two
-/// tensors of one name, a record whose bytes do not fit its shape, text that is not
-/// UTF-8) throw ValueError before any file is created; a failure to write throws
-/// FileError and leaves an existing file at `path` as it was.
-inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, TensorRecord>>& tensors,
-                             const std::map<std::string, std::string>& metadata = {}) {
+HEED_IO_INLINE void save_safetensors(const std::string& path,
+                                     const std::vector<std::pair<std::string, TensorRecord>>& tensors,
+                                     const std::map<std::string, std::string>& metadata) {
   const std::string op = "save_safetensors";
   std::vector<detail::SafetensorsItem> items;
   for (const auto& [name, record] : tensors) {
@@ -293,19 +329,7 @@ inline void save_safetensors(const std::string& path, const std::vector<std::pai
   detail::write_safetensors(op, path, std::move(items), metadata);
 }
 
-/// Writes named tensors atomically (float as F32, double F64, std::int64_t I64,
-/// std::int32_t I32); errors as the overload for records.
-template <typename T>
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
-                      const std::map<std::string, std::string>& metadata = {}) {
-  std::vector<detail::SafetensorsItem> items;
-  std::vector<Tensor<T>> on_host;  // device tensors copied out, alive until written
-  for (const auto& [name, tensor] : tensors) {
-    on_host.push_back(detail::on_host(tensor));
-    items.push_back(detail::safetensors_item("save_safetensors", path, name, on_host.back()));
-  }
-  detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
-}
+#endif  // HEED_IO_DEFINITIONS
 
 }  // namespace heed
 

@@ -18,6 +18,7 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -29,17 +30,19 @@ namespace heed {
 
 namespace detail {
 
-/// clip_grad_norm of gradients on a device backend, decided there: returns Σ grad² as a
-/// 0-d double tensor on the device, read by nobody unless the caller wants the norm.
-/// Undefined when no parameter has a gradient.
+/// clip_grad_norm where the gradients live on a device backend, decided there: returns
+/// Σ grad² as a 0-d double tensor on the device, read by nobody unless the caller wants
+/// the norm. Undefined, and nothing done, when every gradient is on the host (or there is
+/// none): the caller's CPU path. A host gradient among device ones is a DeviceError.
 template <typename T>
 Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, double max_norm) {
-  Tensor<double> total;
   std::vector<Tensor<T>> grads;
   for (const Tensor<T>& p : params)
     if (p.defined() && p.grad().defined()) grads.push_back(p.grad());
+  const auto on_device = std::find_if(grads.begin(), grads.end(), [](const Tensor<T>& g) { return !g.is_cpu(); });
+  if (on_device == grads.end()) return {};
+  Tensor<double> total = zeros<double>(Shape{}, on_device->device());
   for (const Tensor<T>& g : grads) {
-    if (!total.defined()) total = zeros<double>(Shape{}, g.device());
     common_device("clip_grad_norm", total, g);
     kernels_for(g, "clip_grad_norm").sum_of_squares(g.device().index(), device_data(total), device_data(g), g.numel());
   }
@@ -61,13 +64,8 @@ template <typename T>
 T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
   static_assert(std::is_floating_point_v<T>, "clip_grad_norm needs floating-point parameters");
   HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
-  for (const Tensor<T>& p : params) {
-    if (p.defined() && p.grad().defined() && !p.grad().is_cpu()) {
-      for (const Tensor<T>& q : params)
-        if (q.defined() && q.grad().defined()) detail::common_device("clip_grad_norm", p.grad(), q.grad());
-      return static_cast<T>(std::sqrt(detail::clip_grad_norm_on_device(params, max_norm).item()));
-    }
-  }
+  if (const Tensor<double> total = detail::clip_grad_norm_on_device(params, max_norm); total.defined())
+    return static_cast<T>(std::sqrt(total.item()));
   // Σ grad² in double: float would lose the small gradients' share of a large sum.
   double sum_of_squares = 0.0;
   for (const Tensor<T>& p : params) {
@@ -93,12 +91,7 @@ template <typename T>
 void clip_grad_norm_(const std::vector<Tensor<T>>& params, double max_norm) {
   static_assert(std::is_floating_point_v<T>, "clip_grad_norm_ needs floating-point parameters");
   HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
-  for (const Tensor<T>& p : params)
-    if (p.defined() && p.grad().defined() && !p.grad().is_cpu()) {
-      detail::clip_grad_norm_on_device(params, max_norm);
-      return;
-    }
-  clip_grad_norm(params, max_norm);
+  if (!detail::clip_grad_norm_on_device(params, max_norm).defined()) clip_grad_norm(params, max_norm);
 }
 
 template <typename T>

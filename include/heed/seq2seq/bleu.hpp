@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "heed/core/error.hpp"
+#include "heed/detail/inline.hpp"
 
 namespace heed {
 namespace detail {
@@ -45,7 +46,15 @@ inline std::vector<std::string> split_on_spaces(const std::string& s) {
 }  // namespace detail
 
 /// BLEU of predicted tokens against label tokens, with n-grams up to k.
-inline double bleu(const std::vector<std::string>& pred_tokens, const std::vector<std::string>& label_tokens, int k) {
+double bleu(const std::vector<std::string>& pred_tokens, const std::vector<std::string>& label_tokens, int k);
+
+/// BLEU of two space-separated sequences, as d2l's bleu(pred_seq, label_seq, k).
+double bleu(const std::string& pred_seq, const std::string& label_seq, int k);
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
+
+HEED_INLINE double bleu(const std::vector<std::string>& pred_tokens, const std::vector<std::string>& label_tokens,
+                        int k) {
   HEED_CHECK(k >= 1, ValueError, "bleu: k must be at least 1, got ", k);
   const auto len_pred = static_cast<long>(pred_tokens.size()), len_label = static_cast<long>(label_tokens.size());
   if (len_pred == 0) return 0.0;
@@ -70,9 +79,10 @@ inline double bleu(const std::vector<std::string>& pred_tokens, const std::vecto
   return score;
 }
 
-/// BLEU of two space-separated sequences, as d2l's bleu(pred_seq, label_seq, k).
-inline double bleu(const std::string& pred_seq, const std::string& label_seq, int k) {
+HEED_INLINE double bleu(const std::string& pred_seq, const std::string& label_seq, int k) {
   return bleu(detail::split_on_spaces(pred_seq), detail::split_on_spaces(label_seq), k);
 }
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed

@@ -22,7 +22,14 @@
 #include <utility>
 #include <vector>
 
+#include "heed/detail/inline.hpp"
+
 namespace heed {
+
+/// The built-in English–French corpus in fra.txt's format (see the top of this file).
+std::string builtin_fra_eng();
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
 
 namespace detail {
 namespace corpus {
@@ -117,8 +124,7 @@ class Lines {
 }  // namespace corpus
 }  // namespace detail
 
-/// The built-in English–French corpus in fra.txt's format (see the top of this file).
-inline std::string builtin_fra_eng() {
+HEED_INLINE std::string builtin_fra_eng() {
   using namespace detail::corpus;
   Lines lines;
 
@@ -195,5 +201,7 @@ inline std::string builtin_fra_eng() {
   }
   return lines.text();
 }
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed

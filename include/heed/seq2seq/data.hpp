@@ -43,6 +43,7 @@
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
 #include "heed/detail/files.hpp"
+#include "heed/detail/inline.hpp"
 #include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/vocab.hpp"
 
@@ -56,34 +57,7 @@ namespace heed {
 /// inserted before each , . ! ? whose previous code point is not a space, on the whole
 /// text as d2l does ("go.\tva!" → "go .\tva !", "\t." → "\t ."). Invalid UTF-8 throws
 /// ValueError.
-inline std::string preprocess_nmt(std::string_view text) {
-  const std::u32string chars = detail::decode_utf8_text(text, "preprocess_nmt");
-  std::u32string lowered;
-  lowered.reserve(chars.size());
-  for (std::size_t i = 0; i < chars.size(); ++i) {
-    const char32_t c = chars[i];
-    if (c == 0x202F || c == 0xA0) {
-      lowered += U' ';
-    } else if (c == 0x3A3) {
-      const bool is_final = i > 0 && detail::is_cased_letter(chars[i - 1]) &&
-                            (i + 1 == chars.size() || !detail::is_cased_letter(chars[i + 1]));
-      lowered += is_final ? char32_t{0x3C2} : char32_t{0x3C3};
-    } else {
-      char32_t second = 0;
-      lowered += detail::to_lower(c, &second);
-      if (second) lowered += second;
-    }
-  }
-  std::string out;
-  out.reserve(text.size() + text.size() / 4);
-  for (std::size_t i = 0; i < lowered.size(); ++i) {
-    const char32_t c = lowered[i];
-    const bool punctuation = c == U',' || c == U'.' || c == U'!' || c == U'?';
-    if (i > 0 && punctuation && lowered[i - 1] != U' ') out += ' ';
-    detail::append_utf8(out, c);
-  }
-  return out;
-}
+std::string preprocess_nmt(std::string_view text);
 
 /// Token sequences of the sentence pairs: source[i] and target[i] are one pair.
 struct NmtTokens {
@@ -98,18 +72,7 @@ struct NmtTokens {
 /// columns (a blank line, the empty line after the last '\n') is skipped and not
 /// counted, so blank lines change nothing, here or in read_data_nmt; a line with more
 /// columns uses the first two (d2l skips it; Tatoeba's third column is attribution).
-inline NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_examples = std::nullopt) {
-  NmtTokens out;
-  const std::vector<std::string> lines = detail::split(text, '\n');
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (num_examples && *num_examples > 0 && out.source.size() > *num_examples) break;
-    const std::vector<std::string> parts = detail::split(lines[i], '\t');
-    if (parts.size() < 2) continue;
-    out.source.push_back(detail::split(parts[0], ' '));
-    out.target.push_back(detail::split(parts[1], ' '));
-  }
-  return out;
-}
+NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_examples = std::nullopt);
 
 // ---- truncate_pad, build_array_nmt -----------------------------------------------
 
@@ -128,22 +91,7 @@ struct NmtArray {
 
 /// d2l's build_array_nmt: each line's indices plus <eos>, truncated or padded with <pad>
 /// to num_steps; valid_len counts the entries that are not <pad>.
-inline NmtArray build_array_nmt(const std::vector<std::vector<std::string>>& lines, const Vocab& vocab,
-                                index_t num_steps) {
-  HEED_CHECK(num_steps > 0, ValueError, "build_array_nmt: num_steps must be positive, got ", num_steps);
-  HEED_CHECK(vocab.contains("<pad>") && vocab.contains("<eos>"), ValueError,
-             "build_array_nmt: the vocabulary needs the reserved tokens <pad> and <eos>");
-  const index_t n = static_cast<index_t>(lines.size()), pad = vocab["<pad>"];
-  NmtArray out{IndexTensor::empty({n, num_steps}), IndexTensor::empty({n})};
-  for (index_t i = 0; i < n; ++i) {
-    std::vector<index_t> line = vocab[lines[static_cast<std::size_t>(i)]];
-    line.push_back(vocab["<eos>"]);
-    line = truncate_pad(std::move(line), num_steps, pad);
-    std::copy(line.begin(), line.end(), out.array.data() + i * num_steps);
-    out.valid_len.data()[i] = static_cast<index_t>(line.size()) - std::count(line.begin(), line.end(), pad);
-  }
-  return out;
-}
+NmtArray build_array_nmt(const std::vector<std::vector<std::string>>& lines, const Vocab& vocab, index_t num_steps);
 
 // ---- read_data_nmt ---------------------------------------------------------------
 
@@ -164,36 +112,7 @@ struct ReadNmtOptions {
 /// directory; a FIFO, which would block), throws FileError naming it; a line without a
 /// tab or with invalid UTF-8 throws FileError "<path>:<line>: ..." (1-based) unless
 /// options.skip_malformed is set, which skips and counts it.
-inline std::string read_data_nmt(const std::string& path, const ReadNmtOptions& options = {}) {
-  detail::check_regular_file("read_data_nmt", path);
-  std::ifstream in(path, std::ios::binary);
-  HEED_CHECK(in, FileError, "read_data_nmt: cannot open ", path);
-  std::string text, line;
-  std::size_t skipped = 0, pairs = 0;
-  for (std::size_t number = 1; (!options.max_pairs || pairs < *options.max_pairs) && std::getline(in, line); ++number) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
-    std::string problem;
-    for (std::size_t i = 0; i < line.size() && problem.empty();) {
-      const detail::Utf8Char c = detail::decode_utf8(line, i);
-      if (c.error) problem = detail::concat("invalid UTF-8 at byte ", i + 1, ": ", c.error);
-      i += c.length;
-    }
-    const std::size_t tab = line.find('\t');
-    if (problem.empty() && tab == std::string::npos) problem = "no tab between the English and the French sentence";
-    if (!problem.empty()) {
-      HEED_CHECK(options.skip_malformed, FileError, path, ":", number, ": ", problem);
-      ++skipped;
-      continue;
-    }
-    const std::size_t second_tab = line.find('\t', tab + 1);
-    text.append(line, 0, second_tab).append(1, '\n');
-    ++pairs;
-  }
-  HEED_CHECK(!in.bad(), FileError, "read_data_nmt: error reading ", path);
-  if (options.skipped_lines) *options.skipped_lines = skipped;
-  return text;
-}
+std::string read_data_nmt(const std::string& path, const ReadNmtOptions& options = {});
 
 // ---- NmtDataLoader ---------------------------------------------------------------
 
@@ -247,26 +166,7 @@ class NmtDataLoader {
   /// src, tgt: (n, num_steps); src_valid_len, tgt_valid_len: (n). shuffle = false keeps
   /// the examples in order (d2l's is_train=False).
   NmtDataLoader(IndexTensor src, IndexTensor src_valid_len, IndexTensor tgt, IndexTensor tgt_valid_len,
-                index_t batch_size, std::uint64_t seed = Generator::kDefaultSeed, bool shuffle = true)
-      : src_(std::move(src)),
-        src_valid_len_(std::move(src_valid_len)),
-        tgt_(std::move(tgt)),
-        tgt_valid_len_(std::move(tgt_valid_len)),
-        batch_size_(batch_size),
-        shuffle_(shuffle),
-        gen_(seed) {
-    HEED_CHECK(batch_size > 0, ValueError, "NmtDataLoader: batch_size must be positive, got ", batch_size);
-    HEED_CHECK(src_.defined() && tgt_.defined() && src_valid_len_.defined() && tgt_valid_len_.defined(), ValueError,
-               "NmtDataLoader: every array must be defined");
-    HEED_CHECK(src_.dim() == 2 && tgt_.dim() == 2 && src_valid_len_.dim() == 1 && tgt_valid_len_.dim() == 1 &&
-                   tgt_.size(0) == src_.size(0) && src_valid_len_.size(0) == src_.size(0) &&
-                   tgt_valid_len_.size(0) == src_.size(0),
-               ShapeError, "NmtDataLoader: expected src (n, steps), src_valid_len (n), tgt (n, steps), ",
-               "tgt_valid_len (n), got ", to_string(src_.shape()), ", ", to_string(src_valid_len_.shape()), ", ",
-               to_string(tgt_.shape()), ", ", to_string(tgt_valid_len_.shape()));
-    order_.resize(static_cast<std::size_t>(num_examples()));
-    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<index_t>(i);
-  }
+                index_t batch_size, std::uint64_t seed = Generator::kDefaultSeed, bool shuffle = true);
 
   index_t batch_size() const { return batch_size_; }
   index_t num_examples() const { return src_.size(0); }
@@ -277,34 +177,14 @@ class NmtDataLoader {
 
   /// Starts an epoch: draws a new random permutation of the examples (Fisher–Yates on
   /// 0..n-1, as torch.randperm each epoch), unless shuffle is off.
-  Iterator begin() {
-    for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<index_t>(i);
-    if (shuffle_) {
-      for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[gen_.uniform_int(i)]);
-    }
-    return Iterator(this, 0);
-  }
+  Iterator begin();
   Iterator end() const { return Iterator(this, num_batches()); }
 
   /// The example indices of the current epoch, in batch order.
   const std::vector<index_t>& order() const { return order_; }
 
   /// Batch i (0 <= i < num_batches()) of the current epoch.
-  NmtBatch batch(index_t i) const {
-    HEED_CHECK(i >= 0 && i < num_batches(), IndexError, "NmtDataLoader::batch: index ", i, " out of range for ",
-               num_batches(), " batches");
-    const index_t start = i * batch_size_, size = std::min(batch_size_, num_examples() - start);
-    const auto rows = [&](const IndexTensor& from) {
-      const index_t width = from.dim() == 2 ? from.size(1) : 1;
-      IndexTensor to = IndexTensor::empty(from.dim() == 2 ? Shape{size, width} : Shape{size});
-      for (index_t r = 0; r < size; ++r) {
-        const std::int64_t* row = from.data() + order_[static_cast<std::size_t>(start + r)] * width;
-        std::copy(row, row + width, to.data() + r * width);
-      }
-      return to;
-    };
-    return {rows(src_), rows(src_valid_len_), rows(tgt_), rows(tgt_valid_len_)};
-  }
+  NmtBatch batch(index_t i) const;
 
  private:
   IndexTensor src_, src_valid_len_, tgt_, tgt_valid_len_;
@@ -326,9 +206,156 @@ struct NmtData {
 /// d2l's load_data_nmt on raw fra.txt-format text in memory: preprocess_nmt,
 /// tokenize_nmt(num_examples), vocabularies with min_freq 2 and <pad> <bos> <eos>,
 /// build_array_nmt(num_steps), a shuffling loader seeded with `seed`.
-inline NmtData load_data_nmt_text(std::string_view raw_text, index_t batch_size, index_t num_steps,
-                                  std::optional<std::size_t> num_examples = 600,
-                                  std::uint64_t seed = Generator::kDefaultSeed) {
+NmtData load_data_nmt_text(std::string_view raw_text, index_t batch_size, index_t num_steps,
+                           std::optional<std::size_t> num_examples = 600, std::uint64_t seed = Generator::kDefaultSeed);
+
+/// d2l's load_data_nmt on a fra.txt file (read_data_nmt, reading only the pairs that
+/// num_examples lets tokenize_nmt use): the same data as
+/// load_data_nmt_text(read_data_nmt(path), ...).
+NmtData load_data_nmt(const std::string& path, index_t batch_size, index_t num_steps,
+                      std::optional<std::size_t> num_examples = 600, std::uint64_t seed = Generator::kDefaultSeed);
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
+
+HEED_INLINE std::string preprocess_nmt(std::string_view text) {
+  const std::u32string chars = detail::decode_utf8_text(text, "preprocess_nmt");
+  std::u32string lowered;
+  lowered.reserve(chars.size());
+  for (std::size_t i = 0; i < chars.size(); ++i) {
+    const char32_t c = chars[i];
+    if (c == 0x202F || c == 0xA0) {
+      lowered += U' ';
+    } else if (c == 0x3A3) {
+      const bool is_final = i > 0 && detail::is_cased_letter(chars[i - 1]) &&
+                            (i + 1 == chars.size() || !detail::is_cased_letter(chars[i + 1]));
+      lowered += is_final ? char32_t{0x3C2} : char32_t{0x3C3};
+    } else {
+      char32_t second = 0;
+      lowered += detail::to_lower(c, &second);
+      if (second) lowered += second;
+    }
+  }
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  for (std::size_t i = 0; i < lowered.size(); ++i) {
+    const char32_t c = lowered[i];
+    const bool punctuation = c == U',' || c == U'.' || c == U'!' || c == U'?';
+    if (i > 0 && punctuation && lowered[i - 1] != U' ') out += ' ';
+    detail::append_utf8(out, c);
+  }
+  return out;
+}
+
+HEED_INLINE NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_examples) {
+  NmtTokens out;
+  const std::vector<std::string> lines = detail::split(text, '\n');
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (num_examples && *num_examples > 0 && out.source.size() > *num_examples) break;
+    const std::vector<std::string> parts = detail::split(lines[i], '\t');
+    if (parts.size() < 2) continue;
+    out.source.push_back(detail::split(parts[0], ' '));
+    out.target.push_back(detail::split(parts[1], ' '));
+  }
+  return out;
+}
+
+HEED_INLINE NmtArray build_array_nmt(const std::vector<std::vector<std::string>>& lines, const Vocab& vocab,
+                                     index_t num_steps) {
+  HEED_CHECK(num_steps > 0, ValueError, "build_array_nmt: num_steps must be positive, got ", num_steps);
+  HEED_CHECK(vocab.contains("<pad>") && vocab.contains("<eos>"), ValueError,
+             "build_array_nmt: the vocabulary needs the reserved tokens <pad> and <eos>");
+  const index_t n = static_cast<index_t>(lines.size()), pad = vocab["<pad>"];
+  NmtArray out{IndexTensor::empty({n, num_steps}), IndexTensor::empty({n})};
+  for (index_t i = 0; i < n; ++i) {
+    std::vector<index_t> line = vocab[lines[static_cast<std::size_t>(i)]];
+    line.push_back(vocab["<eos>"]);
+    line = truncate_pad(std::move(line), num_steps, pad);
+    std::copy(line.begin(), line.end(), out.array.data() + i * num_steps);
+    out.valid_len.data()[i] = static_cast<index_t>(line.size()) - std::count(line.begin(), line.end(), pad);
+  }
+  return out;
+}
+
+HEED_INLINE std::string read_data_nmt(const std::string& path, const ReadNmtOptions& options) {
+  detail::check_regular_file("read_data_nmt", path);
+  std::ifstream in(path, std::ios::binary);
+  HEED_CHECK(in, FileError, "read_data_nmt: cannot open ", path);
+  std::string text, line;
+  std::size_t skipped = 0, pairs = 0;
+  for (std::size_t number = 1; (!options.max_pairs || pairs < *options.max_pairs) && std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::string problem;
+    for (std::size_t i = 0; i < line.size() && problem.empty();) {
+      const detail::Utf8Char c = detail::decode_utf8(line, i);
+      if (c.error) problem = detail::concat("invalid UTF-8 at byte ", i + 1, ": ", c.error);
+      i += c.length;
+    }
+    const std::size_t tab = line.find('\t');
+    if (problem.empty() && tab == std::string::npos) problem = "no tab between the English and the French sentence";
+    if (!problem.empty()) {
+      HEED_CHECK(options.skip_malformed, FileError, path, ":", number, ": ", problem);
+      ++skipped;
+      continue;
+    }
+    const std::size_t second_tab = line.find('\t', tab + 1);
+    text.append(line, 0, second_tab).append(1, '\n');
+    ++pairs;
+  }
+  HEED_CHECK(!in.bad(), FileError, "read_data_nmt: error reading ", path);
+  if (options.skipped_lines) *options.skipped_lines = skipped;
+  return text;
+}
+
+HEED_INLINE NmtDataLoader::NmtDataLoader(IndexTensor src, IndexTensor src_valid_len, IndexTensor tgt,
+                                         IndexTensor tgt_valid_len, index_t batch_size, std::uint64_t seed,
+                                         bool shuffle)
+    : src_(std::move(src)),
+      src_valid_len_(std::move(src_valid_len)),
+      tgt_(std::move(tgt)),
+      tgt_valid_len_(std::move(tgt_valid_len)),
+      batch_size_(batch_size),
+      shuffle_(shuffle),
+      gen_(seed) {
+  HEED_CHECK(batch_size > 0, ValueError, "NmtDataLoader: batch_size must be positive, got ", batch_size);
+  HEED_CHECK(src_.defined() && tgt_.defined() && src_valid_len_.defined() && tgt_valid_len_.defined(), ValueError,
+             "NmtDataLoader: every array must be defined");
+  HEED_CHECK(src_.dim() == 2 && tgt_.dim() == 2 && src_valid_len_.dim() == 1 && tgt_valid_len_.dim() == 1 &&
+                 tgt_.size(0) == src_.size(0) && src_valid_len_.size(0) == src_.size(0) &&
+                 tgt_valid_len_.size(0) == src_.size(0),
+             ShapeError, "NmtDataLoader: expected src (n, steps), src_valid_len (n), tgt (n, steps), ",
+             "tgt_valid_len (n), got ", to_string(src_.shape()), ", ", to_string(src_valid_len_.shape()), ", ",
+             to_string(tgt_.shape()), ", ", to_string(tgt_valid_len_.shape()));
+  order_.resize(static_cast<std::size_t>(num_examples()));
+  for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<index_t>(i);
+}
+
+HEED_INLINE NmtDataLoader::Iterator NmtDataLoader::begin() {
+  for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<index_t>(i);
+  if (shuffle_) {
+    for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[gen_.uniform_int(i)]);
+  }
+  return Iterator(this, 0);
+}
+
+HEED_INLINE NmtBatch NmtDataLoader::batch(index_t i) const {
+  HEED_CHECK(i >= 0 && i < num_batches(), IndexError, "NmtDataLoader::batch: index ", i, " out of range for ",
+             num_batches(), " batches");
+  const index_t start = i * batch_size_, size = std::min(batch_size_, num_examples() - start);
+  const auto rows = [&](const IndexTensor& from) {
+    const index_t width = from.dim() == 2 ? from.size(1) : 1;
+    IndexTensor to = IndexTensor::empty(from.dim() == 2 ? Shape{size, width} : Shape{size});
+    for (index_t r = 0; r < size; ++r) {
+      const std::int64_t* row = from.data() + order_[static_cast<std::size_t>(start + r)] * width;
+      std::copy(row, row + width, to.data() + r * width);
+    }
+    return to;
+  };
+  return {rows(src_), rows(src_valid_len_), rows(tgt_), rows(tgt_valid_len_)};
+}
+
+HEED_INLINE NmtData load_data_nmt_text(std::string_view raw_text, index_t batch_size, index_t num_steps,
+                                       std::optional<std::size_t> num_examples, std::uint64_t seed) {
   HEED_CHECK(batch_size > 0, ValueError, "load_data_nmt: batch_size must be positive, got ", batch_size);
   HEED_CHECK(num_steps > 0, ValueError, "load_data_nmt: num_steps must be positive, got ", num_steps);
   const NmtTokens tokens = tokenize_nmt(preprocess_nmt(raw_text), num_examples);
@@ -341,16 +368,14 @@ inline NmtData load_data_nmt_text(std::string_view raw_text, index_t batch_size,
           std::move(tgt_vocab)};
 }
 
-/// d2l's load_data_nmt on a fra.txt file (read_data_nmt, reading only the pairs that
-/// num_examples lets tokenize_nmt use): the same data as
-/// load_data_nmt_text(read_data_nmt(path), ...).
-inline NmtData load_data_nmt(const std::string& path, index_t batch_size, index_t num_steps,
-                             std::optional<std::size_t> num_examples = 600,
-                             std::uint64_t seed = Generator::kDefaultSeed) {
+HEED_INLINE NmtData load_data_nmt(const std::string& path, index_t batch_size, index_t num_steps,
+                                  std::optional<std::size_t> num_examples, std::uint64_t seed) {
   ReadNmtOptions options;
   if (num_examples && *num_examples > 0) options.max_pairs = *num_examples + 1;
   return load_data_nmt_text(read_data_nmt(path, options), batch_size, num_steps, num_examples, seed);
 }
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "heed/detail/files.hpp"
+#include "heed/detail/inline.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/viz/plot.hpp"
 
@@ -56,28 +57,7 @@ class ProgressReport {
   explicit ProgressReport(std::ostream& out = std::cerr, bool terminal = detail::stderr_is_terminal())
       : out_(&out), terminal_(terminal) {}
 
-  void operator()(const EpochStats& stats) const {
-    char line[160];
-    const double eta = stats.elapsed_seconds / static_cast<double>(std::max<index_t>(stats.epoch, 1)) *
-                       static_cast<double>(stats.num_epochs - stats.epoch);
-    if (terminal_) {
-      const int width = 24, filled = static_cast<int>(width * stats.epoch / std::max<index_t>(stats.num_epochs, 1));
-      std::snprintf(line, sizeof line, "\r  epoch %lld/%lld [%s%s] loss %.3f, %.0f tokens/s, ETA %s   ",
-                    static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs),
-                    std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                    std::string(static_cast<std::size_t>(width - filled), '.').c_str(), stats.loss,
-                    stats.tokens_per_second, detail::format_seconds(eta).c_str());
-      *out_ << line << (stats.epoch == stats.num_epochs ? "\n" : "") << std::flush;
-      return;
-    }
-    const index_t every = std::max<index_t>(stats.num_epochs / 10, 1);
-    if (stats.epoch % every != 0 && stats.epoch != stats.num_epochs) return;
-    std::snprintf(line, sizeof line, "  epoch %lld/%lld: loss %.3f, %.0f tokens/s, %s elapsed, ETA %s\n",
-                  static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs), stats.loss,
-                  stats.tokens_per_second, detail::format_seconds(stats.elapsed_seconds).c_str(),
-                  detail::format_seconds(eta).c_str());
-    *out_ << line << std::flush;
-  }
+  void operator()(const EpochStats& stats) const;
 
  private:
   std::ostream* out_;
@@ -91,37 +71,68 @@ class LossCurve {
   explicit LossCurve(std::string svg_path, std::string csv_path = "")
       : svg_path_(std::move(svg_path)), csv_path_(std::move(csv_path)) {}
 
-  void operator()(const EpochStats& stats) {
-    losses_.push_back(stats.loss);
-    tokens_per_second_.push_back(stats.tokens_per_second);
-    if (stats.epoch == stats.num_epochs) save();
-  }
+  void operator()(const EpochStats& stats);
 
   const std::vector<double>& losses() const { return losses_; }
 
-  void save() const {
-    if (!csv_path_.empty()) {
-      std::ostringstream csv;
-      csv << "epoch,loss,tokens_per_second\n";
-      for (std::size_t i = 0; i < losses_.size(); ++i)
-        csv << i + 1 << ',' << losses_[i] << ',' << tokens_per_second_[i] << '\n';
-      const std::string text = csv.str();
-      detail::save_atomically("LossCurve", csv_path_,
-                              [&](const detail::SaveSink& out) { out.write(text.data(), text.size()); });
-    }
-    if (!svg_path_.empty() && !losses_.empty()) {
-      std::vector<double> epochs;
-      for (std::size_t i = 0; i < losses_.size(); ++i) epochs.push_back(static_cast<double>(i + 1));
-      Plot plot;
-      plot.line(epochs, losses_, "", "-").xlabel("epoch").ylabel("loss");
-      plot.save(svg_path_);
-    }
-  }
+  void save() const;
 
  private:
   std::string svg_path_, csv_path_;
   std::vector<double> losses_, tokens_per_second_;
 };
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
+
+HEED_INLINE void ProgressReport::operator()(const EpochStats& stats) const {
+  char line[160];
+  const double eta = stats.elapsed_seconds / static_cast<double>(std::max<index_t>(stats.epoch, 1)) *
+                     static_cast<double>(stats.num_epochs - stats.epoch);
+  if (terminal_) {
+    const int width = 24, filled = static_cast<int>(width * stats.epoch / std::max<index_t>(stats.num_epochs, 1));
+    std::snprintf(line, sizeof line, "\r  epoch %lld/%lld [%s%s] loss %.3f, %.0f tokens/s, ETA %s   ",
+                  static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs),
+                  std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                  std::string(static_cast<std::size_t>(width - filled), '.').c_str(), stats.loss,
+                  stats.tokens_per_second, detail::format_seconds(eta).c_str());
+    *out_ << line << (stats.epoch == stats.num_epochs ? "\n" : "") << std::flush;
+    return;
+  }
+  const index_t every = std::max<index_t>(stats.num_epochs / 10, 1);
+  if (stats.epoch % every != 0 && stats.epoch != stats.num_epochs) return;
+  std::snprintf(line, sizeof line, "  epoch %lld/%lld: loss %.3f, %.0f tokens/s, %s elapsed, ETA %s\n",
+                static_cast<long long>(stats.epoch), static_cast<long long>(stats.num_epochs), stats.loss,
+                stats.tokens_per_second, detail::format_seconds(stats.elapsed_seconds).c_str(),
+                detail::format_seconds(eta).c_str());
+  *out_ << line << std::flush;
+}
+
+HEED_INLINE void LossCurve::operator()(const EpochStats& stats) {
+  losses_.push_back(stats.loss);
+  tokens_per_second_.push_back(stats.tokens_per_second);
+  if (stats.epoch == stats.num_epochs) save();
+}
+
+HEED_INLINE void LossCurve::save() const {
+  if (!csv_path_.empty()) {
+    std::ostringstream csv;
+    csv << "epoch,loss,tokens_per_second\n";
+    for (std::size_t i = 0; i < losses_.size(); ++i)
+      csv << i + 1 << ',' << losses_[i] << ',' << tokens_per_second_[i] << '\n';
+    const std::string text = csv.str();
+    detail::save_atomically("LossCurve", csv_path_,
+                            [&](const detail::SaveSink& out) { out.write(text.data(), text.size()); });
+  }
+  if (!svg_path_.empty() && !losses_.empty()) {
+    std::vector<double> epochs;
+    for (std::size_t i = 0; i < losses_.size(); ++i) epochs.push_back(static_cast<double>(i + 1));
+    Plot plot;
+    plot.line(epochs, losses_, "", "-").xlabel("epoch").ylabel("loss");
+    plot.save(svg_path_);
+  }
+}
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed
 

@@ -14,6 +14,7 @@
 
 #include "heed/core/error.hpp"
 #include "heed/core/shape.hpp"
+#include "heed/detail/inline.hpp"
 
 namespace heed {
 
@@ -27,47 +28,11 @@ namespace heed {
 class Vocab {
  public:
   explicit Vocab(const std::vector<std::vector<std::string>>& tokens = {}, index_t min_freq = 0,
-                 std::vector<std::string> reserved_tokens = {}) {
-    HEED_CHECK(min_freq >= 0, ValueError, "Vocab: min_freq must be >= 0, got ", min_freq);
-    // count_corpus: counts, kept in order of first occurrence as collections.Counter.
-    std::unordered_map<std::string, std::size_t> slot;
-    for (const auto& line : tokens) {
-      for (const auto& token : line) {
-        const auto [it, fresh] = slot.emplace(token, token_freqs_.size());
-        if (fresh)
-          token_freqs_.emplace_back(token, 1);
-        else
-          ++token_freqs_[it->second].second;
-      }
-    }
-    std::stable_sort(token_freqs_.begin(), token_freqs_.end(),
-                     [](const auto& a, const auto& b) { return a.second > b.second; });
-
-    add("<unk>");
-    for (auto& token : reserved_tokens) {
-      HEED_CHECK(!contains(token), ValueError, "Vocab: reserved token '", token, "' appears twice (or is <unk>)");
-      add(std::move(token));
-    }
-    for (const auto& [token, freq] : token_freqs_) {
-      if (freq < min_freq) break;
-      if (!contains(token)) add(token);
-    }
-  }
+                 std::vector<std::string> reserved_tokens = {});
 
   /// The vocabulary whose idx_to_token() is `tokens` (as a checkpoint stores it): the
   /// same indices, without the corpus frequencies. tokens[0] must be <unk>.
-  static Vocab from_idx_to_token(std::vector<std::string> tokens) {
-    HEED_CHECK(!tokens.empty() && tokens[0] == "<unk>", ValueError,
-               "Vocab::from_idx_to_token: the first token must be <unk>, got ",
-               tokens.empty() ? std::string("an empty list") : "'" + tokens[0] + "'");
-    Vocab vocab;
-    vocab.token_to_idx_.clear(), vocab.idx_to_token_.clear();
-    for (auto& token : tokens) {
-      HEED_CHECK(!vocab.contains(token), ValueError, "Vocab::from_idx_to_token: token '", token, "' appears twice");
-      vocab.add(std::move(token));
-    }
-    return vocab;
-  }
+  static Vocab from_idx_to_token(std::vector<std::string> tokens);
 
   /// Number of tokens, reserved ones and <unk> included.
   index_t size() const { return static_cast<index_t>(idx_to_token_.size()); }
@@ -77,12 +42,7 @@ class Vocab {
     const auto it = token_to_idx_.find(token);
     return it == token_to_idx_.end() ? unk() : it->second;
   }
-  std::vector<index_t> operator[](const std::vector<std::string>& tokens) const {
-    std::vector<index_t> out;
-    out.reserve(tokens.size());
-    for (const auto& token : tokens) out.push_back((*this)[token]);
-    return out;
-  }
+  std::vector<index_t> operator[](const std::vector<std::string>& tokens) const;
   /// vocab[{"go", "."}], as d2l's vocab[['go', '.']].
   std::vector<index_t> operator[](std::initializer_list<std::string> tokens) const {
     return (*this)[std::vector<std::string>(tokens)];
@@ -93,12 +53,7 @@ class Vocab {
                " out of range for a vocabulary of ", size(), " tokens");
     return idx_to_token_[static_cast<std::size_t>(index)];
   }
-  std::vector<std::string> to_tokens(const std::vector<index_t>& indices) const {
-    std::vector<std::string> out;
-    out.reserve(indices.size());
-    for (index_t index : indices) out.push_back(to_tokens(index));
-    return out;
-  }
+  std::vector<std::string> to_tokens(const std::vector<index_t>& indices) const;
 
   /// The index of the unknown token, 0.
   static constexpr index_t unk() { return 0; }
@@ -118,5 +73,64 @@ class Vocab {
   std::unordered_map<std::string, index_t> token_to_idx_;
   std::vector<std::pair<std::string, index_t>> token_freqs_;
 };
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
+
+HEED_INLINE Vocab::Vocab(const std::vector<std::vector<std::string>>& tokens, index_t min_freq,
+                         std::vector<std::string> reserved_tokens) {
+  HEED_CHECK(min_freq >= 0, ValueError, "Vocab: min_freq must be >= 0, got ", min_freq);
+  // count_corpus: counts, kept in order of first occurrence as collections.Counter.
+  std::unordered_map<std::string, std::size_t> slot;
+  for (const auto& line : tokens) {
+    for (const auto& token : line) {
+      const auto [it, fresh] = slot.emplace(token, token_freqs_.size());
+      if (fresh)
+        token_freqs_.emplace_back(token, 1);
+      else
+        ++token_freqs_[it->second].second;
+    }
+  }
+  std::stable_sort(token_freqs_.begin(), token_freqs_.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+
+  add("<unk>");
+  for (auto& token : reserved_tokens) {
+    HEED_CHECK(!contains(token), ValueError, "Vocab: reserved token '", token, "' appears twice (or is <unk>)");
+    add(std::move(token));
+  }
+  for (const auto& [token, freq] : token_freqs_) {
+    if (freq < min_freq) break;
+    if (!contains(token)) add(token);
+  }
+}
+
+HEED_INLINE Vocab Vocab::from_idx_to_token(std::vector<std::string> tokens) {
+  HEED_CHECK(!tokens.empty() && tokens[0] == "<unk>", ValueError,
+             "Vocab::from_idx_to_token: the first token must be <unk>, got ",
+             tokens.empty() ? std::string("an empty list") : "'" + tokens[0] + "'");
+  Vocab vocab;
+  vocab.token_to_idx_.clear(), vocab.idx_to_token_.clear();
+  for (auto& token : tokens) {
+    HEED_CHECK(!vocab.contains(token), ValueError, "Vocab::from_idx_to_token: token '", token, "' appears twice");
+    vocab.add(std::move(token));
+  }
+  return vocab;
+}
+
+HEED_INLINE std::vector<index_t> Vocab::operator[](const std::vector<std::string>& tokens) const {
+  std::vector<index_t> out;
+  out.reserve(tokens.size());
+  for (const auto& token : tokens) out.push_back((*this)[token]);
+  return out;
+}
+
+HEED_INLINE std::vector<std::string> Vocab::to_tokens(const std::vector<index_t>& indices) const {
+  std::vector<std::string> out;
+  out.reserve(indices.size());
+  for (index_t index : indices) out.push_back(to_tokens(index));
+  return out;
+}
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed

@@ -21,6 +21,7 @@
 
 #include "heed/core/error.hpp"
 #include "heed/detail/files.hpp"
+#include "heed/detail/inline.hpp"
 
 namespace heed {
 namespace detail {
@@ -164,26 +165,12 @@ class Svg {
   }
 
   /// The whole document. Every open() must have been closed.
-  std::string str() const {
-    HEED_CHECK(open_.empty(), ValueError, "Svg: <", open_.empty() ? "" : open_.back(), "> was never closed");
-    std::string doc = "<svg xmlns=\"http://www.w3.org/2000/svg\"";
-    doc.append(" width=\"").append(num(width_)).append("\" height=\"").append(num(height_));
-    doc.append("\" viewBox=\"0 0 ").append(num(width_)).append(" ").append(num(height_)).append("\">\n");
-    return doc.append(body_).append("</svg>\n");
-  }
+  std::string str() const;
 
   /// Writes str() to `path` atomically (see detail::save_atomically): into a temporary
   /// file beside it, renamed over `path` only once complete and on disk, so a reader never
   /// sees a half-written picture; also removes what killed saves to `path` left behind.
-  void save(const std::string& path) const {
-    const std::string doc = str();
-    try {
-      detail::save_atomically("Svg::save", path,
-                              [&doc](const detail::SaveSink& file) { file.write(doc.data(), doc.size()); });
-    } catch (const FileError& error) {
-      throw ValueError(error.what());  // Svg reports every problem as a ValueError
-    }
-  }
+  void save(const std::string& path) const;
 
  private:
   static std::string num(double v) { return detail::svg_number(v); }
@@ -202,5 +189,27 @@ class Svg {
   std::string body_;               // the elements inside <svg>, one per line
   std::vector<std::string> open_;  // tags opened and not yet closed, innermost last
 };
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
+
+HEED_INLINE std::string Svg::str() const {
+  HEED_CHECK(open_.empty(), ValueError, "Svg: <", open_.empty() ? "" : open_.back(), "> was never closed");
+  std::string doc = "<svg xmlns=\"http://www.w3.org/2000/svg\"";
+  doc.append(" width=\"").append(num(width_)).append("\" height=\"").append(num(height_));
+  doc.append("\" viewBox=\"0 0 ").append(num(width_)).append(" ").append(num(height_)).append("\">\n");
+  return doc.append(body_).append("</svg>\n");
+}
+
+HEED_INLINE void Svg::save(const std::string& path) const {
+  const std::string doc = str();
+  try {
+    detail::save_atomically("Svg::save", path,
+                            [&doc](const detail::SaveSink& file) { file.write(doc.data(), doc.size()); });
+  } catch (const FileError& error) {
+    throw ValueError(error.what());  // Svg reports every problem as a ValueError
+  }
+}
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed
