@@ -29,12 +29,17 @@ function(heed_program target)
   endif()
   if(HEED_NATIVE AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     target_compile_options(${target} PRIVATE -O3 -march=native)
-    # GCC 12's own avx512fintrin.h trips -W(maybe-)uninitialized once Eigen inlines it
-    # (GCC PR 105593, fixed in GCC 13): false positives inside the compiler's header.
-    # The tests, built without -march=native, keep both warnings on for heed itself.
-    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-      target_compile_options(${target} PRIVATE -Wno-uninitialized -Wno-maybe-uninitialized)
-    endif()
+    heed_native_warnings(${target})
+  endif()
+endfunction()
+
+# GCC 12's own avx512fintrin.h trips -W(maybe-)uninitialized once Eigen inlines it
+# (GCC PR 105593, fixed in GCC 13): false positives inside the compiler's header, in
+# whatever is built with -march=native. clang's -Wsometimes-uninitialized (the asan
+# preset) still checks heed itself.
+function(heed_native_warnings target)
+  if(HEED_NATIVE AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
+    target_compile_options(${target} PRIVATE -Wno-uninitialized -Wno-maybe-uninitialized)
   endif()
 endfunction()
 
@@ -74,8 +79,6 @@ function(heed_add_compiled target)
   endif()
   if(arg_NATIVE AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
     target_compile_options(${target} PRIVATE -O3 PUBLIC -march=native)
-    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
-      target_compile_options(${target} PRIVATE -Wno-uninitialized -Wno-maybe-uninitialized)  # see heed_program
-    endif()
+    heed_native_warnings(${target})
   endif()
 endfunction()

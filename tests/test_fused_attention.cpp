@@ -207,6 +207,7 @@ void check_same_nans(const Tensor<T>& x, const Tensor<T>& y) {
   REQUIRE(x.shape() == y.shape());
   double scale = 1, worst = 0;
   index_t mismatches = 0, first = -1;
+  double first_x = 0, first_y = 0;
   for (index_t i = 0; i < y.numel(); ++i)
     if (std::isfinite(y.data()[i])) scale = std::max(scale, std::abs(static_cast<double>(y.data()[i])));
   for (index_t i = 0; i < x.numel(); ++i) {
@@ -214,10 +215,11 @@ void check_same_nans(const Tensor<T>& x, const Tensor<T>& y) {
     if (std::isfinite(a) && std::isfinite(b)) {
       worst = std::max(worst, std::abs(a - b));
     } else if (std::isnan(a) != std::isnan(b) || (!std::isnan(a) && a != b)) {
-      if (mismatches++ == 0) first = i;
+      if (mismatches++ == 0) first = i, first_x = a, first_y = b;
     }
   }
-  INFO(mismatches << " elements differ in being NaN or infinite, the first at flat index " << first);
+  INFO(mismatches << " elements differ in being NaN or infinite, the first at flat index " << first << " ("
+                  << first_x << " against " << first_y << ")");
   CHECK(mismatches == 0);
   CHECK(worst <= kTolerance<T> * scale);
 }

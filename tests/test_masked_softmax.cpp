@@ -60,6 +60,35 @@ TEST_CASE("masked_softmax: a valid length of 0 gives zero weights, never NaN", "
   check_values(x.grad().select(1, 0), {0, 0, 0});
 }
 
+TEMPLATE_TEST_CASE("masked_softmax and fused attention weigh a -inf score exactly 0 at any position",
+                   "[attention][fused]", float, double) {
+  // Eigen's vectorised exp gives a subnormal for -inf where its scalar tail gives 0.
+  using T = TestType;
+  const T inf = std::numeric_limits<T>::infinity();
+  const index_t n = 37;  // past several packets and a scalar tail, at any ISA
+  for (index_t at = 0; at < n; ++at) {
+    INFO("-inf at key " << at);
+    std::vector<T> scores(static_cast<std::size_t>(n), T(0.5));
+    scores[static_cast<std::size_t>(at)] = -inf;
+    const heed::Tensor<T> x(scores, {1, 1, n});
+    for (const auto& w : {heed::masked_softmax(x, lens({n}, {1})), heed::masked_softmax(x)}) {
+      CHECK(w.at({0, 0, at}) == T(0));
+      CHECK(w.at({0, 0, (at + 1) % n}) == Approx(1.0 / static_cast<double>(n - 1)));
+    }
+  }
+  // Fused attention: a key of +inf meets queries of either sign; where the score is -inf
+  // the weight is 0, so the queries' gradient is NaN (0 · inf) as on the classic path.
+  heed::Tensor<T> keys = heed::zeros<T>({1, n, 1});
+  keys.data()[5] = inf;
+  const heed::Tensor<T> queries = heed::tensor<T>({-1, 1}).reshape({1, 2, 1}).requires_grad_();
+  const heed::Tensor<T> values = heed::ones<T>({1, n, 1});
+  const heed::Tensor<T> out = heed::scaled_dot_product_attention(queries, keys, values);
+  CHECK(out.at({0, 0, 0}) == Approx(1.0));  // query -1: key 5 weighs 0, every other 1/(n-1)
+  CHECK(std::isnan(out.at({0, 1, 0})));     // query +1: score +inf, NaN as softmax makes it
+  out.sum().backward();
+  CHECK(std::isnan(queries.grad().at({0, 0, 0})));
+}
+
 TEST_CASE("masked_softmax obeys the mask contract on every path", "[attention][autograd]") {
   heed::Generator gen(3);
   const Tensord scores3 = heed::randn<double>({2, 3, 5}, gen);

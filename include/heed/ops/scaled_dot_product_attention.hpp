@@ -120,6 +120,12 @@ struct FusedAttention {
 
 template <typename T>
 using TileMap = Eigen::Map<RowMajorMatrix<T>>;
+/// Scratch for tiles, aligned as tensors are (Eigen's largest packet): Eigen peels a
+/// reduction (a row's sum, max) from the first aligned element, so a buffer whose
+/// alignment varied with the thread that allocated it would vary the sum's order, and
+/// the bits with the thread count (seen with AVX-512).
+template <typename T>
+using TileBuffer = std::vector<T, Eigen::aligned_allocator<T>>;
 template <typename T>
 using ConstTileMap = Eigen::Map<const RowMajorMatrix<T>>;
 
@@ -175,6 +181,7 @@ void exp_rows(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>& S,
     std::fill(row + visible, row + nk, T(0));
     if (!masked) {
       VecMap<T>(row, visible) = (ConstVecMap<T>(row, visible) - s).exp();
+      zero_subnormal_weights(row, visible);  // a −inf score weighs 0, as in masked_softmax
       continue;
     }
     // A NaN row's masked weights are NaN too, as masked_softmax makes them.
@@ -218,8 +225,8 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const index_t nq = Q.rows();
   const bool masked = a.allowed != nullptr || a.additive != nullptr;
-  std::vector<T> scores(static_cast<std::size_t>(nq * kAttentionKeyTile)), max(static_cast<std::size_t>(nq), kMinusInf),
-      sum(static_cast<std::size_t>(nq), T(0));
+  TileBuffer<T> scores(static_cast<std::size_t>(nq * kAttentionKeyTile));
+  std::vector<T> max(static_cast<std::size_t>(nq), kMinusInf), sum(static_cast<std::size_t>(nq), T(0));
   std::vector<std::uint8_t> keep(masked ? scores.size() : 0);
   out.setZero();
   index_t keys = a.keys_needed(r0, nq);
@@ -289,7 +296,7 @@ void fused_attention_backward_block(const FusedAttention<T>& a, index_t r0, cons
     }
   }
   const std::size_t tile = static_cast<std::size_t>(kAttentionQueryTile * kAttentionKeyTile);
-  std::vector<T> p_buffer(tile), dp_buffer(tile), pd_buffer(a.dropout ? tile : 0);
+  TileBuffer<T> p_buffer(tile), dp_buffer(tile), pd_buffer(a.dropout ? tile : 0);
   std::vector<std::uint8_t> keep(a.allowed != nullptr || a.additive != nullptr ? tile : 0);
   dQ.setZero();
   dK.setZero();
