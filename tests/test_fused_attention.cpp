@@ -218,8 +218,8 @@ void check_same_nans(const Tensor<T>& x, const Tensor<T>& y) {
       if (mismatches++ == 0) first = i, first_x = a, first_y = b;
     }
   }
-  INFO(mismatches << " elements differ in being NaN or infinite, the first at flat index " << first << " ("
-                  << first_x << " against " << first_y << ")");
+  INFO(mismatches << " elements differ in being NaN or infinite, the first at flat index " << first << " (" << first_x
+                  << " against " << first_y << ")");
   CHECK(mismatches == 0);
   CHECK(worst <= kTolerance<T> * scale);
 }
