@@ -327,6 +327,23 @@ TEST_CASE("softmax of small rows by hand", "[ops]") {
   CHECK(heed::softmax(heed::scalar_tensor(5.f), 0).item() == 1.f);
 }
 
+TEMPLATE_TEST_CASE("softmax weighs a -inf input exactly 0 at any position, over either dim", "[ops]", float, double) {
+  // Eigen's vectorised exp gives a subnormal for -inf where its scalar tail gives 0.
+  using T = TestType;
+  const heed::index_t n = 37;  // several packets and a scalar tail, at any ISA
+  for (heed::index_t at = 0; at < n; ++at) {
+    INFO("-inf at " << at);
+    std::vector<T> values(static_cast<std::size_t>(2 * n), T(0.25));
+    values[static_cast<std::size_t>(at)] = -std::numeric_limits<T>::infinity();
+    const heed::Tensor<T> rows(values, {2, n});
+    const heed::Tensor<T> by_row = heed::softmax(rows, -1), by_column = heed::softmax(rows.transpose(0, 1), 0);
+    CHECK(by_row.at({0, at}) == T(0));
+    CHECK(by_column.at({at, 0}) == T(0));
+    CHECK(by_row.at({0, (at + 1) % n}) == Approx(1.0 / static_cast<double>(n - 1)));
+    CHECK(by_column.at({(at + 1) % n, 0}) == Approx(1.0 / static_cast<double>(n - 1)));
+  }
+}
+
 TEMPLATE_TEST_CASE("softmax and log_softmax do not overflow on large inputs", "[ops]", float, double) {
   const auto x = heed::tensor<TestType>({{1000, 1000, 0}, {-1000, 0, 1000}});
   const auto rows = heed::softmax(x, 1);

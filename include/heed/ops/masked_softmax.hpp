@@ -183,16 +183,6 @@ std::vector<index_t> row_limits(const AttentionMask<T>& mask, const Shape& score
 /// The softmax of one row's visible prefix `in` into `out`; zeros when nothing is
 /// visible (an empty prefix, or every score -inf). The max propagates NaN: a row whose
 /// only visible scores are NaN must come out NaN, not look fully masked.
-/// Sets the n weights at v that are below the smallest normal number to 0. Eigen's
-/// vectorised exp returns one subnormal constant (5.6e-309 in double) for every argument
-/// below about −709, −inf included, and its scalar tail 0, so without this a −inf score
-/// would weigh a subnormal or 0 depending on its position and the ISA; 0 · inf in
-/// backward tells the two apart (NaN against ±inf). A plain loop: compilers vectorise it.
-template <typename T>
-void zero_subnormal_weights(T* v, index_t n) {
-  for (index_t j = 0; j < n; ++j) v[j] = v[j] < std::numeric_limits<T>::min() ? T(0) : v[j];
-}
-
 template <typename T, typename Out>
 void softmax_prefix(const ConstVecMap<T>& in, Out&& out) {
   const T max = in.size() > 0 ? in.template maxCoeff<Eigen::PropagateNaN>() : -std::numeric_limits<T>::infinity();
