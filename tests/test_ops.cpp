@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace {
@@ -325,6 +326,25 @@ TEST_CASE("softmax of small rows by hand", "[ops]") {
   check_values(heed::tensor<double>({1, 2, 3}).log_softmax(0),
                {-2.4076059644443806, -1.4076059644443806, -0.4076059644443806});
   CHECK(heed::softmax(heed::scalar_tensor(5.f), 0).item() == 1.f);
+}
+
+TEMPLATE_TEST_CASE("exp underflows to exactly 0 at any position, minus infinity included", "[ops]", float, double) {
+  using T = TestType;
+  const heed::index_t n = 37;                                   // several packets and a scalar tail, at any ISA
+  const T tiny = std::is_same_v<T, float> ? T(-200) : T(-800);  // exp underflows below the smallest subnormal
+  for (heed::index_t at = 0; at < n; ++at) {
+    INFO("-inf at " << at);
+    std::vector<T> values(static_cast<std::size_t>(n), tiny);
+    values[static_cast<std::size_t>(at)] = -std::numeric_limits<T>::infinity();
+    values[static_cast<std::size_t>((at + 1) % n)] = T(1);
+    const heed::Tensor<T> y = heed::exp(heed::Tensor<T>(values, {n}));
+    for (heed::index_t j = 0; j < n; ++j) {
+      if (j == (at + 1) % n)
+        CHECK(y.at({j}) == Approx(std::exp(1.0)));
+      else
+        CHECK(y.at({j}) == T(0));
+    }
+  }
 }
 
 TEMPLATE_TEST_CASE("softmax weighs a -inf input exactly 0 at any position, over either dim", "[ops]", float, double) {

@@ -13,6 +13,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "heed/autograd/node.hpp"
 #include "heed/core/factory.hpp"
@@ -225,16 +226,35 @@ namespace detail {
 /// which the next layer holds anyway).
 enum class BackwardReads { input, output };
 
-/// Defines a differentiable unary op: forward is an Eigen expression of x, backward
-/// maps (g, x or y) to dx.
-template <typename T, typename Forward, typename Backward>
+/// Sets the n results of exp at v that are below the smallest normal number to 0, as
+/// exp(−inf) is. Eigen's vectorised exp returns one subnormal constant (5.6e-309 in
+/// double, 2.9e-39 in float) for every argument below about −709 (−87 in float), −inf
+/// included, and its scalar tail returns 0, so without this exp(−inf) would be a
+/// subnormal or 0 depending on the element's position and the ISA, and a −inf softmax
+/// score would weigh 0 or not (0 · inf in backward: NaN against ±inf). A plain loop,
+/// which compilers vectorise.
+template <typename T>
+void flush_exp_underflow(T* v, index_t n) {
+  for (index_t j = 0; j < n; ++j) v[j] = v[j] < std::numeric_limits<T>::min() ? T(0) : v[j];
+}
+
+/// What a unary op does to its CPU result after the forward expression: nothing.
+struct NoFinish {
+  template <typename T>
+  void operator()(T*, index_t) const {}
+};
+
+/// Defines a differentiable unary op: forward is an Eigen expression of x, finish
+/// post-processes the CPU result in place, backward maps (g, x or y) to dx.
+template <typename T, typename Forward, typename Backward, typename Finish = NoFinish>
 Tensor<T> unary_op(const Tensor<T>& x, const char* name, UnaryOp code, BackwardReads reads, Forward forward,
-                   Backward backward) {
+                   Backward backward, Finish finish = {}) {
   check_floating<T>(name);
   const bool on_cpu = x.is_cpu();
   Tensor<T> out;
   if (on_cpu) {
     out = zip_map<T>(forward, x);
+    finish(out.data(), out.numel());
   } else {
     out = make_tensor<T>(x.shape(), x.device());
     kernels_for(x, name).unary(x.device().index(), code, device_data(out), device_data(x), x.numel());
@@ -267,7 +287,7 @@ template <typename T>
 Tensor<T> exp(const Tensor<T>& x) {
   return detail::unary_op(
       x, "ExpBackward", UnaryOp::exp, detail::BackwardReads::output, [](const auto& a) { return a.exp(); },
-      [](const auto& g, const auto& y) { return g * y; });
+      [](const auto& g, const auto& y) { return g * y; }, [](T* y, index_t n) { detail::flush_exp_underflow(y, n); });
 }
 
 template <typename T>

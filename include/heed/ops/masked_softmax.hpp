@@ -191,7 +191,7 @@ void softmax_prefix(const ConstVecMap<T>& in, Out&& out) {
     return;
   }
   out = (in - max).exp();
-  zero_subnormal_weights(out.data(), out.size());
+  flush_exp_underflow(out.data(), out.size());
   out *= T(1) / out.sum();
 }
 

@@ -181,7 +181,7 @@ void exp_rows(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>& S,
     std::fill(row + visible, row + nk, T(0));
     if (!masked) {
       VecMap<T>(row, visible) = (ConstVecMap<T>(row, visible) - s).exp();
-      zero_subnormal_weights(row, visible);  // a −inf score weighs 0, as in masked_softmax
+      flush_exp_underflow(row, visible);  // a −inf score weighs 0, as in masked_softmax
       continue;
     }
     // A NaN row's masked weights are NaN too, as masked_softmax makes them.

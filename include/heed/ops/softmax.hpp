@@ -11,8 +11,7 @@
 
 #include "heed/detail/header_begin.hpp"
 
-#include <limits>
-
+#include "heed/ops/elementwise.hpp"
 #include "heed/ops/reduce.hpp"
 
 namespace heed {
@@ -22,16 +21,6 @@ template <typename T>
 using Slab = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 template <typename T>
 using ConstSlab = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-
-/// Sets the n weights at v that are below the smallest normal number to 0. Eigen's
-/// vectorised exp returns one subnormal constant (5.6e-309 in double) for every argument
-/// below about −709, −inf included, and its scalar tail 0, so without this a −inf score
-/// would weigh a subnormal or 0 depending on its position and the ISA; 0 · inf in
-/// backward tells the two apart (NaN against ±inf). A plain loop: compilers vectorise it.
-template <typename T>
-void zero_subnormal_weights(T* v, index_t n) {
-  for (index_t j = 0; j < n; ++j) v[j] = v[j] < std::numeric_limits<T>::min() ? T(0) : v[j];
-}
 
 /// Calls row(out, in...) on each contiguous row when dim is the last one, else
 /// slab(out, in...) on each (size × inner) slab, reducing down its columns.
@@ -81,12 +70,12 @@ Tensor<T> softmax(const Tensor<T>& x, int dim) {
       x.shape(), dim,
       [](auto y, const auto& in) {
         y = (in - in.maxCoeff()).exp();  // subtracting the max keeps exp from overflowing
-        detail::zero_subnormal_weights(y.data(), y.size());
+        detail::flush_exp_underflow(y.data(), y.size());
         y *= T(1) / y.sum();
       },
       [](auto y, const auto& in) {
         y = (in.rowwise() - in.colwise().maxCoeff()).exp();
-        detail::zero_subnormal_weights(y.data(), y.size());
+        detail::flush_exp_underflow(y.data(), y.size());
         y.rowwise() /= y.colwise().sum();
       },
       x);
