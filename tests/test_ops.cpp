@@ -384,24 +384,14 @@ TEMPLATE_TEST_CASE("softmax and log_softmax do not overflow on large inputs", "[
 
 namespace {
 
-using OpsInputs = std::vector<heed::Tensord>;
-using OpsFn = std::function<heed::Tensord(const OpsInputs&)>;
-
-/// A leaf of uniform values in [low, high) that requires grad.
-heed::Tensord ops_leaf(const Shape& shape, std::uint64_t seed, double low = -1.0, double high = 1.0) {
-  heed::Generator gen(seed);
-  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
-}
-
-// One instantiation of gradcheck for these tests keeps compile time down.
-heed::GradcheckResult ops_gradcheck(const OpsFn& f, const OpsInputs& inputs) { return heed::gradcheck(f, inputs); }
+using heed_test::GradFn;
+using heed_test::GradInputs;
+using heed_test::leaf;
 
 /// 0.5 · x · (1 + erf(x / √2)), in double.
 double gelu_reference(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
 }  // namespace
-
-#define CHECK_OPS_GRADIENTS(f, ...) CHECK_GRADCHECK(ops_gradcheck(f, __VA_ARGS__))
 
 TEMPLATE_TEST_CASE("layer_norm of d2l's [[1, 2], [2, 3]] over the last dim is [[-1, 1], [-1, 1]]", "[ops]", float,
                    double) {
@@ -485,13 +475,13 @@ TEST_CASE("layer_norm gradients by hand", "[ops][gradcheck]") {
 }
 
 TEST_CASE("gradcheck of layer_norm when only some inputs require grad", "[ops][gradcheck]") {
-  const OpsFn last_dim = [](const OpsInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1], in[2]); };
+  const GradFn last_dim = [](const GradInputs& in) { return heed::layer_norm(in[0], Shape{4}, in[1], in[2]); };
   heed::Generator gen(20);
   const auto x = heed::randn<double>({2, 3, 4}, gen), w = heed::randn<double>({4}, gen),
              b = heed::randn<double>({4}, gen);
-  CHECK_OPS_GRADIENTS(last_dim, {x, ops_leaf({4}, 21), ops_leaf({4}, 22)});
-  CHECK_OPS_GRADIENTS(last_dim, {ops_leaf({2, 3, 4}, 23), w, b});
-  CHECK_OPS_GRADIENTS(last_dim, {x, w, ops_leaf({4}, 24)});
+  CHECK_GRADIENTS(last_dim, {x, leaf({4}, 21), leaf({4}, 22)});
+  CHECK_GRADIENTS(last_dim, {leaf({2, 3, 4}, 23), w, b});
+  CHECK_GRADIENTS(last_dim, {x, w, leaf({4}, 24)});
 }
 
 TEST_CASE("layer_norm checks normalized_shape, weight, bias and eps", "[ops][errors]") {

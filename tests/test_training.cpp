@@ -52,21 +52,11 @@ void check_near(const Tensor<T>& x, const Tensor<T>& expected, double atol) {
   CHECK(worst <= atol);
 }
 
-using TrainingInputs = std::vector<Tensord>;
-using TrainingFn = std::function<Tensord(const TrainingInputs&)>;
+using heed_test::GradFn;
+using heed_test::GradInputs;
 
-// One instantiation of gradcheck for these tests keeps compile time down.
-heed::GradcheckResult training_gradcheck(const TrainingFn& f, const TrainingInputs& inputs) {
-  return heed::gradcheck(f, inputs);
-}
-
-#define CHECK_TRAINING_GRADIENTS(f, ...) CHECK_GRADCHECK(training_gradcheck(f, __VA_ARGS__))
-
-/// A leaf of uniform values in [low, high) that requires grad.
-Tensord uniform_leaf(const Shape& shape, std::uint64_t seed, double low = -2.0, double high = 2.0) {
-  heed::Generator gen(seed);
-  return heed::uniform<double>(shape, low, high, gen).requires_grad_();
-}
+/// A gradcheck leaf of uniform values in [-2, 2).
+Tensord uniform_leaf(const Shape& shape, std::uint64_t seed) { return heed_test::leaf(shape, seed, -2.0, 2.0); }
 
 const char* reduction_name(Reduction r) {
   return r == Reduction::none ? "none" : r == Reduction::mean ? "mean" : "sum";
@@ -141,20 +131,20 @@ TEST_CASE("gradcheck of cross_entropy", "[loss][gradcheck]") {
   const IndexTensor labels3({1, 0, 3, 3, 2, 1}, Shape{2, 3});
   for (const Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
     INFO("reduction " << reduction_name(reduction));
-    const TrainingFn ce2 = [&](const TrainingInputs& in) { return heed::cross_entropy(in[0], labels2, reduction); };
-    CHECK_TRAINING_GRADIENTS(ce2, {uniform_leaf({3, 5}, 1)});
-    const TrainingFn ce3 = [&](const TrainingInputs& in) { return heed::cross_entropy(in[0], labels3, reduction); };
-    CHECK_TRAINING_GRADIENTS(ce3, {uniform_leaf({2, 3, 4}, 2)});
+    const GradFn ce2 = [&](const GradInputs& in) { return heed::cross_entropy(in[0], labels2, reduction); };
+    CHECK_GRADIENTS(ce2, {uniform_leaf({3, 5}, 1)});
+    const GradFn ce3 = [&](const GradInputs& in) { return heed::cross_entropy(in[0], labels3, reduction); };
+    CHECK_GRADIENTS(ce3, {uniform_leaf({2, 3, 4}, 2)});
   }
   // Composed with other ops, so that the upstream gradient is not a plain projection.
-  const TrainingFn composed = [&](const TrainingInputs& in) {
+  const GradFn composed = [&](const GradInputs& in) {
     return heed::tanh(heed::cross_entropy(in[0] * in[1], labels3, Reduction::none)).sum();
   };
-  CHECK_TRAINING_GRADIENTS(composed, {uniform_leaf({2, 3, 4}, 3), uniform_leaf({4}, 4)});
+  CHECK_GRADIENTS(composed, {uniform_leaf({2, 3, 4}, 3), uniform_leaf({4}, 4)});
 }
 
 TEST_CASE("cross_entropy agrees with -log_softmax picked at the label", "[loss]") {
-  const Tensord logits = uniform_leaf({3, 4, 6}, 5, -4.0, 4.0);
+  const Tensord logits = heed_test::leaf({3, 4, 6}, 5, -4.0, 4.0);
   const IndexTensor labels({0, 5, 1, 2, 3, 4, 5, 5, 0, 1, 2, 3}, Shape{3, 4});
   const Tensord log_p = heed::log_softmax(logits.detach(), -1);
   const auto loss = heed::cross_entropy(logits, labels, Reduction::none);
@@ -212,10 +202,8 @@ TEST_CASE("sequence_mask passes the gradient where X passes", "[loss][gradcheck]
   check_values(X.grad(), {0, 1, 2, 3, 0, 0, 6, 7, 0, 0, 0, 0});
 
   const IndexTensor valid_len = lens({3, 0, 1}, {3});
-  const TrainingFn f = [&](const TrainingInputs& in) {
-    return heed::tanh(heed::sequence_mask(in[0], valid_len, -1.0));
-  };
-  CHECK_TRAINING_GRADIENTS(f, {uniform_leaf({3, 4, 2}, 6)});
+  const GradFn f = [&](const GradInputs& in) { return heed::tanh(heed::sequence_mask(in[0], valid_len, -1.0)); };
+  CHECK_GRADIENTS(f, {uniform_leaf({3, 4, 2}, 6)});
 }
 
 TEST_CASE("sequence_mask checks X and valid_len", "[loss][errors]") {
@@ -275,13 +263,11 @@ TEST_CASE("MaskedSoftmaxCELoss equals d2l's formula written with heed's ops", "[
   // Padded steps get a gradient of exactly 0.
   for (index_t v = 0; v < 4; ++v) CHECK(fused_grad.at({1, 3, v}) == 0.0);
 
-  const TrainingFn f = [&](const TrainingInputs& in) { return heed::masked_softmax_ce_loss(in[0], label, valid_len); };
-  CHECK_TRAINING_GRADIENTS(f, {uniform_leaf({3, 5, 4}, 8)});
+  const GradFn f = [&](const GradInputs& in) { return heed::masked_softmax_ce_loss(in[0], label, valid_len); };
+  CHECK_GRADIENTS(f, {uniform_leaf({3, 5, 4}, 8)});
   const IndexTensor long_enough = lens({9, 4, 1}, {3});
-  const TrainingFn g = [&](const TrainingInputs& in) {
-    return heed::masked_softmax_ce_loss(in[0], label, long_enough).sum();
-  };
-  CHECK_TRAINING_GRADIENTS(g, {uniform_leaf({3, 5, 4}, 9)});
+  const GradFn g = [&](const GradInputs& in) { return heed::masked_softmax_ce_loss(in[0], label, long_enough).sum(); };
+  CHECK_GRADIENTS(g, {uniform_leaf({3, 5, 4}, 9)});
 }
 
 TEST_CASE("MaskedSoftmaxCELoss checks pred, label and valid_len", "[loss][errors]") {

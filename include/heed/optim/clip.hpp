@@ -54,18 +54,9 @@ Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, do
   return total;
 }
 
-}  // namespace detail
-
-/// Scales the gradients of `params` so that their global norm is at most max_norm
-/// (d2l's rule above). Returns the global norm before clipping, as
-/// torch.nn.utils.clip_grad_norm_ does; 0 when no parameter has a gradient. On a device
-/// the decision is taken there, and returning the norm reads one value back.
+/// clip_grad_norm on the host: returns the norm before clipping.
 template <typename T>
-T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
-  static_assert(std::is_floating_point_v<T>, "clip_grad_norm needs floating-point parameters");
-  HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
-  if (const Tensor<double> total = detail::clip_grad_norm_on_device(params, max_norm); total.defined())
-    return static_cast<T>(std::sqrt(total.item()));
+T clip_grad_norm_on_host(const std::vector<Tensor<T>>& params, double max_norm) {
   // Σ grad² in double: float would lose the small gradients' share of a large sum.
   double sum_of_squares = 0.0;
   for (const Tensor<T>& p : params) {
@@ -85,13 +76,28 @@ T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
   return static_cast<T>(norm);
 }
 
+}  // namespace detail
+
+/// Scales the gradients of `params` so that their global norm is at most max_norm
+/// (d2l's rule above). Returns the global norm before clipping, as
+/// torch.nn.utils.clip_grad_norm_ does; 0 when no parameter has a gradient. On a device
+/// the decision is taken there, and returning the norm reads one value back.
+template <typename T>
+T clip_grad_norm(const std::vector<Tensor<T>>& params, double max_norm) {
+  static_assert(std::is_floating_point_v<T>, "clip_grad_norm needs floating-point parameters");
+  HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm: max_norm must be >= 0, got ", max_norm);
+  if (const Tensor<double> total = detail::clip_grad_norm_on_device(params, max_norm); total.defined())
+    return static_cast<T>(std::sqrt(total.item()));
+  return detail::clip_grad_norm_on_host(params, max_norm);
+}
+
 /// clip_grad_norm without reading the norm back: on a device the decision is taken
 /// there, and nothing waits for it (what a training loop wants).
 template <typename T>
 void clip_grad_norm_(const std::vector<Tensor<T>>& params, double max_norm) {
   static_assert(std::is_floating_point_v<T>, "clip_grad_norm_ needs floating-point parameters");
   HEED_CHECK(max_norm >= 0.0, ValueError, "clip_grad_norm_: max_norm must be >= 0, got ", max_norm);
-  if (!detail::clip_grad_norm_on_device(params, max_norm).defined()) clip_grad_norm(params, max_norm);
+  if (!detail::clip_grad_norm_on_device(params, max_norm).defined()) detail::clip_grad_norm_on_host(params, max_norm);
 }
 
 template <typename T>
