@@ -4,7 +4,7 @@
 #   scripts/dev.sh demo    install what is missing, build, run the demo (English→French
 #                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
-#   scripts/dev.sh asan    clang++ in C++20 mode: the whole test suite under AddressSanitizer
+#   scripts/dev.sh asan    clang++ in C++20 mode, OpenBLAS products: the test suite under AddressSanitizer
 #                          + UBSan, the benchmarks compiled, and every header alone compiled
 #                          and linked (link_check); `test` builds and runs the suite with g++
 #                          in C++17
@@ -18,7 +18,10 @@
 #   scripts/dev.sh compare heed and PyTorch (with OpenBLAS) side by side: the fused
 #                          attention at sequence lengths 128-8192, attention and the
 #                          Transformer blocks (speed and peak memory), and d2l's
-#                          translation training runs when ../shared/data/fra-eng exists
+#                          translation training runs when ../shared/data/fra-eng exists;
+#                          then benchmarks/compare_scale.py: heed (built with OpenBLAS in
+#                          build/bench), the libtorch peers and PyTorch on d2l's runs and the
+#                          realistic Transformer (../shared/data/fra-eng-large, when there)
 #   scripts/dev.sh deps    only install the Debian packages
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +50,7 @@ case "${1:-}" in
     build/release/examples/translate
     ;;
   test) install_deps && cmake --workflow --preset release ;;
-  asan) install_deps clang && cmake --workflow --preset asan ;;
+  asan) install_deps clang libopenblas-dev && cmake --workflow --preset asan ;;
   cuda)
     install_deps
     if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
@@ -98,9 +101,19 @@ case "${1:-}" in
       /usr/bin/python3 benchmarks/compare_seq2seq.py --translate build/release/examples/translate \
         --data ../shared/data/fra-eng/fra.txt --threads 1,2
     fi
+    if [ -f ../shared/data/fra-eng-large/train.txt ] && [ -d ../shared/peers/libtorch ]; then
+      install_deps libtorch-dev libopenblas-dev libopenblas0-pthread
+      cmake --preset release -B build/bench -DHEED_BUILD_BENCHMARKS=ON -DHEED_BUILD_TESTS=OFF \
+        -DHEED_WITH_OPENBLAS=ON >/dev/null
+      cmake --build build/bench --target train_scale translate bench_gemm_shapes
+      # OpenBLAS 0.3.21 runs its AVX2 kernels on AVX-512 CPUs it does not know (Zen 4)
+      if grep -q ' avx512f' /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX; fi
+      OMP_NUM_THREADS=1 build/bench/benchmarks/bench_gemm_shapes --benchmark_min_time=0.2
+      /usr/bin/python3 benchmarks/compare_scale.py --threads 1,2
+    fi
     ;;
   *)
-    sed -n '2,22p' "$0"
+    sed -n '2,25p' "$0"
     exit 2
     ;;
 esac

@@ -131,6 +131,16 @@ std::unique_ptr<TransformerNet<T>> transformer_net(index_t src_vocab, index_t tg
       std::make_unique<heed::TransformerDecoder<T>>(tgt_vocab, 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2, 0.0));
 }
 
+/// A small net of either kind for `data`, no dropout: Bahdanau's with 16 units and 2
+/// layers drawn from `gen`, or transformer_net's.
+template <typename Net>
+std::unique_ptr<Net> small_net(const heed::NmtData& data, heed::Generator& gen) {
+  if constexpr (std::is_same_v<Net, BahdanauNet<float>>)
+    return bahdanau_net<float>(data.src_vocab.size(), data.tgt_vocab.size(), 16, 16, 2, 0.0, gen);
+  else
+    return transformer_net<float>(data.src_vocab.size(), data.tgt_vocab.size());
+}
+
 /// Σ log P of `tokens` (then <eos> when `ended`), fed to the decoder one by one: what a
 /// hypothesis's log_prob must be.
 template <typename T, typename Net>

@@ -2,6 +2,13 @@
 // copies, by gradcheck, and its operand checks.
 #include "nn_common.hpp"
 
+#include <array>
+#include <cstring>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 // ---- matmul with transposed operands -------------------------------------------------------------
 
 namespace {
@@ -71,4 +78,77 @@ TEST_CASE("matmul with transpose flags checks its operands", "[ops]") {
   CHECK(heed::matmul(a, a, true, false).shape() == heed::Shape{4, 4});
   CHECK_ERROR(heed::ShapeError, "matmul: batch dims",
               heed::matmul(heed::zeros<float>({2, 3, 4}), heed::zeros<float>({3, 4, 5}), false, false));
+}
+
+// ---- detail::gemm: the kernels (Eigen, OpenBLAS when built in) and the panels -------------------
+
+namespace {
+
+/// c = op(a) · op(b) by the definition, accumulated in long double.
+template <typename T>
+std::vector<T> reference_gemm(const std::vector<T>& a, bool ta, const std::vector<T>& b, bool tb, index_t m, index_t n,
+                              index_t k) {
+  std::vector<T> c(static_cast<std::size_t>(m * n));
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      long double sum = 0;
+      for (index_t p = 0; p < k; ++p)
+        sum += static_cast<long double>(a[static_cast<std::size_t>(ta ? p * m + i : i * k + p)]) *
+               static_cast<long double>(b[static_cast<std::size_t>(tb ? j * k + p : p * n + j)]);
+      c[static_cast<std::size_t>(i * n + j)] = static_cast<T>(sum);
+    }
+  return c;
+}
+
+template <typename T>
+void check_gemm(index_t m, index_t n, index_t k, double tolerance) {
+  heed::Generator gen(static_cast<std::uint64_t>(m * 31 + n * 7 + k));
+  std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (auto* v : {&a, &b})
+    for (T& x : *v) x = static_cast<T>(gen.uniform() - 0.5);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO(m << " x " << n << " x " << k << ", transpose_a " << ta << ", transpose_b " << tb);
+      // NaN first: the product overwrites its output, whatever was there.
+      std::vector<T> c(static_cast<std::size_t>(m * n), std::numeric_limits<T>::quiet_NaN());
+      heed::detail::gemm(a.data(), ta, b.data(), tb, c.data(), m, n, k);
+      const std::vector<T> expected = reference_gemm(a, ta, b, tb, m, n, k);
+      for (std::size_t i = 0; i < c.size(); ++i)
+        REQUIRE(std::abs(static_cast<double>(c[i]) - static_cast<double>(expected[i])) <= tolerance);
+#ifdef _OPENMP
+      // The panels' edges depend on the sizes alone: 1 and 3 threads give the same bits.
+      const int saved = omp_get_max_threads();
+      std::vector<T> one(c.size()), three(c.size());
+      omp_set_num_threads(1);
+      heed::detail::gemm(a.data(), ta, b.data(), tb, one.data(), m, n, k);
+      omp_set_num_threads(3);
+      heed::detail::gemm(a.data(), ta, b.data(), tb, three.data(), m, n, k);
+      omp_set_num_threads(saved);
+      CHECK(std::memcmp(one.data(), three.data(), one.size() * sizeof(T)) == 0);
+      CHECK(std::memcmp(one.data(), c.data(), c.size() * sizeof(T)) == 0);
+#endif
+    }
+}
+
+}  // namespace
+
+TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thread count", "[ops]") {
+#ifdef HEED_WITH_OPENBLAS
+  constexpr bool with_openblas = true;
+#else
+  constexpr bool with_openblas = false;
+#endif
+  // Eigen below kBlasMinRows rows or columns; OpenBLAS above when built in; panels
+  // shared by the threads from kParallelGemmWork (512 × 256 × 128 = 2^24: 4 panels of
+  // 128 rows).
+  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(8, 8, 8));
+  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(4, 9807, 128));  // skinny: Eigen's
+  CHECK(heed::detail::gemm_uses_blas<float>(64, 64, 64) == with_openblas);
+  CHECK(heed::detail::gemm_uses_blas<double>(64, 64, 64) == with_openblas);
+  REQUIRE(512 * 256 * 128 >= heed::detail::kParallelGemmWork);
+  for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{3, 5, 4}, {64, 64, 64}, {37, 129, 70}})
+    check_gemm<double>(m, n, k, 1e-12), check_gemm<float>(m, n, k, 1e-4);
+  check_gemm<float>(512, 256, 128, 1e-4);
+  check_gemm<float>(96, 4096, 48, 1e-4);  // wider than tall: panels of columns
+  check_gemm<double>(4, 3, 0, 0.0);       // k = 0: zeros
 }

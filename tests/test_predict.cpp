@@ -7,11 +7,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
   heed::Generator gen(11);
-  std::unique_ptr<Net> net;
-  if constexpr (std::is_same_v<Net, BahdanauNet<float>>)
-    net = bahdanau_net<float>(data.src_vocab.size(), data.tgt_vocab.size(), 16, 16, 2, 0.0, gen);
-  else
-    net = transformer_net<float>(data.src_vocab.size(), data.tgt_vocab.size());
+  const std::unique_ptr<Net> net = small_net<Net>(data, gen);
   heed::TrainOptions options;
   options.generator = &gen;
   heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, options);
@@ -93,12 +89,53 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
   const auto beam_one = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, one);
   for (std::size_t i = 0; i < sentences.size(); ++i) CHECK(beam_one[i].tokens == greedy[i].tokens);
 
+  // Without the attention weights (the Transformer's fused attention, equal to rounding):
+  // the same translations, no weights, and the model
+  // keeps its weights again afterwards. Beam search shrinks the batch as sentences end
+  // too: its n-best lists are those of each sentence decoded alone.
+  heed::PredictOptions no_weights;
+  no_weights.save_attention_weights = false;
+  const auto plain = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, no_weights);
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    CHECK(plain[i].tokens == greedy[i].tokens);
+    CHECK(plain[i].log_prob == Approx(greedy[i].log_prob).epsilon(1e-5));
+    CHECK_FALSE(plain[i].cross_attention.defined());
+    CHECK_FALSE(plain[i].encoder_attention.defined());
+    const auto alone = heed::predict_seq2seq<float>(*net, sentences[i], data.src_vocab, data.tgt_vocab, 10, beam);
+    REQUIRE(alone.n_best.size() == beams[i].n_best.size());
+    for (std::size_t k = 0; k < alone.n_best.size(); ++k) {
+      CHECK(alone.n_best[k].tokens == beams[i].n_best[k].tokens);
+      CHECK(alone.n_best[k].log_prob == Approx(beams[i].n_best[k].log_prob).epsilon(1e-5));
+    }
+  }
+  CHECK(net->decoder().keeps_attention_weights());
+  if constexpr (std::is_same_v<Net, TransformerNet<float>>) CHECK(net->encoder().keeps_attention_weights());
+
   heed::PredictOptions bad;
   bad.n_best = 2;
   CHECK_ERROR(heed::ValueError, "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = 2, beam_size = 1",
               heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
   CHECK_ERROR(heed::ValueError, "predict_seq2seq: num_steps must be positive, got 0",
               heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 0));
+}
+
+TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's values", "[seq2seq][predict]") {
+  // Ties go to the lower token, as a stable sort of the log-probabilities would order them.
+  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f};
+  const heed::Tensor<float> expected =
+      heed::log_softmax(heed::tensor<float>({0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f}), 0);
+  std::vector<heed::detail::TopToken<float>> top(3);
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, top) == 3);
+  const std::vector<index_t> order = {1, 3, 4};
+  for (std::size_t j = 0; j < 3; ++j) {
+    CHECK(top[j].token == order[j]);
+    CHECK(top[j].log_prob == expected.data()[order[j]]);
+  }
+  // More wanted than there are tokens: all of them, best first.
+  std::vector<heed::detail::TopToken<float>> all(8);
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, all) == 6);
+  const std::vector<index_t> full_order = {1, 3, 4, 0, 2, 5};
+  for (std::size_t j = 0; j < 6; ++j) CHECK(all[j].token == full_order[j]);
 }
 
 TEST_CASE("Word alignments are the argmax of the encoder-decoder attention", "[seq2seq][alignment]") {

@@ -148,6 +148,40 @@ TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past ever
 #endif
 }
 
+TEMPLATE_TEST_CASE("Steady-state training allocates no tensor buffer", "[seq2seq][train]", BahdanauNet<float>,
+                   TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(64);
+  heed::Generator gen(3);
+  const index_t src_vocab = data.src_vocab.size(), tgt_vocab = data.tgt_vocab.size();
+  std::unique_ptr<Net> net;  // dropout on: its masks are buffers too
+  if constexpr (std::is_same_v<Net, BahdanauNet<float>>)
+    net = bahdanau_net<float>(src_vocab, tgt_vocab, 16, 16, 2, 0.1, gen);
+  else
+    net = std::make_unique<Net>(
+        std::make_unique<heed::TransformerEncoder<float>>(src_vocab, 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2, 0.1),
+        std::make_unique<heed::TransformerDecoder<float>>(tgt_vocab, 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2, 0.1));
+  net->train();
+  heed::Adam<float> optimizer(net->parameters(), 0.01);
+  heed::MaskedSoftmaxCELoss loss;
+  const heed::NmtBatch batch = data.data_iter.batch(0);
+  const IndexTensor dec_input = heed::detail::shift_right(batch.Y, data.tgt_vocab["<bos>"]);
+  // The same batch step after step, as an epoch's batches of one shape: from the
+  // second step on, every buffer comes back from the cache.
+  std::vector<std::uint64_t> allocations;
+  for (int step = 0; step < 5; ++step) {
+    optimizer.zero_grad();
+    const Tensorf l = heed::sum(loss((*net)(batch.X, dec_input, batch.X_valid_len), batch.Y, batch.Y_valid_len));
+    l.backward();
+    heed::clip_grad_norm_(net->parameters(), 1.0);
+    optimizer.step();
+    allocations.push_back(heed::buffer_allocations());
+  }
+  INFO("buffers allocated so far after each step: " << allocations[0] << " " << allocations[1] << " " << allocations[2]
+                                                    << " " << allocations[3] << " " << allocations[4]);
+  CHECK(allocations[4] == allocations[1]);
+}
+
 TEST_CASE("xavier_init_weights redraws the weights of Linear and GRU layers only", "[seq2seq][init]") {
   heed::Generator gen(2);
   auto net = bahdanau_net<double>(10, 12, 8, 6, 2, 0.0, gen);

@@ -74,6 +74,7 @@ class AdditiveAttention : public Module<T> {
   /// The weights of the last forward (before dropout), cut from the graph.
   const Tensor<T>& attention_weights() const { return attention_weights_; }
   void keep_attention_weights(bool keep) { keep_weights_ = keep; }
+  bool keeps_attention_weights() const { return keep_weights_; }
 
   Linear<T> W_k, W_q, w_v;  // NOLINT(readability-identifier-naming): d2l's parameter names
 

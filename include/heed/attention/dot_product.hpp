@@ -71,6 +71,7 @@ class DotProductAttention : public Module<T> {
   const Tensor<T>& attention_weights() const { return attention_weights_; }
   /// Whether forward keeps its weights (on by default); outputs are the same either way.
   void keep_attention_weights(bool keep) { keep_weights_ = keep; }
+  bool keeps_attention_weights() const { return keep_weights_; }
 
  private:
   Dropout<T> dropout_;

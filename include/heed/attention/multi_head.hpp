@@ -165,6 +165,7 @@ class MultiHeadAttention : public Module<T> {
   const Tensor<T>& attention_weights() const { return attention.attention_weights(); }
   /// Whether forward keeps its weights (on by default); outputs are the same either way.
   void keep_attention_weights(bool keep) { attention.keep_attention_weights(keep); }
+  bool keeps_attention_weights() const { return attention.keeps_attention_weights(); }
 
   index_t num_heads() const { return num_heads_; }
   index_t num_kv_heads() const { return num_kv_heads_; }

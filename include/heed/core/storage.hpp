@@ -34,7 +34,7 @@ class BufferCache {
  public:
   static constexpr std::size_t kMinBytes = std::size_t(1) << 16;  // below: the small lists
   static constexpr std::size_t kSmallGranule = 64;                // sizes are multiples of this
-  static constexpr std::size_t kSmallPerSize = 64;                // idle buffers kept per size
+  static constexpr std::size_t kSmallPerSize = 1024;  // idle buffers kept per size (a GRU step saves hundreds)
 
   static BufferCache& instance() {
     static BufferCache* cache = new BufferCache;  // never destroyed: tensors may outlive statics
@@ -44,32 +44,24 @@ class BufferCache {
   /// A cached buffer of at least `bytes` and at most twice that (the smallest such), or
   /// nullptr; its size is written back to `bytes`. A resident buffer a little too big
   /// beats fresh memory, which would raise the peak. On a miss the caller allocates
-  /// afresh, so idle buffers of at least as many bytes are released first (the
-  /// largest first) for malloc or the system to reuse: keeping buffers never raises
-  /// the peak much beyond what the live tensors need. (Measured on an EncoderBlock
-  /// step: the peak falls from 68 to 52 MiB, for about 3 MiB of pages faulted in
-  /// again per step.)
+  /// afresh and the idle buffers stay: a training step needs the same sizes step after
+  /// step, so once the first step has run, every request finds its buffer and nothing
+  /// is allocated or faulted in again. (Releasing idle buffers on a miss, as heed did
+  /// before, kept the peak lower but freed buffers that the same step needed a moment
+  /// later: the realistic Transformer, 16 steps, faulted in 512k pages instead of 93k
+  /// and trained in 8.6 s instead of 3.4, for a peak of 319 MB instead of 339.)
   void* take(std::size_t& bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (bytes < kMinBytes) {
       std::vector<void*>& list = small_[bytes / kSmallGranule];
-      if (list.empty()) return nullptr;
+      if (list.empty()) return ++misses_, nullptr;
       void* p = list.back();
       list.pop_back();
       idle_bytes_ -= bytes;
       return p;
     }
     auto it = idle_.lower_bound(bytes);
-    if (it == idle_.end() || it->first / 2 > bytes) {
-      for (std::size_t released = 0; released < bytes && !idle_.empty();) {
-        auto largest = std::prev(idle_.end());
-        released += largest->first;
-        idle_bytes_ -= largest->first;
-        std::free(largest->second);
-        idle_.erase(largest);
-      }
-      return nullptr;
-    }
+    if (it == idle_.end() || it->first / 2 > bytes) return ++misses_, nullptr;
     bytes = it->first;
     void* p = it->second;
     idle_.erase(it);
@@ -129,11 +121,18 @@ class BufferCache {
     return idle_bytes_;
   }
 
+  /// Requests the cache could not serve (each one a fresh allocation).
+  std::uint64_t misses() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return misses_;
+  }
+
  private:
   std::mutex mutex_;
   std::multimap<std::size_t, void*> idle_;
   std::vector<void*> small_[kMinBytes / kSmallGranule];
   std::size_t idle_bytes_ = 0;
+  std::uint64_t misses_ = 0;
   std::size_t limit_ = std::size_t(1) << 30;
 };
 
@@ -230,5 +229,9 @@ inline void set_buffer_cache_limit(std::size_t bytes) { detail::BufferCache::ins
 
 /// Bytes of idle buffers held for reuse right now.
 inline std::size_t buffer_cache_idle_bytes() { return detail::BufferCache::instance().idle_bytes(); }
+
+/// How many tensor buffers heed has allocated from the system so far (requests its
+/// cache could not serve): constant across the steady-state steps of a training loop.
+inline std::uint64_t buffer_allocations() { return detail::BufferCache::instance().misses(); }
 
 }  // namespace heed

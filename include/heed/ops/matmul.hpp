@@ -1,4 +1,4 @@
-// heed/ops/matmul.hpp — matrix products through Eigen's GEMM.
+// heed/ops/matmul.hpp — matrix products (through heed/ops/gemm.hpp).
 //
 //   matmul(a, b), PyTorch's rules:
 //     (k) @ (k)               -> ()              dot product
@@ -10,9 +10,9 @@
 //   matmul(a, b, transpose_a, transpose_b): either operand's last two dims swapped
 //     on the fly, e.g. scores = matmul(queries, keys, false, true) = Q Kᵀ.
 //
-// With OpenMP in the user's build, a large product is cut into panels of rows or
-// columns that the threads share; the cut depends only on the sizes, and each panel is
-// computed by one thread, so the bits of the result do not depend on the thread count.
+// Each product is detail::gemm's: Eigen's kernels or, built with HEED_WITH_OPENBLAS,
+// OpenBLAS's where they are faster; large ones cut into panels that the threads share,
+// so that the bits of the result do not depend on the thread count.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -20,125 +20,11 @@
 #include <vector>
 
 #include "heed/detail/parallel.hpp"
+#include "heed/ops/gemm.hpp"
 #include "heed/ops/shape.hpp"
 
 namespace heed {
 namespace detail {
-
-template <typename T>
-using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
-/// Products (c (m × n) = op(a) · op(b), row-major; op(a) is m × k, op(b) is k × n) run
-/// on the calling thread below this many multiply-adds: at d2l's translation sizes (a
-/// few million) the hand-off costs more than it saves (training took 1.4× longer on 2
-/// threads than on 1 when Eigen split every product of 50k multiply-adds or more).
-constexpr index_t kParallelGemmWork = index_t(1) << 24;
-
-/// Makes Eigen's products in its scope single-threaded (the OpenMP setting is per
-/// thread, so other threads are not affected).
-class SerialGemmScope {
- public:
-  explicit SerialGemmScope(bool serial) {
-#ifdef _OPENMP
-    if (serial && !omp_in_parallel()) saved_ = omp_get_max_threads(), omp_set_num_threads(1);
-#else
-    (void)serial;
-#endif
-  }
-  ~SerialGemmScope() {
-#ifdef _OPENMP
-    if (saved_ > 0) omp_set_num_threads(saved_);
-#endif
-  }
-  SerialGemmScope(const SerialGemmScope&) = delete;
-  SerialGemmScope& operator=(const SerialGemmScope&) = delete;
-
- private:
-#ifdef _OPENMP
-  int saved_ = 0;
-#endif
-};
-
-/// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
-/// Eigen's GEMM with whatever threading is in force; c is row-major with n columns.
-template <typename T>
-void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
-                index_t rows, index_t c0, index_t cols) {
-  using ConstMap = Eigen::Map<const RowMajorMatrix<T>>;
-  auto out = Eigen::Map<RowMajorMatrix<T>>(c, m, n).block(r0, c0, rows, cols);
-  if (k == 0) {
-    out.setZero();
-    return;
-  }
-  const auto product = [&](const auto& lhs, const auto& rhs) {
-    out.noalias() = lhs.middleRows(r0, rows) * rhs.middleCols(c0, cols);
-  };
-  if (!trans_a && !trans_b)
-    product(ConstMap(a, m, k), ConstMap(b, k, n));
-  else if (trans_a && !trans_b)
-    product(ConstMap(a, k, m).transpose(), ConstMap(b, k, n));
-  else if (!trans_a && trans_b)
-    product(ConstMap(a, m, k), ConstMap(b, n, k).transpose());
-  else
-    product(ConstMap(a, k, m).transpose(), ConstMap(b, n, k).transpose());
-}
-
-/// c = op(a) · op(b), with whatever threading is in force (see gemm).
-template <typename T>
-void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
-  gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n);
-}
-
-/// How a large product is cut: panels of at least 4M multiply-adds and 128 rows (or
-/// columns), at most 12 (shared evenly by 1, 2, 3, 4 or 6 threads), edges at multiples
-/// of 16. Measured against Eigen's threaded GEMM at the shapes the Transformer runs
-/// (1536×8000×128 and its backward, 1024×2048×512, 1536×512×128): within ±10 % on one
-/// thread and on two, where Eigen sometimes does not scale at all.
-constexpr index_t kGemmPanelWork = index_t(1) << 22;
-constexpr index_t kGemmPanelMin = 128;
-constexpr index_t kGemmMaxPanels = 12;
-constexpr index_t kGemmPanelAlign = 16;
-
-/// c = op(a) · op(b). Small products run on the calling thread. A large one is cut into
-/// panels of rows (or of columns, when the product is wider than tall) whose edges
-/// depend only on m, n and k; the panels are handed out to the OpenMP threads, each
-/// computed whole by one thread with Eigen kept serial inside. Eigen's own threaded
-/// GEMM would be the alternative, but its blocking depends on the thread count, and so
-/// would the bits of the result.
-template <typename T>
-void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
-  const index_t work = m * n * k;
-  const bool by_rows = m >= n;
-  const index_t extent = by_rows ? m : n;
-  index_t panels = std::min({work / kGemmPanelWork, extent / kGemmPanelMin, kGemmMaxPanels});
-  if (work < kParallelGemmWork || panels < 2) {
-    const SerialGemmScope serial(true);
-    gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
-    return;
-  }
-  const index_t per_panel = ((extent + panels - 1) / panels + kGemmPanelAlign - 1) / kGemmPanelAlign * kGemmPanelAlign;
-  panels = (extent + per_panel - 1) / per_panel;
-  parallel_tasks(panels, [&](index_t panel) {
-    const SerialGemmScope serial(true);  // no-op on a worker thread, which Eigen keeps serial itself
-    const index_t first = panel * per_panel, size = std::min(per_panel, extent - first);
-    if (by_rows)
-      gemm_block(a, trans_a, b, trans_b, c, m, n, k, first, size, 0, n);
-    else
-      gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, first, size);
-  });
-}
-
-/// gemm on `device`: Eigen on the CPU, cuBLAS on a CUDA device (pointers into tensors
-/// on that device).
-template <typename T>
-void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
-  if (!device.is_cpu()) {
-    kernels_for<T>(device, "matmul")
-        .gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
-    return;
-  }
-  gemm(a, trans_a, b, trans_b, c, m, n, k);
-}
 
 inline Shape batch_shape(const Shape& s) {
   Shape batch;

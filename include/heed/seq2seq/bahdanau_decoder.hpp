@@ -102,6 +102,7 @@ class Seq2SeqAttentionDecoder : public Module<T> {
   /// each (undefined when keep_attention_weights(false)).
   const std::vector<Tensor<T>>& attention_weights() const { return attention_weights_; }
   void keep_attention_weights(bool keep) { attention.keep_attention_weights(keep); }
+  bool keeps_attention_weights() const { return attention.keeps_attention_weights(); }
 
   index_t vocab_size() const { return dense.out_features(); }
   index_t num_hiddens() const { return rnn.num_hiddens(); }

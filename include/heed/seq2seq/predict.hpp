@@ -29,6 +29,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heed/ops/softmax.hpp"
@@ -145,6 +146,64 @@ Tensor<T> stack_steps(const std::vector<Tensor<T>>& steps, index_t width) {
   return out;
 }
 
+/// A token and its log-probability.
+template <typename T>
+struct TopToken {
+  T log_prob;
+  index_t token;
+};
+
+/// The top.size() most probable tokens of a row of V logits, best first (ties: the
+/// lower token first), with log P = logit − log Σ exp(logits), computed as log_softmax
+/// computes it; returns how many were found (min(top.size(), V)). Reads the row twice,
+/// writes nothing: greedy decoding needs neither a log-softmax tensor nor a sort.
+template <typename T>
+std::size_t top_log_probs(const T* logits, index_t V, std::vector<TopToken<T>>& top) {
+  const ConstVecMap<T> row(logits, V);
+  const T max = row.maxCoeff();
+  const T log_normaliser = max + std::log((row - max).exp().sum());
+  std::size_t n = 0;
+  for (index_t v = 0; v < V; ++v) {
+    const T log_prob = logits[v] - log_normaliser;
+    if (n == top.size() && !(log_prob > top[n - 1].log_prob)) continue;
+    std::size_t at = n < top.size() ? n++ : n - 1;  // the last slot is dropped when full
+    for (; at > 0 && log_prob > top[at - 1].log_prob; --at) top[at] = top[at - 1];
+    top[at] = {log_prob, v};
+  }
+  return n;
+}
+
+/// Turns off keeping attention weights in a part (an encoder or decoder that has the
+/// switch) for its lifetime, when they are not wanted, and back on after if it was.
+template <typename Part>
+class NoAttentionWeightsScope {
+ public:
+  NoAttentionWeightsScope(Part& part, bool wanted) : part_(part) {
+    if constexpr (has_switch<Part>(0)) {
+      restore_ = !wanted && part.keeps_attention_weights();
+      if (restore_) part.keep_attention_weights(false);
+    }
+  }
+  ~NoAttentionWeightsScope() {
+    if constexpr (has_switch<Part>(0))
+      if (restore_) part_.keep_attention_weights(true);
+  }
+  NoAttentionWeightsScope(const NoAttentionWeightsScope&) = delete;
+  NoAttentionWeightsScope& operator=(const NoAttentionWeightsScope&) = delete;
+
+ private:
+  template <typename P>
+  static constexpr auto has_switch(int) -> decltype(std::declval<const P&>().keeps_attention_weights(), true) {
+    return true;
+  }
+  template <typename P>
+  static constexpr bool has_switch(long) {
+    return false;
+  }
+  Part& part_;
+  bool restore_ = false;
+};
+
 /// A hypothesis being decoded: its tokens and the weights of each of its steps.
 template <typename T>
 struct LiveHypothesis {
@@ -176,6 +235,8 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   if (src_sentences.empty()) return results;
   NoGradGuard no_grad;
   net.eval();
+  const detail::NoAttentionWeightsScope encoder_weights(net.encoder(), options.save_attention_weights);
+  const detail::NoAttentionWeightsScope decoder_weights(net.decoder(), options.save_attention_weights);
   const index_t batch = static_cast<index_t>(src_sentences.size()), K = options.beam_size;
   const index_t eos = tgt_vocab["<eos>"];
 
@@ -201,30 +262,40 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
     results[static_cast<std::size_t>(b)].encoder_attention = stack(layers, 0);
   }
 
-  // ---- decode batch × K beams, row b·K + k ----
-  IndexTensor expand = detail::make_tensor<std::int64_t>(Shape{batch * K});
-  for (index_t i = 0; i < batch * K; ++i) expand.data()[i] = i / K;
+  // ---- decode active sentences × K beams: row i·K + k is beam k of sentence active[i] ----
+  // A sentence that is done leaves the batch, so the steps after cost only the rows
+  // still decoding.
   auto state = net.decoder().init_state(enc_outputs, enc_valid_len);
-  if (K > 1) detail::reorder_state(state, expand);
+  if (K > 1) {
+    IndexTensor expand = detail::make_tensor<std::int64_t>(Shape{batch * K});
+    for (index_t i = 0; i < batch * K; ++i) expand.data()[i] = i / K;
+    detail::reorder_state(state, expand);
+  }
 
   using Live = detail::LiveHypothesis<T>;
   std::vector<std::vector<Live>> live(static_cast<std::size_t>(batch));
   std::vector<std::vector<Live>> finished(static_cast<std::size_t>(batch));
-  for (auto& beams : live) beams.resize(1);  // one hypothesis, <bos>, in row b·K
-  std::vector<bool> done(static_cast<std::size_t>(batch), false);
+  for (auto& beams : live) beams.resize(1);  // one hypothesis, <bos>, in row i·K
+  std::vector<index_t> active(static_cast<std::size_t>(batch));
+  for (index_t b = 0; b < batch; ++b) active[static_cast<std::size_t>(b)] = b;
   auto score_of = [&](const Live& h, index_t length) {
     return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
   };
   IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab["<bos>"]);
   const index_t V = tgt_vocab.size();
-  for (index_t step = 0; step < num_steps; ++step) {
-    const Tensor<T> log_probs = log_softmax(net.decoder()(dec_X, state), -1);  // (batch·K, 1, V)
+  std::vector<detail::TopToken<T>> top(static_cast<std::size_t>(std::min(K, V)));
+  for (index_t step = 0; step < num_steps && !active.empty(); ++step) {
+    Tensor<T> logits = net.decoder()(dec_X, state);  // (rows, 1, V)
+    if (!logits.device().is_cpu()) logits = logits.to(Device::cpu());
     const std::vector<Tensor<T>> cross =
         options.save_attention_weights ? detail::step_cross_attention(net.decoder()) : std::vector<Tensor<T>>();
     const std::vector<Tensor<T>> self =
         options.save_attention_weights ? detail::step_self_attention(net.decoder()) : std::vector<Tensor<T>>();
-    IndexTensor parents = detail::make_tensor<std::int64_t>(Shape{batch * K});
-    for (index_t b = 0; b < batch; ++b) {
+    const auto num_active = static_cast<index_t>(active.size());
+    std::vector<index_t> parents(static_cast<std::size_t>(num_active * K)), tokens(parents.size());
+    std::vector<index_t> still_active;
+    for (index_t i = 0; i < num_active; ++i) {
+      const index_t b = active[static_cast<std::size_t>(i)];
       auto& beams = live[static_cast<std::size_t>(b)];
       // Candidates (log P, beam, token), from the live hypotheses only: the spare rows
       // of a sentence with fewer than K of them decode filler.
@@ -234,17 +305,12 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
       };
       std::vector<Candidate> candidates;
       const auto num_live = static_cast<index_t>(beams.size());
-      for (index_t k = 0; k < num_live && !done[static_cast<std::size_t>(b)]; ++k) {
-        const T* lp = log_probs.data() + (b * K + k) * V;
+      for (index_t k = 0; k < num_live; ++k) {
         // Only the K best tokens of a beam can be among the K best continuations.
-        std::vector<index_t> order(static_cast<std::size_t>(V));
-        for (index_t v = 0; v < V; ++v) order[static_cast<std::size_t>(v)] = v;
-        std::partial_sort(order.begin(), order.begin() + std::min(K, V), order.end(),
-                          [&](index_t a, index_t c) { return lp[a] > lp[c] || (lp[a] == lp[c] && a < c); });
-        for (index_t j = 0; j < std::min(K, V); ++j) {
-          const index_t v = order[static_cast<std::size_t>(j)];
-          candidates.push_back({beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(lp[v]), k, v});
-        }
+        const auto n = detail::top_log_probs(logits.data() + (i * K + k) * V, V, top);
+        for (std::size_t j = 0; j < n; ++j)
+          candidates.push_back(
+              {beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(top[j].log_prob), k, top[j].token});
       }
       std::stable_sort(candidates.begin(), candidates.end(),
                        [](const Candidate& a, const Candidate& c) { return a.log_prob > c.log_prob; });
@@ -253,8 +319,8 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
         if (static_cast<index_t>(next.size()) == K) break;
         Live h = beams[static_cast<std::size_t>(c.beam)];
         h.log_prob = c.log_prob;
-        if (!cross.empty()) h.cross.push_back(detail::rows_of(cross, b * K + c.beam));
-        if (!self.empty()) h.self.push_back(detail::rows_of(self, b * K + c.beam));
+        if (!cross.empty()) h.cross.push_back(detail::rows_of(cross, i * K + c.beam));
+        if (!self.empty()) h.self.push_back(detail::rows_of(self, i * K + c.beam));
         if (c.token == eos) {
           h.ended = true;
           finished[static_cast<std::size_t>(b)].push_back(std::move(h));
@@ -262,39 +328,54 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
           continue;
         }
         h.tokens.push_back(c.token);
-        parents.data()[b * K + static_cast<index_t>(next.size())] = b * K + c.beam;
-        dec_X.data()[b * K + static_cast<index_t>(next.size())] = c.token;
+        parents[static_cast<std::size_t>(i * K) + next.size()] = i * K + c.beam;
+        tokens[static_cast<std::size_t>(i * K) + next.size()] = c.token;
         next.push_back(std::move(h));
       }
-      // Rows of a finished sentence (or spare beams) keep decoding something harmless.
+      // Spare beams keep decoding something harmless.
       for (index_t k = static_cast<index_t>(next.size()); k < K; ++k) {
-        parents.data()[b * K + k] = b * K;
-        dec_X.data()[b * K + k] = eos;
+        parents[static_cast<std::size_t>(i * K + k)] = i * K;
+        tokens[static_cast<std::size_t>(i * K + k)] = eos;
       }
+      // Done when n_best hypotheses have ended and no live one can beat the worst of
+      // them (log P only falls; with α > 0 the length term can still help it, so
+      // compare against the best score a live hypothesis could reach by num_steps).
       auto& ended = finished[static_cast<std::size_t>(b)];
-      if (!done[static_cast<std::size_t>(b)]) {
-        // Done when n_best hypotheses have ended and no live one can beat the worst of
-        // them (log P only falls; with α > 0 the length term can still help it, so
-        // compare against the best score a live hypothesis could reach by num_steps).
-        if (static_cast<index_t>(ended.size()) >= options.n_best) {
-          std::vector<double> scores;
-          for (const Live& h : ended) scores.push_back(score_of(h, h.length()));
-          std::sort(scores.rbegin(), scores.rend());
-          const double worst_kept = scores[static_cast<std::size_t>(options.n_best - 1)];
-          bool can_beat = false;
-          for (const Live& h : next) {
-            const double best_possible =
-                K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(num_steps + 1), options.length_penalty);
-            can_beat = can_beat || best_possible > worst_kept;
-          }
-          done[static_cast<std::size_t>(b)] = !can_beat || next.empty();
+      bool done = next.empty();
+      if (!done && static_cast<index_t>(ended.size()) >= options.n_best) {
+        std::vector<double> scores;
+        for (const Live& h : ended) scores.push_back(score_of(h, h.length()));
+        std::sort(scores.rbegin(), scores.rend());
+        const double worst_kept = scores[static_cast<std::size_t>(options.n_best - 1)];
+        bool can_beat = false;
+        for (const Live& h : next) {
+          const double best_possible =
+              K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(num_steps + 1), options.length_penalty);
+          can_beat = can_beat || best_possible > worst_kept;
         }
-        if (next.empty()) done[static_cast<std::size_t>(b)] = true;
+        done = !can_beat;
       }
       beams = std::move(next);
+      if (!done) still_active.push_back(i);
     }
-    if (std::all_of(done.begin(), done.end(), [](bool d) { return d; })) break;
-    if (K > 1) detail::reorder_state(state, parents);
+    // The next step's rows: the beams of the sentences still decoding, each row's state
+    // taken from its parent.
+    const auto rows = static_cast<index_t>(still_active.size()) * K;
+    IndexTensor index = detail::make_tensor<std::int64_t>(Shape{rows});
+    dec_X = detail::make_tensor<std::int64_t>(Shape{rows, 1});
+    bool identity = rows == num_active * K;
+    for (std::size_t j = 0; j < still_active.size(); ++j)
+      for (index_t k = 0; k < K; ++k) {
+        const auto from = static_cast<std::size_t>(still_active[j] * K + k);
+        const index_t row = static_cast<index_t>(j) * K + k;
+        index.data()[row] = parents[from];
+        dec_X.data()[row] = tokens[from];
+        identity = identity && parents[from] == row;
+      }
+    std::vector<index_t> next_active;
+    for (const index_t i : still_active) next_active.push_back(active[static_cast<std::size_t>(i)]);
+    active = std::move(next_active);
+    if (!active.empty() && !identity) detail::reorder_state(state, index);
   }
 
   // ---- collect: finished hypotheses, else the live ones cut at num_steps ----

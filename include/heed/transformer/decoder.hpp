@@ -201,6 +201,12 @@ class TransformerDecoder : public Module<T> {
       blk->attention2.keep_attention_weights(keep);
     }
   }
+  /// Whether any attention keeps its weights.
+  bool keeps_attention_weights() const {
+    for (const auto& blk : blks)
+      if (blk->attention1.keeps_attention_weights() || blk->attention2.keeps_attention_weights()) return true;
+    return false;
+  }
   index_t num_hiddens() const { return num_hiddens_; }
   index_t num_layers() const { return num_layers_; }
 

@@ -124,6 +124,12 @@ class TransformerEncoder : public Module<T> {
   void keep_attention_weights(bool keep) {
     for (auto& blk : blks) blk->attention.keep_attention_weights(keep);
   }
+  /// Whether any layer keeps its attention weights.
+  bool keeps_attention_weights() const {
+    for (const auto& blk : blks)
+      if (blk->attention.keeps_attention_weights()) return true;
+    return false;
+  }
   index_t num_hiddens() const { return num_hiddens_; }
 
   /// The outputs at valid steps are the same whatever follows them: the padding is

@@ -1,0 +1,133 @@
+// bench_gemm_shapes — the matrix products heed's models run, at their shapes: Eigen's
+// GEMM (what heed uses by default), OpenBLAS's cblas_sgemm on one thread, and
+// heed::detail::gemm as it is configured (HEED_WITH_BLAS or not), which picks its path
+// per shape. This is the measurement behind that choice (heed/ops/gemm.hpp).
+//
+//   build/bench/benchmarks/bench_gemm_shapes --benchmark_min_time=0.2
+//
+// Shapes (m × n × k, c = op(a) · op(b), row-major, float):
+//   realistic Transformer (128 hidden, FFN 512, target vocabulary 9807, batch 128 ×
+//   12 steps = 1536 rows): the projections 1536×128×128, the FFN 1536×512×128 and
+//   1536×128×512, the vocabulary projection 1536×9807×128 and its two backward
+//   products (9807×128×1536 for the weight, 1536×128×9807 for the input);
+//   greedy decoding's vocabulary projection at 128, 32 and 4 live rows;
+//   d2l's Transformer (32 hidden, batch 64 × 10 steps): 640×32×32, 640×201×32, 32×32×640;
+//   small: 32×32×32, 16×16×128, 12×12×32 (the realistic model's attention per head),
+//   10×10×8 and 10×8×10 (d2l's), 12×32×12, 1×10×8; skinny: 16×9807×128, 8×512×128.
+// Single-threaded on both sides (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for the
+// reference runs; OPENBLAS_CORETYPE=SkylakeX where OpenBLAS 0.3.21 does not recognise
+// an AVX-512 CPU such as AMD's Zen 4 and falls back to its Haswell kernels): heed splits large products itself (see
+// gemm.hpp), so the kernel each thread runs is what decides.
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include <heed/heed.hpp>
+
+#ifdef HEED_BENCH_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace {
+
+using heed::index_t;
+
+struct Shape3 {
+  index_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+// The products, in the order the Linear layer runs them: forward x·Wᵀ (trans_b),
+// backward dX = g·W and dW = gᵀ·x (trans_a).
+const std::vector<Shape3> kShapes = {
+    {1536, 128, 128, false, true},  {1536, 512, 128, false, true},   {1536, 128, 512, false, true},
+    {1536, 9807, 128, false, true}, {1536, 128, 9807, false, false}, {9807, 128, 1536, true, false},
+    {128, 9807, 128, false, true},  {32, 9807, 128, false, true},    {4, 9807, 128, false, true},
+    {640, 32, 32, false, true},     {640, 201, 32, false, true},     {32, 32, 640, true, false},
+    {32, 32, 32, false, true},      {16, 16, 128, false, true},      {12, 12, 32, false, true},
+    {16, 9807, 128, false, true},   {8, 512, 128, false, true},      {10, 10, 8, false, true},
+    {10, 8, 10, false, false},      {12, 32, 12, false, false},      {1, 10, 8, false, true},
+};
+
+struct Operands {
+  std::vector<float> a, b, c;
+  explicit Operands(const Shape3& s)
+      : a(static_cast<std::size_t>(s.m * s.k)),
+        b(static_cast<std::size_t>(s.k * s.n)),
+        c(static_cast<std::size_t>(s.m * s.n)) {
+    heed::Generator gen(0);
+    for (auto* v : {&a, &b})
+      for (float& x : *v) x = static_cast<float>(gen.uniform()) - 0.5f;
+  }
+};
+
+void set_flops(benchmark::State& state, const Shape3& s) {
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * static_cast<double>(s.m * s.n * s.k), benchmark::Counter::kIsIterationInvariantRate,
+                         benchmark::Counter::kIs1000);
+}
+
+void BM_Eigen(benchmark::State& state) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  for (auto _ : state) {
+    const heed::detail::SerialGemmScope serial(true);
+    heed::detail::eigen_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k, 0, s.m, 0, s.n);
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+
+void BM_Heed(benchmark::State& state) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  for (auto _ : state) {
+    heed::detail::gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k);
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+
+#ifdef HEED_BENCH_OPENBLAS
+void BM_OpenBLAS(benchmark::State& state) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(s.m), static_cast<int>(s.n), static_cast<int>(s.k), 1.0f, x.a.data(),
+                static_cast<int>(s.trans_a ? s.m : s.k), x.b.data(), static_cast<int>(s.trans_b ? s.k : s.n), 0.0f,
+                x.c.data(), static_cast<int>(s.n));
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+#endif
+
+void shapes(benchmark::internal::Benchmark* b) {
+  for (std::size_t i = 0; i < kShapes.size(); ++i) b->Arg(static_cast<std::int64_t>(i));
+  b->ArgName("shape")->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
+BENCHMARK(BM_Eigen)->Apply(shapes);
+BENCHMARK(BM_Heed)->Apply(shapes);
+#ifdef HEED_BENCH_OPENBLAS
+BENCHMARK(BM_OpenBLAS)->Apply(shapes);
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  for (std::size_t i = 0; i < kShapes.size(); ++i) {
+    const Shape3& s = kShapes[i];
+    benchmark::AddCustomContext("shape " + std::to_string(i), std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                                                                  std::to_string(s.k) + (s.trans_a ? " aT" : "") +
+                                                                  (s.trans_b ? " bT" : ""));
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

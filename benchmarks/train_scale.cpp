@@ -1,0 +1,317 @@
+// benchmarks/train_scale.cpp — heed's side of benchmarks/compare_scale.py: d2l's
+// Transformer (or Bahdanau GRU seq2seq) at a realistic size on a fra.txt-format file,
+// then batched greedy decoding of a file of English sentences. Its flags, its defaults
+// and its JSON record are those of the libtorch peer (../shared/peers/libtorch/
+// d2l_train_scale.cpp), so that the script runs both with one command line:
+//
+//   OMP_NUM_THREADS=2 build/bench/benchmarks/train_scale --threads 2
+//     --train ../shared/data/fra-eng-large/train.txt --train-subset 2048 --epochs 1
+//     --test-src test_src.txt --hyp hyp.txt --out result.json
+//
+// Defaults: Transformer, 128 hidden, FFN 512, 4 heads, 2 + 2 layers, dropout 0.1,
+// batch 128, num_steps 12, Adam lr 0.001, clipping 1, xavier init, 2 epochs. The data
+// is d2l's load_data_nmt over the first --max-pairs lines (all by default), with
+// vocabularies from all of them; --train-subset K trains on K evenly spaced pairs (row
+// i·n/K), as the peer does. heed's own flags: --save FILE keeps the trained weights,
+// --load FILE starts from them (with --epochs 0: decoding alone). The time is
+// train_seq2seq's alone (the peer's too); tokens are the targets' valid lengths, as d2l
+// counts them.
+#include <heed/heed.hpp>
+#include <heed/io/checkpoint.hpp>
+#include <heed/seq2seq/data.hpp>
+#include <heed/seq2seq/encoder_decoder.hpp>
+#include <heed/seq2seq/predict.hpp>
+#include <heed/seq2seq/train.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "peak_memory.hpp"
+
+namespace {
+
+using heed::index_t;
+using Float = float;
+using BahdanauNet = heed::EncoderDecoder<Float, heed::Seq2SeqEncoder<Float>, heed::Seq2SeqAttentionDecoder<Float>>;
+using TransformerNet = heed::EncoderDecoder<Float, heed::TransformerEncoder<Float>, heed::TransformerDecoder<Float>>;
+
+struct Args {
+  std::string model = "transformer", train_path = "../shared/data/fra-eng-large/train.txt";
+  std::string test_src, hyp_path, out_path, save_path, load_path;
+  long max_pairs = 0, train_subset = 0, epochs = 2, decode_batch = 128;
+  int threads = 2;
+  std::uint64_t seed = 0;
+  bool quiet = false;
+  index_t batch_size = 128, num_steps = 12, num_hiddens = 128, num_layers = 2, embed_size = 128, ffn_num_hiddens = 512,
+          num_heads = 4;
+  double lr = 0.001, dropout = 0.1;
+};
+
+long parse_long(const std::string& flag, const std::string& text, long min) {
+  std::size_t used = 0;
+  long value = 0;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || value < min)
+    throw std::invalid_argument(flag + " wants an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  return value;
+}
+
+double parse_double(const std::string& flag, const std::string& text, double min, double max) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || text.empty() || !(value >= min && value <= max))
+    throw std::invalid_argument(flag + " wants a number in [" + std::to_string(min) + ", " + std::to_string(max) +
+                                "], got '" + text + "'");
+  return value;
+}
+
+Args parse_args(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument("missing value for " + flag);
+      return argv[++i];
+    };
+    if (flag == "--model")
+      a.model = next();
+    else if (flag == "--train")
+      a.train_path = next();
+    else if (flag == "--max-pairs")
+      a.max_pairs = parse_long(flag, next(), 0);
+    else if (flag == "--train-subset")
+      a.train_subset = parse_long(flag, next(), 0);
+    else if (flag == "--epochs")
+      a.epochs = parse_long(flag, next(), 0);
+    else if (flag == "--threads")
+      a.threads = static_cast<int>(parse_long(flag, next(), 1));
+    else if (flag == "--seed")
+      a.seed = static_cast<std::uint64_t>(parse_long(flag, next(), 0));
+    else if (flag == "--batch-size")
+      a.batch_size = parse_long(flag, next(), 1);
+    else if (flag == "--num-steps")
+      a.num_steps = parse_long(flag, next(), 1);
+    else if (flag == "--lr")
+      a.lr = parse_double(flag, next(), 1e-12, 10.0);
+    else if (flag == "--num-hiddens")
+      a.num_hiddens = parse_long(flag, next(), 1);
+    else if (flag == "--embed-size")
+      a.embed_size = parse_long(flag, next(), 1);
+    else if (flag == "--ffn-num-hiddens")
+      a.ffn_num_hiddens = parse_long(flag, next(), 1);
+    else if (flag == "--num-heads")
+      a.num_heads = parse_long(flag, next(), 1);
+    else if (flag == "--num-layers")
+      a.num_layers = parse_long(flag, next(), 1);
+    else if (flag == "--dropout")
+      a.dropout = parse_double(flag, next(), 0.0, 1.0);
+    else if (flag == "--test-src")
+      a.test_src = next();
+    else if (flag == "--hyp")
+      a.hyp_path = next();
+    else if (flag == "--decode-batch")
+      a.decode_batch = parse_long(flag, next(), 1);
+    else if (flag == "--out")
+      a.out_path = next();
+    else if (flag == "--quiet")
+      a.quiet = true;
+    else if (flag == "--save")
+      a.save_path = next();
+    else if (flag == "--load")
+      a.load_path = next();
+    else
+      throw std::invalid_argument("unknown flag " + flag);
+  }
+  if (a.model != "bahdanau" && a.model != "transformer")
+    throw std::invalid_argument("--model wants transformer or bahdanau, got '" + a.model + "'");
+  return a;
+}
+
+std::unique_ptr<BahdanauNet> make_net(const Args& a, const heed::Vocab& src, const heed::Vocab& tgt, BahdanauNet*) {
+  return heed::make_encoder_decoder<Float>(
+      std::make_unique<heed::Seq2SeqEncoder<Float>>(src.size(), a.embed_size, a.num_hiddens, a.num_layers, a.dropout),
+      std::make_unique<heed::Seq2SeqAttentionDecoder<Float>>(tgt.size(), a.embed_size, a.num_hiddens, a.num_layers,
+                                                             a.dropout));
+}
+
+std::unique_ptr<TransformerNet> make_net(const Args& a, const heed::Vocab& src, const heed::Vocab& tgt,
+                                         TransformerNet*) {
+  const index_t h = a.num_hiddens;
+  return heed::make_encoder_decoder<Float>(
+      std::make_unique<heed::TransformerEncoder<Float>>(src.size(), h, h, h, h, heed::Shape{h}, h, a.ffn_num_hiddens,
+                                                        a.num_heads, a.num_layers, a.dropout),
+      std::make_unique<heed::TransformerDecoder<Float>>(tgt.size(), h, h, h, h, heed::Shape{h}, h, a.ffn_num_hiddens,
+                                                        a.num_heads, a.num_layers, a.dropout));
+}
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", v);
+  return buf;
+}
+
+template <typename Net>
+int run(const Args& a) {
+#ifdef _OPENMP
+  omp_set_num_threads(a.threads);
+#endif
+  heed::default_generator().manual_seed(a.seed);
+  const double t0 = now_s();
+  heed::ReadNmtOptions read_options;
+  if (a.max_pairs > 0) read_options.max_pairs = static_cast<std::size_t>(a.max_pairs);
+  const heed::NmtTokens tokens =
+      heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(a.train_path, read_options)));
+  if (tokens.source.empty()) throw heed::ValueError(a.train_path + ": no sentence pairs");
+  const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};
+  const heed::Vocab src_vocab(tokens.source, 2, reserved), tgt_vocab(tokens.target, 2, reserved);
+  heed::NmtArray src = heed::build_array_nmt(tokens.source, src_vocab, a.num_steps);
+  heed::NmtArray tgt = heed::build_array_nmt(tokens.target, tgt_vocab, a.num_steps);
+  const index_t n_pairs_read = src.array.size(0);
+  if (a.train_subset > 0) {
+    const index_t k = std::min<index_t>(a.train_subset, n_pairs_read);
+    heed::IndexTensor rows = heed::detail::make_tensor<std::int64_t>(heed::Shape{k});
+    for (index_t i = 0; i < k; ++i) rows.data()[i] = i * n_pairs_read / k;
+    src = {heed::index_select(src.array, 0, rows), heed::index_select(src.valid_len, 0, rows)};
+    tgt = {heed::index_select(tgt.array, 0, rows), heed::index_select(tgt.valid_len, 0, rows)};
+  }
+  heed::NmtDataLoader loader(src.array, src.valid_len, tgt.array, tgt.valid_len, a.batch_size, a.seed);
+  const double data_load_s = now_s() - t0;
+
+  const auto net = make_net(a, src_vocab, tgt_vocab, static_cast<Net*>(nullptr));
+#ifdef HEED_WITH_OPENBLAS
+  const std::string gemm = std::string("OpenBLAS ") + openblas_get_config() + " core " + openblas_get_corename() +
+                           " (heed/ops/gemm.hpp picks it or Eigen per shape)";
+#else
+  const std::string gemm = "Eigen";
+#endif
+  std::fprintf(stderr, "heed: %lld pairs, vocab %lld/%lld, %lld params, %d threads, GEMM %s\n",
+               static_cast<long long>(loader.num_examples()), static_cast<long long>(src_vocab.size()),
+               static_cast<long long>(tgt_vocab.size()), static_cast<long long>(net->num_parameters()), a.threads,
+               gemm.c_str());
+  heed::TrainOptions options;
+  if (!a.quiet)
+    options.on_epoch = [](const heed::EpochStats& s) {
+      std::fprintf(stderr, "epoch %lld: loss %.4f\n", static_cast<long long>(s.epoch), s.loss);
+    };
+  if (!a.load_path.empty()) {
+    heed::load_checkpoint(*net, a.load_path);
+    options.xavier_init = false;
+  }
+  const heed::TrainResult result = heed::train_seq2seq<Float>(*net, loader, a.lr, a.epochs, tgt_vocab, options);
+  if (!a.save_path.empty()) heed::save_checkpoint(*net, a.save_path);
+
+  std::vector<std::string> sentences, hyps;
+  if (!a.test_src.empty()) {
+    std::ifstream in(a.test_src);
+    if (!in) throw heed::FileError("train_scale: cannot open " + a.test_src);
+    for (std::string line; std::getline(in, line);) sentences.push_back(line);
+  }
+  heed::PredictOptions predict_options;
+  predict_options.save_attention_weights = false;
+  const double t1 = now_s();
+  for (std::size_t b = 0; b < sentences.size(); b += static_cast<std::size_t>(a.decode_batch)) {
+    const auto last = std::min(sentences.size(), b + static_cast<std::size_t>(a.decode_batch));
+    const std::vector<std::string> chunk(sentences.begin() + static_cast<long>(b),
+                                         sentences.begin() + static_cast<long>(last));
+    for (const auto& t : heed::predict_seq2seq<Float>(*net, chunk, src_vocab, tgt_vocab, a.num_steps, predict_options))
+      hyps.push_back(t.text);
+  }
+  const double decode_s = now_s() - t1;
+  if (!a.hyp_path.empty()) {
+    std::ofstream f(a.hyp_path);
+    for (const auto& h : hyps) f << h << "\n";
+    if (!f) throw heed::FileError("train_scale: cannot write " + a.hyp_path);
+  }
+  const double final_loss = result.losses.empty() ? 0.0 : result.losses.back();
+  std::printf("heed threads %d: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f s\n",
+              a.threads, result.seconds, result.tokens_per_second, final_loss, sentences.size(), decode_s);
+  std::fflush(stdout);
+  if (!a.out_path.empty()) {
+    std::ostringstream js;
+    js << "{\"impl\": \"heed\", \"model\": " << json_string(a.model) << ", \"threads\": " << a.threads
+       << ", \"seed\": " << a.seed << ", \"train_file\": " << json_string(a.train_path)
+       << ", \"max_pairs\": " << a.max_pairs << ", \"train_subset\": " << a.train_subset
+       << ", \"n_pairs_read\": " << n_pairs_read << ", \"n_train_pairs\": " << loader.num_examples()
+       << ", \"src_vocab\": " << src_vocab.size() << ", \"tgt_vocab\": " << tgt_vocab.size()
+       << ", \"n_params\": " << net->num_parameters() << ", \"epochs\": " << a.epochs
+       << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
+       << ", \"lr\": " << json_number(a.lr) << ", \"num_hiddens\": " << a.num_hiddens
+       << ", \"ffn_num_hiddens\": " << a.ffn_num_hiddens << ", \"num_heads\": " << a.num_heads
+       << ", \"num_layers\": " << a.num_layers << ", \"dropout\": " << json_number(a.dropout)
+       << ", \"data_load_s\": " << json_number(data_load_s) << ", \"train_wall_s\": " << json_number(result.seconds)
+       << ", \"tokens\": " << result.tokens << ", \"tokens_per_s\": " << json_number(result.tokens_per_second)
+       << ", \"final_loss\": " << json_number(final_loss) << ", \"epoch_losses\": [";
+    for (std::size_t i = 0; i < result.losses.size(); ++i) js << (i ? ", " : "") << json_number(result.losses[i]);
+    js << "], \"decode_sentences\": " << sentences.size() << ", \"decode_batch\": " << a.decode_batch
+       << ", \"decode_wall_s\": " << json_number(decode_s) << ", \"sentences_per_s\": "
+       << json_number(decode_s > 0 ? static_cast<double>(sentences.size()) / decode_s : 0.0)
+       << ", \"peak_rss_mib\": " << json_number(heed_bench::status_mib("VmHWM")) << ", \"gemm\": " << json_string(gemm)
+       << "}\n";
+    std::ofstream f(a.out_path);
+    f << js.str();
+    if (!f) throw heed::FileError("train_scale: cannot write " + a.out_path);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  try {
+    args = parse_args(argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr,
+                 "train_scale: %s\nusage: train_scale [--model transformer|bahdanau] [--train FILE] [--max-pairs N]"
+                 " [--train-subset K] [--epochs N] [--threads N] [--seed N] [--batch-size N] [--num-steps N] [--lr X]"
+                 " [--num-hiddens N] [--embed-size N] [--ffn-num-hiddens N] [--num-heads N] [--num-layers N]"
+                 " [--dropout X] [--test-src FILE --hyp FILE] [--decode-batch N] [--out FILE] [--quiet]"
+                 " [--save FILE] [--load FILE]\n",
+                 e.what());
+    return 2;
+  }
+  try {
+    return args.model == "bahdanau" ? run<BahdanauNet>(args) : run<TransformerNet>(args);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_scale: %s\n", e.what());
+    return 1;
+  }
+}

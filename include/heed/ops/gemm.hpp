@@ -1,0 +1,215 @@
+// heed/ops/gemm.hpp — the CPU's matrix product, c = op(a) · op(b) on row-major
+// buffers, under every op that multiplies matrices (matmul, linear, the GRU's gates).
+//
+// Two kernels: Eigen's GEMM (always there) and, when heed is built with
+// HEED_WITH_OPENBLAS (CMake option of that name; it defines the macro and links
+// OpenBLAS), OpenBLAS's cblas_sgemm / cblas_dgemm for the products where
+// bench_gemm_shapes measures it faster on one thread (gemm_uses_blas). Threads are heed's either way: a large product
+// is cut into panels whose edges depend only on its sizes, and each panel is computed by one thread, so the bits of a
+// result do not depend on the thread count (they do depend on the kernel: a build with OpenBLAS and one without agree
+// to rounding, not bit for bit).
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <type_traits>
+
+#ifdef HEED_WITH_OPENBLAS
+#include <cblas.h>
+#endif
+
+#include "heed/detail/parallel.hpp"
+#include "heed/ops/kernels.hpp"
+
+namespace heed {
+namespace detail {
+
+template <typename T>
+using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+/// Products (c (m × n) = op(a) · op(b), row-major; op(a) is m × k, op(b) is k × n) run
+/// on the calling thread below this many multiply-adds: at d2l's translation sizes (a
+/// few million) the hand-off costs more than it saves (training took 1.4× longer on 2
+/// threads than on 1 when Eigen split every product of 50k multiply-adds or more).
+constexpr index_t kParallelGemmWork = index_t(1) << 24;
+
+/// Products with fewer rows or columns than this stay with Eigen when OpenBLAS is built
+/// in (see gemm_uses_blas).
+constexpr index_t kBlasMinRows = 10;
+
+/// Makes Eigen's products in its scope single-threaded (the OpenMP setting is per
+/// thread, so other threads are not affected).
+class SerialGemmScope {
+ public:
+  explicit SerialGemmScope(bool serial) {
+#ifdef _OPENMP
+    if (serial && !omp_in_parallel()) saved_ = omp_get_max_threads(), omp_set_num_threads(1);
+#else
+    (void)serial;
+#endif
+  }
+  ~SerialGemmScope() {
+#ifdef _OPENMP
+    if (saved_ > 0) omp_set_num_threads(saved_);
+#endif
+  }
+  SerialGemmScope(const SerialGemmScope&) = delete;
+  SerialGemmScope& operator=(const SerialGemmScope&) = delete;
+
+ private:
+#ifdef _OPENMP
+  int saved_ = 0;
+#endif
+};
+
+/// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
+/// Eigen's GEMM with whatever threading is in force; c is row-major with n columns.
+/// Overwrites the block (Eigen fills it with zeros, then accumulates the product).
+template <typename T>
+void eigen_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
+                index_t rows, index_t c0, index_t cols) {
+  using ConstMap = Eigen::Map<const RowMajorMatrix<T>>;
+  auto out = Eigen::Map<RowMajorMatrix<T>>(c, m, n).block(r0, c0, rows, cols);
+  if (k == 0) {
+    out.setZero();
+    return;
+  }
+  const auto product = [&](const auto& lhs, const auto& rhs) {
+    out.noalias() = lhs.middleRows(r0, rows) * rhs.middleCols(c0, cols);
+  };
+  if (!trans_a && !trans_b)
+    product(ConstMap(a, m, k), ConstMap(b, k, n));
+  else if (trans_a && !trans_b)
+    product(ConstMap(a, k, m).transpose(), ConstMap(b, k, n));
+  else if (!trans_a && trans_b)
+    product(ConstMap(a, m, k), ConstMap(b, n, k).transpose());
+  else
+    product(ConstMap(a, k, m).transpose(), ConstMap(b, n, k).transpose());
+}
+
+#ifdef HEED_WITH_OPENBLAS
+/// OpenBLAS on one thread, set once: heed splits large products among its own threads
+/// (gemm below), and OpenBLAS's pthreads would fight them for the cores. This sets
+/// OpenBLAS's thread count for the whole process.
+inline void openblas_single_threaded() {
+  static const bool done = (openblas_set_num_threads(1), true);
+  (void)done;
+}
+
+/// The block of eigen_gemm by OpenBLAS's cblas_?gemm (β = 0: the block is overwritten).
+template <typename T>
+void blas_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
+               index_t rows, index_t c0, index_t cols) {
+  openblas_single_threaded();
+  // Row-major op(a) rows r0.. and op(b) columns c0..: a stored (m, k), or (k, m) when
+  // transposed; b stored (k, n), or (n, k) when transposed.
+  const T* a0 = trans_a ? a + r0 : a + r0 * k;
+  const T* b0 = trans_b ? b + c0 * k : b + c0;
+  const auto lda = static_cast<blasint>(trans_a ? m : k), ldb = static_cast<blasint>(trans_b ? k : n);
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
+  const auto M = static_cast<blasint>(rows), N = static_cast<blasint>(cols), K = static_cast<blasint>(k);
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a0, lda, b0, ldb, 0.0f, c + r0 * n + c0, static_cast<blasint>(n));
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a0, lda, b0, ldb, 0.0, c + r0 * n + c0, static_cast<blasint>(n));
+}
+#endif
+
+/// Whether OpenBLAS computes a product of m × n × k (row-major c = op(a) · op(b)): only
+/// when heed is built with HEED_WITH_OPENBLAS, for float and double, with every
+/// dimension within OpenBLAS's int, and where bench_gemm_shapes measures it faster than
+/// Eigen on one thread (OpenBLAS 0.3.21's SkylakeX kernels against Eigen 3.4 with
+/// -march=native, AMD Zen 4): at least kBlasMinRows rows and columns. OpenBLAS wins
+/// from the smallest products heed runs (10×10×8: 0.13 µs against 0.20; 12×32×12: 0.06
+/// against 0.26) to the largest (1536×128×9807: 162 GFLOP/s against 122), but loses the
+/// skinny ones (8×512×128: 49 GFLOP/s against 82; greedy decoding's vocabulary
+/// projection at 4 live rows, 4×9807×128: 33 against 43; 1×10×8).
+template <typename T>
+constexpr bool gemm_uses_blas([[maybe_unused]] index_t m, [[maybe_unused]] index_t n, [[maybe_unused]] index_t k) {
+#ifdef HEED_WITH_OPENBLAS
+  constexpr index_t int_max = std::numeric_limits<blasint>::max();
+  return (std::is_same_v<T, float> || std::is_same_v<T, double>)&&std::min(m, n) >= kBlasMinRows && m <= int_max &&
+         n <= int_max && k <= int_max;
+#else
+  return false;
+#endif
+}
+
+/// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
+/// the kernel gemm_uses_blas picks for the whole product (m × n × k): so that every
+/// panel of one product takes the same path.
+template <typename T>
+void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
+                index_t rows, index_t c0, index_t cols) {
+#ifdef HEED_WITH_OPENBLAS
+  if (k > 0 && gemm_uses_blas<T>(m, n, k)) {
+    blas_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
+    return;
+  }
+#endif
+  eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
+}
+
+/// c = op(a) · op(b), with whatever threading is in force (see gemm).
+template <typename T>
+void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+  gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n);
+}
+
+/// How a large product is cut: panels of at least 4M multiply-adds and 128 rows (or
+/// columns), at most 12 (shared evenly by 1, 2, 3, 4 or 6 threads), edges at multiples
+/// of 16. Measured against Eigen's threaded GEMM at the shapes the Transformer runs
+/// (1536×8000×128 and its backward, 1024×2048×512, 1536×512×128): within ±10 % on one
+/// thread and on two, where Eigen sometimes does not scale at all.
+constexpr index_t kGemmPanelWork = index_t(1) << 22;
+constexpr index_t kGemmPanelMin = 128;
+constexpr index_t kGemmMaxPanels = 12;
+constexpr index_t kGemmPanelAlign = 16;
+
+/// c = op(a) · op(b). Small products run on the calling thread. A large one is cut into
+/// panels of rows (or of columns, when the product is wider than tall) whose edges
+/// depend only on m, n and k; the panels are handed out to the OpenMP threads, each
+/// computed whole by one thread with Eigen (or OpenBLAS) kept serial inside. Eigen's
+/// own threaded GEMM would be the alternative, but its blocking depends on the thread
+/// count, and so would the bits of the result.
+template <typename T>
+void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+  const index_t work = m * n * k;
+  const bool by_rows = m >= n;
+  const index_t extent = by_rows ? m : n;
+  index_t panels = std::min({work / kGemmPanelWork, extent / kGemmPanelMin, kGemmMaxPanels});
+  if (work < kParallelGemmWork || panels < 2) {
+    const SerialGemmScope serial(true);
+    gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
+    return;
+  }
+  const index_t per_panel = ((extent + panels - 1) / panels + kGemmPanelAlign - 1) / kGemmPanelAlign * kGemmPanelAlign;
+  panels = (extent + per_panel - 1) / per_panel;
+  parallel_tasks(panels, [&](index_t panel) {
+    const SerialGemmScope serial(true);  // no-op on a worker thread, which Eigen keeps serial itself
+    const index_t first = panel * per_panel, size = std::min(per_panel, extent - first);
+    if (by_rows)
+      gemm_block(a, trans_a, b, trans_b, c, m, n, k, first, size, 0, n);
+    else
+      gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, first, size);
+  });
+}
+
+/// gemm on `device`: gemm above on the CPU, cuBLAS on a CUDA device (pointers into tensors
+/// on that device).
+template <typename T>
+void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+  if (!device.is_cpu()) {
+    kernels_for<T>(device, "matmul")
+        .gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
+    return;
+  }
+  gemm(a, trans_a, b, trans_b, c, m, n, k);
+}
+
+}  // namespace detail
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"
