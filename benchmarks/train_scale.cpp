@@ -217,7 +217,7 @@ int run(const Args& a) {
 
   const auto net = make_net(a, src_vocab, tgt_vocab, static_cast<Net*>(nullptr));
 #ifdef HEED_WITH_OPENBLAS
-  const std::string gemm = std::string("OpenBLAS ") + openblas_get_config() + " core " + openblas_get_corename() +
+  const std::string gemm = std::string(openblas_get_config()) + ", core " + openblas_get_corename() +
                            " (heed/ops/gemm.hpp picks it or Eigen per shape)";
 #else
   const std::string gemm = "Eigen";
