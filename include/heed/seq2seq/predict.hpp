@@ -14,7 +14,10 @@
 // length, as d2l does. Decoding feeds one token per step; the decoder keeps its own
 // state (the GRU hidden state, the Transformer's key/value caches), so a step costs
 // one position, not the whole prefix. A hypothesis ends at <eos> or after num_steps
-// tokens. Greedy decoding equals beam search with beam_size 1.
+// tokens. Greedy decoding equals beam search with beam_size 1. A sentence that is done
+// leaves the batch, so later steps cost only the sentences still decoding; each step
+// takes its best tokens from the logits in one pass (no log-softmax tensor, no sort);
+// with save_attention_weights off, no attention weights are computed at all.
 //
 // Beam search keeps, per sentence, the beam_size best partial hypotheses by summed
 // log-probability; a hypothesis that emits <eos> is finished and scored
