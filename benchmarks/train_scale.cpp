@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -59,28 +60,14 @@ struct Args {
   double lr = 0.001, dropout = 0.1;
 };
 
-long parse_long(const std::string& flag, const std::string& text, long min) {
-  std::size_t used = 0;
-  long value = 0;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || value < min)
-    throw std::invalid_argument(flag + " wants an integer >= " + std::to_string(min) + ", got '" + text + "'");
-  return value;
-}
-
-double parse_double(const std::string& flag, const std::string& text, double min, double max) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || !(value >= min && value <= max))
+/// `text` as a Number in [min, max], all of it, or invalid_argument naming the flag.
+template <typename Number>
+Number parse_number(const std::string& flag, const std::string& text, Number min,
+                    Number max = std::numeric_limits<Number>::max()) {
+  std::istringstream in(text);
+  Number value{};
+  in >> value;
+  if (text.empty() || in.fail() || !in.eof() || !(value >= min && value <= max))
     throw std::invalid_argument(flag + " wants a number in [" + std::to_string(min) + ", " + std::to_string(max) +
                                 "], got '" + text + "'");
   return value;
@@ -99,39 +86,39 @@ Args parse_args(int argc, char** argv) {
     else if (flag == "--train")
       a.train_path = next();
     else if (flag == "--max-pairs")
-      a.max_pairs = parse_long(flag, next(), 0);
+      a.max_pairs = parse_number<long>(flag, next(), 0);
     else if (flag == "--train-subset")
-      a.train_subset = parse_long(flag, next(), 0);
+      a.train_subset = parse_number<long>(flag, next(), 0);
     else if (flag == "--epochs")
-      a.epochs = parse_long(flag, next(), 0);
+      a.epochs = parse_number<long>(flag, next(), 0);
     else if (flag == "--threads")
-      a.threads = static_cast<int>(parse_long(flag, next(), 1));
+      a.threads = parse_number<int>(flag, next(), 1);
     else if (flag == "--seed")
-      a.seed = static_cast<std::uint64_t>(parse_long(flag, next(), 0));
+      a.seed = static_cast<std::uint64_t>(parse_number<long>(flag, next(), 0));
     else if (flag == "--batch-size")
-      a.batch_size = parse_long(flag, next(), 1);
+      a.batch_size = parse_number<long>(flag, next(), 1);
     else if (flag == "--num-steps")
-      a.num_steps = parse_long(flag, next(), 1);
+      a.num_steps = parse_number<long>(flag, next(), 1);
     else if (flag == "--lr")
-      a.lr = parse_double(flag, next(), 1e-12, 10.0);
+      a.lr = parse_number<double>(flag, next(), 1e-12, 10.0);
     else if (flag == "--num-hiddens")
-      a.num_hiddens = parse_long(flag, next(), 1);
+      a.num_hiddens = parse_number<long>(flag, next(), 1);
     else if (flag == "--embed-size")
-      a.embed_size = parse_long(flag, next(), 1);
+      a.embed_size = parse_number<long>(flag, next(), 1);
     else if (flag == "--ffn-num-hiddens")
-      a.ffn_num_hiddens = parse_long(flag, next(), 1);
+      a.ffn_num_hiddens = parse_number<long>(flag, next(), 1);
     else if (flag == "--num-heads")
-      a.num_heads = parse_long(flag, next(), 1);
+      a.num_heads = parse_number<long>(flag, next(), 1);
     else if (flag == "--num-layers")
-      a.num_layers = parse_long(flag, next(), 1);
+      a.num_layers = parse_number<long>(flag, next(), 1);
     else if (flag == "--dropout")
-      a.dropout = parse_double(flag, next(), 0.0, 1.0);
+      a.dropout = parse_number<double>(flag, next(), 0.0, 1.0);
     else if (flag == "--test-src")
       a.test_src = next();
     else if (flag == "--hyp")
       a.hyp_path = next();
     else if (flag == "--decode-batch")
-      a.decode_batch = parse_long(flag, next(), 1);
+      a.decode_batch = parse_number<long>(flag, next(), 1);
     else if (flag == "--out")
       a.out_path = next();
     else if (flag == "--quiet")

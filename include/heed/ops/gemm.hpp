@@ -4,10 +4,11 @@
 // Two kernels: Eigen's GEMM (always there) and, when heed is built with
 // HEED_WITH_OPENBLAS (CMake option of that name; it defines the macro and links
 // OpenBLAS), OpenBLAS's cblas_sgemm / cblas_dgemm for the products where
-// bench_gemm_shapes measures it faster on one thread (gemm_uses_blas). Threads are heed's either way: a large product
-// is cut into panels whose edges depend only on its sizes, and each panel is computed by one thread, so the bits of a
-// result do not depend on the thread count (they do depend on the kernel: a build with OpenBLAS and one without agree
-// to rounding, not bit for bit).
+// bench_gemm_shapes measures it faster on one thread (gemm_uses_blas). Threads are
+// heed's either way: a large product is cut into panels whose edges depend only on its
+// sizes, and each panel is computed by one thread, so the bits of a result do not depend
+// on the thread count (they do depend on the kernel: a build with OpenBLAS and one
+// without agree to rounding, not bit for bit).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -129,9 +130,9 @@ void blas_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t
 template <typename T>
 constexpr bool gemm_uses_blas([[maybe_unused]] index_t m, [[maybe_unused]] index_t n, [[maybe_unused]] index_t k) {
 #ifdef HEED_WITH_OPENBLAS
+  constexpr bool blas_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
   constexpr index_t int_max = std::numeric_limits<blasint>::max();
-  return (std::is_same_v<T, float> || std::is_same_v<T, double>)&&std::min(m, n) >= kBlasMinRows && m <= int_max &&
-         n <= int_max && k <= int_max;
+  return blas_type && std::min(m, n) >= kBlasMinRows && m <= int_max && n <= int_max && k <= int_max;
 #else
   return false;
 #endif
