@@ -13,7 +13,8 @@
 //   greedy decoding's vocabulary projection at 128, 32 and 4 live rows;
 //   d2l's Transformer (32 hidden, batch 64 × 10 steps): 640×32×32, 640×201×32, 32×32×640;
 //   small: 32×32×32, 16×16×128, 12×12×32 (the realistic model's attention per head),
-//   10×10×8 and 10×8×10 (d2l's), 12×32×12, 1×10×8; skinny: 16×9807×128, 8×512×128.
+//   10×10×8 and 10×8×10 (d2l's, forward and backward), 12×32×12 (both ways), 1×10×8 and
+//   1×32×12 (decoding's), 32×32×16, 64×64×4; skinny: 16×9807×128, 8×512×128, 1×9807×1.
 // Single-threaded on both sides (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for the
 // reference runs; OPENBLAS_CORETYPE=SkylakeX where OpenBLAS 0.3.21 does not recognise
 // an AVX-512 CPU such as AMD's Zen 4 and falls back to its Haswell kernels): heed splits large products itself (see
@@ -47,6 +48,8 @@ const std::vector<Shape3> kShapes = {
     {32, 32, 32, false, true},      {16, 16, 128, false, true},      {12, 12, 32, false, true},
     {16, 9807, 128, false, true},   {8, 512, 128, false, true},      {10, 10, 8, false, true},
     {10, 8, 10, false, false},      {12, 32, 12, false, false},      {1, 10, 8, false, true},
+    {10, 8, 10, true, false},       {12, 32, 12, true, false},       {1, 32, 12, false, false},
+    {32, 32, 16, false, true},      {64, 64, 4, false, true},        {1, 9807, 1, false, true},
 };
 
 struct Operands {

@@ -222,7 +222,9 @@ int run(const Args& a) {
     heed::load_checkpoint(*net, a.load_path);
     options.xavier_init = false;
   }
+  const std::uint64_t allocations_before_training = heed::buffer_allocations();
   const heed::TrainResult result = heed::train_seq2seq<Float>(*net, loader, a.lr, a.epochs, tgt_vocab, options);
+  const std::uint64_t train_allocations = heed::buffer_allocations() - allocations_before_training;
   if (!a.save_path.empty()) heed::save_checkpoint(*net, a.save_path);
 
   std::vector<std::string> sentences, hyps;
@@ -242,14 +244,18 @@ int run(const Args& a) {
       hyps.push_back(t.text);
   }
   const double decode_s = now_s() - t1;
+  const std::uint64_t decode_allocations = heed::buffer_allocations() - allocations_before_training - train_allocations;
   if (!a.hyp_path.empty()) {
     std::ofstream f(a.hyp_path);
     for (const auto& h : hyps) f << h << "\n";
     if (!f) throw heed::FileError("train_scale: cannot write " + a.hyp_path);
   }
   const double final_loss = result.losses.empty() ? 0.0 : result.losses.back();
-  std::printf("heed threads %d: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f s\n",
-              a.threads, result.seconds, result.tokens_per_second, final_loss, sentences.size(), decode_s);
+  std::printf(
+      "heed threads %d: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f s; "
+      "tensor buffers allocated: %llu training, %llu decoding\n",
+      a.threads, result.seconds, result.tokens_per_second, final_loss, sentences.size(), decode_s,
+      static_cast<unsigned long long>(train_allocations), static_cast<unsigned long long>(decode_allocations));
   std::fflush(stdout);
   if (!a.out_path.empty()) {
     std::ostringstream js;
@@ -270,7 +276,8 @@ int run(const Args& a) {
     js << "], \"decode_sentences\": " << sentences.size() << ", \"decode_batch\": " << a.decode_batch
        << ", \"decode_wall_s\": " << json_number(decode_s) << ", \"sentences_per_s\": "
        << json_number(decode_s > 0 ? static_cast<double>(sentences.size()) / decode_s : 0.0)
-       << ", \"peak_rss_mib\": " << json_number(heed_bench::status_mib("VmHWM")) << ", \"gemm\": " << json_string(gemm)
+       << ", \"train_buffer_allocations\": " << train_allocations
+       << ", \"decode_buffer_allocations\": " << decode_allocations << ", \"peak_rss_mib\": " << json_number(heed_bench::status_mib("VmHWM")) << ", \"gemm\": " << json_string(gemm)
        << "}\n";
     std::ofstream f(a.out_path);
     f << js.str();

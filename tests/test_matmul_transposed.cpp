@@ -138,15 +138,17 @@ TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thre
 #else
   constexpr bool with_openblas = false;
 #endif
-  // Eigen below kBlasMinRows rows or columns; OpenBLAS above when built in; panels
+  // Eigen below kBlasMinRows rows or kBlasMinCols columns; OpenBLAS above when built in; panels
   // shared by the threads from kParallelGemmWork (512 × 256 × 128 = 2^24: 4 panels of
   // 128 rows).
   CHECK_FALSE(heed::detail::gemm_uses_blas<float>(8, 8, 8));
-  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(4, 9807, 128));  // skinny: Eigen's
+  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(4, 9807, 128));  // few rows: Eigen's
+  CHECK(heed::detail::gemm_uses_blas<float>(10, 8, 10) == with_openblas);  // d2l's attention per head
+  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(10, 7, 10));
   CHECK(heed::detail::gemm_uses_blas<float>(64, 64, 64) == with_openblas);
   CHECK(heed::detail::gemm_uses_blas<double>(64, 64, 64) == with_openblas);
   REQUIRE(512 * 256 * 128 >= heed::detail::kParallelGemmWork);
-  for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{3, 5, 4}, {64, 64, 64}, {37, 129, 70}})
+  for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{3, 5, 4}, {10, 8, 10}, {64, 64, 64}, {37, 129, 70}})
     check_gemm<double>(m, n, k, 1e-12), check_gemm<float>(m, n, k, 1e-4);
   check_gemm<float>(512, 256, 128, 1e-4);
   check_gemm<float>(96, 4096, 48, 1e-4);  // wider than tall: panels of columns

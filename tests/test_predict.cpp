@@ -1,5 +1,8 @@
 // predict_seq2seq (heed/seq2seq/predict.hpp): greedy, batched and beam search; and the
 // word alignments taken from its attention (heed/seq2seq/alignment.hpp).
+#include <cmath>
+#include <limits>
+
 #include "seq2seq_common.hpp"
 
 TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam search", "[seq2seq][predict]",
@@ -136,6 +139,19 @@ TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's value
   REQUIRE(heed::detail::top_log_probs(logits.data(), 6, all) == 6);
   const std::vector<index_t> full_order = {1, 3, 4, 0, 2, 5};
   for (std::size_t j = 0; j < 6; ++j) CHECK(all[j].token == full_order[j]);
+  // Greedy (one wanted) takes its own path: the first of the tied best, the same value.
+  std::vector<heed::detail::TopToken<float>> best(1);
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, best) == 1);
+  CHECK(best[0].token == 1);
+  CHECK(best[0].log_prob == expected.data()[1]);
+  // A NaN logit: what the general path gives (its max is not found by value).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> with_nan = {nan, 1.0f, 2.0f};
+  REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, best) == 1);
+  std::vector<heed::detail::TopToken<float>> general(2);
+  REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, general) == 2);
+  CHECK(best[0].token == general[0].token);
+  CHECK(std::isnan(best[0].log_prob) == std::isnan(general[0].log_prob));
 }
 
 TEST_CASE("Word alignments are the argmax of the encoder-decoder attention", "[seq2seq][alignment]") {

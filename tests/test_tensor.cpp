@@ -208,6 +208,23 @@ TEST_CASE("buffers are reused through the cache, which can be bounded and emptie
   CHECK(heed::buffer_cache_idle_bytes() == 64 + 128);
   heed::empty_buffer_cache();
   CHECK(heed::buffer_cache_idle_bytes() == 0);
+
+  // Above 1 KiB small sizes round up to eight classes per octave: 1200 and 1240 bytes
+  // are both served at 1280, 1300 bytes is the next class (1408).
+  const float* class_first = nullptr;
+  {
+    auto a = heed::zeros({300});
+    class_first = a.data();
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 1280);
+  {
+    auto b = heed::zeros({310});
+    CHECK(b.data() == class_first);
+    auto c = heed::zeros({325});
+    CHECK(c.data() != class_first);
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 1280 + 1408);
+  heed::empty_buffer_cache();
 }
 
 TEST_CASE("the buffer cache reuses a resident buffer up to twice the size and keeps idle ones on a miss", "[tensor]") {

@@ -36,6 +36,18 @@ class BufferCache {
   static constexpr std::size_t kSmallGranule = 64;                // sizes are multiples of this
   static constexpr std::size_t kSmallPerSize = 1024;  // idle buffers kept per size (a GRU step saves hundreds)
 
+  /// The bytes a buffer of at least `bytes` is allocated with: above 1 KiB, small sizes
+  /// round up to one of eight classes per octave (at most 12.5 % more), so that tensors
+  /// whose sizes drift a little, as decoding's do while sentences end and caches grow,
+  /// reuse each other's buffers instead of each allocating and faulting in its own.
+  static constexpr std::size_t size_class(std::size_t bytes) {
+    if (bytes <= 1024 || bytes >= kMinBytes) return bytes;
+    std::size_t octave = 1024;
+    while (octave * 2 <= bytes) octave *= 2;
+    const std::size_t step = octave / 8;
+    return (bytes + step - 1) / step * step;
+  }
+
   static BufferCache& instance() {
     static BufferCache* cache = new BufferCache;  // never destroyed: tensors may outlive statics
     return *cache;
@@ -185,6 +197,7 @@ class Storage {
       data_ = static_cast<T*>(backend_of(device).allocate(device.index(), bytes_));
       return;
     }
+    bytes_ = BufferCache::size_class(bytes_);
     data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
     if (data_ == nullptr) data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
     HEED_CHECK(data_ != nullptr, OutOfMemoryError, op, ": out of memory: the system refused ", bytes_,

@@ -36,9 +36,10 @@ using RowMajorMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::R
 /// threads than on 1 when Eigen split every product of 50k multiply-adds or more).
 constexpr index_t kParallelGemmWork = index_t(1) << 24;
 
-/// Products with fewer rows or columns than this stay with Eigen when OpenBLAS is built
-/// in (see gemm_uses_blas).
+/// Products with fewer rows, or fewer columns, than these stay with Eigen when OpenBLAS
+/// is built in (see gemm_uses_blas).
 constexpr index_t kBlasMinRows = 10;
+constexpr index_t kBlasMinCols = 8;
 
 /// Makes Eigen's products in its scope single-threaded (the OpenMP setting is per
 /// thread, so other threads are not affected).
@@ -122,17 +123,18 @@ void blas_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t
 /// when heed is built with HEED_WITH_OPENBLAS, for float and double, with every
 /// dimension within OpenBLAS's int, and where bench_gemm_shapes measures it faster than
 /// Eigen on one thread (OpenBLAS 0.3.21's SkylakeX kernels against Eigen 3.4 with
-/// -march=native, AMD Zen 4): at least kBlasMinRows rows and columns. OpenBLAS wins
-/// from the smallest products heed runs (10×10×8: 0.13 µs against 0.20; 12×32×12: 0.06
-/// against 0.26) to the largest (1536×128×9807: 162 GFLOP/s against 122), but loses the
-/// skinny ones (8×512×128: 49 GFLOP/s against 82; greedy decoding's vocabulary
-/// projection at 4 live rows, 4×9807×128: 33 against 43; 1×10×8).
+/// -march=native, AMD Zen 4): at least kBlasMinRows rows and kBlasMinCols columns.
+/// OpenBLAS wins from the smallest products heed runs (attention per head: 10×8×10 at
+/// 0.04 µs against 0.16, 10×10×8 at 0.13 against 0.20, 12×32×12 at 0.06 against 0.26)
+/// to the largest (1536×128×9807: 162 GFLOP/s against 122), but loses the ones with few
+/// rows (8×512×128: 49 GFLOP/s against 82; greedy decoding's vocabulary projection at 4
+/// live rows, 4×9807×128: 33 against 43; 1×10×8: 0.11 µs against 0.04).
 template <typename T>
 constexpr bool gemm_uses_blas([[maybe_unused]] index_t m, [[maybe_unused]] index_t n, [[maybe_unused]] index_t k) {
 #ifdef HEED_WITH_OPENBLAS
   constexpr bool blas_type = std::is_same_v<T, float> || std::is_same_v<T, double>;
   constexpr index_t int_max = std::numeric_limits<blasint>::max();
-  return blas_type && std::min(m, n) >= kBlasMinRows && m <= int_max && n <= int_max && k <= int_max;
+  return blas_type && m >= kBlasMinRows && n >= kBlasMinCols && m <= int_max && n <= int_max && k <= int_max;
 #else
   return false;
 #endif

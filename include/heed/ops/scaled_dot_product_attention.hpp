@@ -225,7 +225,9 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
   constexpr T kMinusInf = -std::numeric_limits<T>::infinity();
   const index_t nq = Q.rows();
   const bool masked = a.allowed != nullptr || a.additive != nullptr;
-  TileBuffer<T> scores(static_cast<std::size_t>(nq * kAttentionKeyTile));
+  // Buffers as large as the tiles this call has, not the largest tile: d2l's 10 × 10
+  // attention would otherwise allocate 64 × 256 per (batch, head).
+  TileBuffer<T> scores(static_cast<std::size_t>(nq * std::min(kAttentionKeyTile, a.num_keys)));
   std::vector<T> max(static_cast<std::size_t>(nq), kMinusInf), sum(static_cast<std::size_t>(nq), T(0));
   std::vector<std::uint8_t> keep(masked ? scores.size() : 0);
   out.setZero();
@@ -295,7 +297,8 @@ void fused_attention_backward_block(const FusedAttention<T>& a, index_t r0, cons
       finite_keys[static_cast<std::size_t>(kt)] = all_finite(K.middleRows(k0, nk)) && all_finite(V.middleRows(k0, nk));
     }
   }
-  const std::size_t tile = static_cast<std::size_t>(kAttentionQueryTile * kAttentionKeyTile);
+  const std::size_t tile =
+      static_cast<std::size_t>(std::min(kAttentionQueryTile, rows) * std::min(kAttentionKeyTile, a.num_keys));
   TileBuffer<T> p_buffer(tile), dp_buffer(tile), pd_buffer(a.dropout ? tile : 0);
   std::vector<std::uint8_t> keep(a.allowed != nullptr || a.additive != nullptr ? tile : 0);
   dQ.setZero();

@@ -158,13 +158,20 @@ struct TopToken {
 
 /// The top.size() most probable tokens of a row of V logits, best first (ties: the
 /// lower token first), with log P = logit − log Σ exp(logits), computed as log_softmax
-/// computes it; returns how many were found (min(top.size(), V)). Reads the row twice,
-/// writes nothing: greedy decoding needs neither a log-softmax tensor nor a sort.
+/// computes it; returns how many were found (min(top.size(), V)). Reads the row three
+/// times, writes nothing: greedy decoding needs neither a log-softmax tensor nor a sort.
 template <typename T>
 std::size_t top_log_probs(const T* logits, index_t V, std::vector<TopToken<T>>& top) {
   const ConstVecMap<T> row(logits, V);
   const T max = row.maxCoeff();
   const T log_normaliser = max + std::log((row - max).exp().sum());
+  if (top.size() == 1) {  // greedy: the first maximum, found by value (not found when the max is NaN)
+    const T* first = std::find(logits, logits + V, max);
+    if (first != logits + V) {
+      top[0] = {*first - log_normaliser, static_cast<index_t>(first - logits)};
+      return 1;
+    }
+  }
   std::size_t n = 0;
   for (index_t v = 0; v < V; ++v) {
     const T log_prob = logits[v] - log_normaliser;
