@@ -277,7 +277,8 @@ int run(const Args& a) {
        << ", \"decode_wall_s\": " << json_number(decode_s) << ", \"sentences_per_s\": "
        << json_number(decode_s > 0 ? static_cast<double>(sentences.size()) / decode_s : 0.0)
        << ", \"train_buffer_allocations\": " << train_allocations
-       << ", \"decode_buffer_allocations\": " << decode_allocations << ", \"peak_rss_mib\": " << json_number(heed_bench::status_mib("VmHWM")) << ", \"gemm\": " << json_string(gemm)
+       << ", \"decode_buffer_allocations\": " << decode_allocations
+       << ", \"peak_rss_mib\": " << json_number(heed_bench::status_mib("VmHWM")) << ", \"gemm\": " << json_string(gemm)
        << "}\n";
     std::ofstream f(a.out_path);
     f << js.str();

@@ -142,7 +142,7 @@ TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thre
   // shared by the threads from kParallelGemmWork (512 × 256 × 128 = 2^24: 4 panels of
   // 128 rows).
   CHECK_FALSE(heed::detail::gemm_uses_blas<float>(8, 8, 8));
-  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(4, 9807, 128));  // few rows: Eigen's
+  CHECK_FALSE(heed::detail::gemm_uses_blas<float>(4, 9807, 128));          // few rows: Eigen's
   CHECK(heed::detail::gemm_uses_blas<float>(10, 8, 10) == with_openblas);  // d2l's attention per head
   CHECK_FALSE(heed::detail::gemm_uses_blas<float>(10, 7, 10));
   CHECK(heed::detail::gemm_uses_blas<float>(64, 64, 64) == with_openblas);
