@@ -29,7 +29,7 @@
 namespace heed::detail {
 
 /// Idle buffers, shared by all threads: large ones by size (best fit), small ones by
-/// exact size (a free list per multiple of 64 bytes).
+/// size class (a free list per multiple of 64 bytes; see size_class).
 class BufferCache {
  public:
   static constexpr std::size_t kMinBytes = std::size_t(1) << 16;  // below: the small lists
