@@ -277,8 +277,24 @@ def measure_peaks(bench, threads, runs, cases):
 # ---- timings -----------------------------------------------------------------------------
 
 
-def compare_times(args, threads, torch_cases, names):
+def set_torch_threads(threads):
+    """torch.set_num_threads, and the same count for the OpenBLAS that Debian's PyTorch
+    (BLAS_INFO=generic) reaches through libblas.so.3: torch does not pass its count on, so
+    without this its matrix products ran on every core at 'threads = 1'."""
+    import ctypes
     torch.set_num_threads(threads)
+    with open("/proc/self/maps") as f:
+        libs = sorted({line[line.find("/"):].strip() for line in f if "/" in line and "openblas" in line})
+    for lib in libs:
+        try:
+            ctypes.CDLL(lib).openblas_set_num_threads(threads)
+            return
+        except (OSError, AttributeError):
+            continue
+
+
+def compare_times(args, threads, torch_cases, names):
+    set_torch_threads(threads)
     bench_filter = "^(" + "|".join(names) + ")(/real_time)?$"
     heed, ref = {}, {}
     for _ in range(args.rounds):
@@ -315,7 +331,7 @@ def main():
         pass  # already set (only possible once per process)
 
     if args.peak_memory_child:
-        torch.set_num_threads(thread_counts[0])
+        set_torch_threads(thread_counts[0])
         peak_memory_child(args.peak_memory_child)
         return 0
 
