@@ -70,6 +70,7 @@ from d2l_reference import (AddNorm, DotProductAttention, EncoderBlock,  # noqa: 
                            MultiHeadAttention, PositionWiseFFN, transpose_qkv)
 # heed::Generator's randint in Python, the median timer and the BLAS line.
 from compare_attention import blas_info, heed_randint, run_heed, time_ms  # noqa: E402
+from compare_scale import loaded_blas  # noqa: E402
 
 BATCH, ENC_STEPS, HIDDENS, FFN_HIDDENS, HEADS = 8, 128, 512, 2048, 8
 MHA_STEPS = 512
@@ -283,9 +284,7 @@ def set_torch_threads(threads):
     without this its matrix products ran on every core at 'threads = 1'."""
     import ctypes
     torch.set_num_threads(threads)
-    with open("/proc/self/maps") as f:
-        libs = sorted({line[line.find("/"):].strip() for line in f if "/" in line and "openblas" in line})
-    for lib in libs:
+    for lib in loaded_blas()["libs"]:
         try:
             ctypes.CDLL(lib).openblas_set_num_threads(threads)
             return

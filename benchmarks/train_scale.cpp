@@ -235,6 +235,7 @@ int run(const Args& a) {
   }
   heed::PredictOptions predict_options;
   predict_options.save_attention_weights = false;
+  const std::uint64_t allocations_before_decoding = heed::buffer_allocations();  // after saving, if asked
   const double t1 = now_s();
   for (std::size_t b = 0; b < sentences.size(); b += static_cast<std::size_t>(a.decode_batch)) {
     const auto last = std::min(sentences.size(), b + static_cast<std::size_t>(a.decode_batch));
@@ -244,7 +245,7 @@ int run(const Args& a) {
       hyps.push_back(t.text);
   }
   const double decode_s = now_s() - t1;
-  const std::uint64_t decode_allocations = heed::buffer_allocations() - allocations_before_training - train_allocations;
+  const std::uint64_t decode_allocations = heed::buffer_allocations() - allocations_before_decoding;
   if (!a.hyp_path.empty()) {
     std::ofstream f(a.hyp_path);
     for (const auto& h : hyps) f << h << "\n";
