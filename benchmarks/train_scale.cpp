@@ -184,13 +184,14 @@ int run(const Args& a) {
   const double t0 = now_s();
   heed::ReadNmtOptions read_options;
   if (a.max_pairs > 0) read_options.max_pairs = static_cast<std::size_t>(a.max_pairs);
-  const heed::NmtTokens tokens =
-      heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(a.train_path, read_options)));
-  if (tokens.source.empty()) throw heed::ValueError(a.train_path + ": no sentence pairs");
+  auto tokens = std::make_unique<heed::NmtTokens>(
+      heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(a.train_path, read_options))));
+  if (tokens->source.empty()) throw heed::ValueError(a.train_path + ": no sentence pairs");
   const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};
-  const heed::Vocab src_vocab(tokens.source, 2, reserved), tgt_vocab(tokens.target, 2, reserved);
-  heed::NmtArray src = heed::build_array_nmt(tokens.source, src_vocab, a.num_steps);
-  heed::NmtArray tgt = heed::build_array_nmt(tokens.target, tgt_vocab, a.num_steps);
+  const heed::Vocab src_vocab(tokens->source, 2, reserved), tgt_vocab(tokens->target, 2, reserved);
+  heed::NmtArray src = heed::build_array_nmt(tokens->source, src_vocab, a.num_steps);
+  heed::NmtArray tgt = heed::build_array_nmt(tokens->target, tgt_vocab, a.num_steps);
+  tokens.reset();  // the words are in the arrays now, as load_data_nmt leaves them
   const index_t n_pairs_read = src.array.size(0);
   if (a.train_subset > 0) {
     const index_t k = std::min<index_t>(a.train_subset, n_pairs_read);
@@ -225,6 +226,7 @@ int run(const Args& a) {
   const std::uint64_t allocations_before_training = heed::buffer_allocations();
   const heed::TrainResult result = heed::train_seq2seq<Float>(*net, loader, a.lr, a.epochs, tgt_vocab, options);
   const std::uint64_t train_allocations = heed::buffer_allocations() - allocations_before_training;
+  const heed::BufferUsage train_usage = heed::buffer_usage();  // peaks since the start: training's
   if (!a.save_path.empty()) heed::save_checkpoint(*net, a.save_path);
 
   std::vector<std::string> sentences, hyps;
@@ -254,9 +256,11 @@ int run(const Args& a) {
   const double final_loss = result.losses.empty() ? 0.0 : result.losses.back();
   std::printf(
       "heed threads %d: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f s; "
-      "tensor buffers allocated: %llu training, %llu decoding\n",
+      "tensor buffers allocated: %llu training, %llu decoding; peak tensor memory %.1f MiB in use, "
+      "%.1f MiB held\n",
       a.threads, result.seconds, result.tokens_per_second, final_loss, sentences.size(), decode_s,
-      static_cast<unsigned long long>(train_allocations), static_cast<unsigned long long>(decode_allocations));
+      static_cast<unsigned long long>(train_allocations), static_cast<unsigned long long>(decode_allocations),
+      static_cast<double>(train_usage.peak_in_use) / 1048576.0, static_cast<double>(train_usage.peak_held) / 1048576.0);
   std::fflush(stdout);
   if (!a.out_path.empty()) {
     std::ostringstream js;
@@ -279,6 +283,8 @@ int run(const Args& a) {
        << json_number(decode_s > 0 ? static_cast<double>(sentences.size()) / decode_s : 0.0)
        << ", \"train_buffer_allocations\": " << train_allocations
        << ", \"decode_buffer_allocations\": " << decode_allocations
+       << ", \"train_peak_tensor_mib\": " << json_number(static_cast<double>(train_usage.peak_in_use) / 1048576.0)
+       << ", \"train_peak_held_mib\": " << json_number(static_cast<double>(train_usage.peak_held) / 1048576.0)
        << ", \"peak_rss_mib\": " << json_number(heed_bench::status_mib("VmHWM")) << ", \"gemm\": " << json_string(gemm)
        << "}\n";
     std::ofstream f(a.out_path);

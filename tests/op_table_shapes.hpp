@@ -43,6 +43,27 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
             .inputs({Domain{-2, 2}})
             .large({Case{{Shape{1600, 64}}, {1}, cycle(Shape{1600}, 64)}}));
   }
+  // linear then cross_entropy, fused (x, weight[, bias]); index: labels; args {reduction}.
+  // 600 classes make three tiles of the classes (the last one short); the large case
+  // has three blocks of rows too.
+  {
+    const IndexTensor labels = ints({1, 0, 4, 4, 2, 3}, {2, 3});
+    t.push_back(
+        entry("linear_cross_entropy", op([](const auto& x, const Case& c) {
+                const heed::Reduction r[] = {heed::Reduction::none, heed::Reduction::mean, heed::Reduction::sum};
+                using T = typename std::decay_t<decltype(x[0])>::value_type;
+                return heed::linear_cross_entropy(x[0], x[1], x.size() > 2 ? x[2] : Tensor<T>(), index_on(c, x),
+                                                  r[c.args[0]]);
+              }),
+              {Case{{Shape{2, 3, 4}, Shape{5, 4}, Shape{5}}, {0}, labels},
+               Case{{Shape{2, 3, 4}, Shape{5, 4}, Shape{5}}, {1}, labels},
+               Case{{Shape{2, 3, 4}, Shape{5, 4}}, {2}, labels}, Case{{Shape{4}, Shape{3, 4}}, {1}, ints({2}, {})},
+               Case{{Shape{3, 2}, Shape{600, 2}, Shape{600}}, {0}, ints({599, 0, 300}, {3})},
+               Case{{Shape{0, 4}, Shape{5, 4}, Shape{5}}, {2}, ints({}, {0})}})
+            .reference([](const Inputs<double>& x, const Case& c) { return cross_entropy_ref({linear_ref(x, c)}, c); })
+            .inputs({Domain{-2, 2}})
+            .large({Case{{Shape{1100, 16}, Shape{700, 16}, Shape{700}}, {1}, cycle(Shape{1100}, 700)}}));
+  }
   // index: valid lengths; args {causal, dropout in %, seed of the generator}. No CUDA
   // implementation but for no queries or no keys, which take the classic path.
   t.push_back(

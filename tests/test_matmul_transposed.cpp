@@ -109,23 +109,27 @@ void check_gemm(index_t m, index_t n, index_t k, double tolerance) {
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       INFO(m << " x " << n << " x " << k << ", transpose_a " << ta << ", transpose_b " << tb);
-      // NaN first: the product overwrites its output, whatever was there.
-      std::vector<T> c(static_cast<std::size_t>(m * n), std::numeric_limits<T>::quiet_NaN());
+      // NaN first: the product overwrites its output, whatever was there. The outputs are
+      // tensors' buffers, aligned as every tensor's: where Eigen's vectorised loops start
+      // depends on the output's alignment, and with it the last bits of small products.
+      heed::Tensor<T> c = heed::full<T>({m * n}, std::numeric_limits<T>::quiet_NaN());
       heed::detail::gemm(a.data(), ta, b.data(), tb, c.data(), m, n, k);
       const std::vector<T> expected = reference_gemm(a, ta, b, tb, m, n, k);
-      for (std::size_t i = 0; i < c.size(); ++i)
-        REQUIRE(std::abs(static_cast<double>(c[i]) - static_cast<double>(expected[i])) <= tolerance);
+      for (index_t i = 0; i < m * n; ++i)
+        REQUIRE(std::abs(static_cast<double>(c.data()[i]) -
+                         static_cast<double>(expected[static_cast<std::size_t>(i)])) <= tolerance);
 #ifdef _OPENMP
       // The panels' edges depend on the sizes alone: 1 and 3 threads give the same bits.
       const int saved = omp_get_max_threads();
-      std::vector<T> one(c.size()), three(c.size());
+      heed::Tensor<T> one = heed::zeros<T>({m * n}), three = heed::zeros<T>({m * n});
       omp_set_num_threads(1);
       heed::detail::gemm(a.data(), ta, b.data(), tb, one.data(), m, n, k);
       omp_set_num_threads(3);
       heed::detail::gemm(a.data(), ta, b.data(), tb, three.data(), m, n, k);
       omp_set_num_threads(saved);
-      CHECK(std::memcmp(one.data(), three.data(), one.size() * sizeof(T)) == 0);
-      CHECK(std::memcmp(one.data(), c.data(), c.size() * sizeof(T)) == 0);
+      const std::size_t bytes = static_cast<std::size_t>(m * n) * sizeof(T);
+      CHECK(std::memcmp(one.data(), three.data(), bytes) == 0);
+      CHECK(std::memcmp(one.data(), c.data(), bytes) == 0);
 #endif
     }
 }

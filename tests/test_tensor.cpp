@@ -257,6 +257,39 @@ TEST_CASE("the buffer cache reuses a resident buffer up to twice the size and ke
   heed::empty_buffer_cache();
 }
 
+TEST_CASE("buffer_usage counts the bytes in tensors and held idle, and their peaks", "[tensor]") {
+  heed::empty_buffer_cache();
+  const std::size_t bytes = std::size_t(1) << 18;  // 256 KiB of floats
+  const index_t n = static_cast<index_t>(bytes / sizeof(float));
+  const heed::BufferUsage before = heed::buffer_usage();
+  CHECK(before.idle == 0);
+  heed::reset_buffer_peaks();
+  CHECK(heed::buffer_usage().peak_in_use == before.in_use);
+  CHECK(heed::buffer_usage().peak_held == before.in_use);
+  {
+    auto a = heed::zeros({n});
+    auto b = heed::zeros({2 * n});
+    const heed::BufferUsage during = heed::buffer_usage();
+    CHECK(during.in_use == before.in_use + 3 * bytes);
+    CHECK(during.peak_in_use == during.in_use);
+  }
+  heed::BufferUsage after = heed::buffer_usage();
+  CHECK(after.in_use == before.in_use);
+  CHECK(after.idle == 3 * bytes);  // kept for reuse
+  CHECK(after.peak_in_use == before.in_use + 3 * bytes);
+  CHECK(after.peak_held == before.in_use + 3 * bytes);
+  {
+    auto c = heed::zeros({2 * n});  // served from the idle buffers: nothing more held
+    CHECK(heed::buffer_usage().peak_held == before.in_use + 3 * bytes);
+  }
+  heed::reset_buffer_peaks();
+  after = heed::buffer_usage();
+  CHECK(after.peak_in_use == before.in_use);
+  CHECK(after.peak_held == before.in_use + 3 * bytes);
+  heed::empty_buffer_cache();
+  CHECK(heed::buffer_usage().idle == 0);
+}
+
 // ---- devices ------------------------------------------------------------------------------
 
 TEST_CASE("a Device is the CPU or a CUDA device, named as in PyTorch", "[tensor][device]") {

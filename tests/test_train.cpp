@@ -103,6 +103,42 @@ TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changi
   }
 }
 
+TEST_CASE("train_seq2seq runs the Transformer's output layer and loss fused, as unfused to rounding",
+          "[seq2seq][train]") {
+  static_assert(heed::detail::has_output_features<heed::TransformerDecoder<double>>::value &&
+                    !heed::detail::has_output_features<heed::Seq2SeqAttentionDecoder<double>>::value,
+                "the Transformer's decoder exposes its output layer, the Bahdanau decoder does not");
+  const auto train = [](bool fuse) {
+    heed::NmtData data = small_corpus(60);
+    heed::Generator gen(21);
+    heed::TransformerOptions init;
+    init.generator = &gen;
+    auto net = std::make_unique<TransformerNet<double>>(
+        std::make_unique<heed::TransformerEncoder<double>>(data.src_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4,
+                                                           2, 0.2, false, init),
+        std::make_unique<heed::TransformerDecoder<double>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4,
+                                                           2, 0.2, init));
+    heed::TrainOptions options;
+    heed::Generator init_gen(4);
+    options.generator = &init_gen;
+    options.fuse_output_loss = fuse;
+    heed::manual_seed(8);  // dropout's generator
+    const heed::TrainResult result =
+        heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 3, data.tgt_vocab, options);
+    return std::pair{result, net->named_parameters()};
+  };
+  const auto [fused, fused_params] = train(true);
+  const auto [unfused, unfused_params] = train(false);
+  REQUIRE(fused.losses.size() == 3);
+  CHECK(fused.losses[2] < fused.losses[0]);
+  for (std::size_t i = 0; i < 3; ++i) CHECK(fused.losses[i] == Approx(unfused.losses[i]).epsilon(1e-10));
+  REQUIRE(fused_params.size() == unfused_params.size());
+  for (std::size_t i = 0; i < fused_params.size(); ++i) {
+    INFO(fused_params[i].first);
+    check_close(fused_params[i].second, unfused_params[i].second, 1e-9);
+  }
+}
+
 TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past every threading threshold",
           "[seq2seq][train][threads]") {
 #ifndef _OPENMP

@@ -270,6 +270,67 @@ TEST_CASE("MaskedSoftmaxCELoss equals d2l's formula written with heed's ops", "[
   CHECK_GRADIENTS(g, {uniform_leaf({3, 5, 4}, 9)});
 }
 
+TEST_CASE("masked_linear_ce_loss equals the output layer then MaskedSoftmaxCELoss", "[loss][gradcheck]") {
+  // 300 classes: two tiles of the classes, the second one short.
+  Tensord hidden = uniform_leaf({3, 5, 4}, 11), weight = uniform_leaf({300, 4}, 12), bias = uniform_leaf({300}, 13);
+  IndexTensor label = heed::detail::make_tensor<std::int64_t>(Shape{3, 5});
+  for (index_t i = 0; i < 15; ++i) label.data()[i] = (i * 97) % 300;
+  for (const auto& [valid, mean_steps] :
+       {std::pair{lens({5, 2, 0}, {3}), index_t(0)}, std::pair{lens({9, 4, 1}, {3}), index_t(7)}}) {
+    const Tensord fused = heed::masked_linear_ce_loss(hidden, weight, bias, label, valid, mean_steps);
+    CHECK(fused.grad_fn_name() == "MaskedLinearCELossBackward");
+    const Tensord composed = heed::masked_softmax_ce_loss(heed::linear(hidden, weight, bias), label, valid, mean_steps);
+    check_close(fused, composed, 1e-12);
+    const Tensord R({0.5, -2.0, 3.0}, Shape{3});
+    std::vector<Tensord> grads;
+    for (const Tensord& out : {fused, composed}) {
+      out.backward(R);
+      for (Tensord* p : {&hidden, &weight, &bias}) grads.push_back(p->grad()), p->zero_grad();
+    }
+    for (std::size_t i = 0; i < 3; ++i) check_close(grads[i], grads[i + 3], 1e-12);
+  }
+  // A step past valid_len gets a gradient of exactly 0.
+  heed::masked_linear_ce_loss(hidden, weight, bias, label, lens({5, 2, 0}, {3})).sum().backward();
+  for (index_t d = 0; d < 4; ++d) CHECK(hidden.grad().at({1, 3, d}) == 0.0);
+  for (index_t d = 0; d < 4; ++d) CHECK(hidden.grad().at({2, 0, d}) == 0.0);
+
+  const IndexTensor small_label({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 3, 3, 3, 3, 3}, Shape{3, 5});
+  const GradFn f = [&](const GradInputs& in) {
+    return heed::masked_linear_ce_loss(in[0], in[1], in[2], small_label, lens({5, 2, 1}, {3}));
+  };
+  CHECK_GRADIENTS(f, {uniform_leaf({3, 5, 3}, 14), uniform_leaf({4, 3}, 15), uniform_leaf({4}, 16)});
+  const GradFn no_bias = [&](const GradInputs& in) {
+    return heed::masked_linear_ce_loss(in[0], in[1], Tensord(), small_label, lens({3, 5, 4}, {3})).sum();
+  };
+  CHECK_GRADIENTS(no_bias, {uniform_leaf({3, 5, 3}, 17), uniform_leaf({4, 3}, 18)});
+}
+
+TEST_CASE("masked_linear_ce_loss checks its inputs", "[loss][errors]") {
+  const auto hidden = heed::zeros<float>({2, 3, 4}), weight = heed::zeros<float>({5, 4});
+  const auto bias = heed::zeros<float>({5});
+  const IndexTensor label({0, 1, 2, 3, 0, 1}, Shape{2, 3});
+  const IndexTensor valid_len = lens({3, 1}, {2});
+  CHECK_ERROR(heed::ShapeError, "masked_linear_ce_loss: hidden must be (batch, num_steps, in_features), got (6, 4)",
+              heed::masked_linear_ce_loss(heed::zeros<float>({6, 4}), weight, bias, label, valid_len));
+  CHECK_ERROR(heed::ShapeError, "masked_linear_ce_loss: input of shape (2, 3, 4) does not end in in_features = 3",
+              heed::masked_linear_ce_loss(hidden, heed::zeros<float>({5, 3}), bias, label, valid_len));
+  CHECK_ERROR(heed::ShapeError, "masked_linear_ce_loss: bias of shape (4) does not match the weight's 5 classes",
+              heed::masked_linear_ce_loss(hidden, weight, heed::zeros<float>({4}), label, valid_len));
+  CHECK_ERROR(heed::ShapeError, "masked_linear_ce_loss: labels of shape (3, 2) do not match input of shape (2, 3, 4)",
+              heed::masked_linear_ce_loss(hidden, weight, bias, label.reshape({3, 2}), valid_len));
+  CHECK_ERROR(
+      heed::IndexError,
+      "masked_linear_ce_loss: label 5 at position (1, 2) of labels (2, 3) is out of range for 5 classes",
+      heed::masked_linear_ce_loss(hidden, weight, bias, IndexTensor({0, 1, 2, 3, 0, 5}, Shape{2, 3}), valid_len));
+  CHECK_ERROR(heed::ValueError, "masked_linear_ce_loss: valid_len must not be negative, got -2 at index 0",
+              heed::masked_linear_ce_loss(hidden, weight, bias, label, lens({-2, 1}, {2})));
+  CHECK_ERROR(heed::ValueError, "masked_linear_ce_loss: mean_steps = 2 is fewer than hidden's 3 steps",
+              heed::masked_linear_ce_loss(hidden, weight, bias, label, valid_len, 2));
+  CHECK_ERROR(heed::ShapeError, "linear_cross_entropy: weight (0, 4) has no classes",
+              heed::linear_cross_entropy(heed::zeros<float>({3, 4}), heed::zeros<float>({0, 4}), Tensorf(),
+                                         IndexTensor({0, 0, 0}, Shape{3})));
+}
+
 TEST_CASE("MaskedSoftmaxCELoss checks pred, label and valid_len", "[loss][errors]") {
   heed::MaskedSoftmaxCELoss loss;
   const auto pred = heed::zeros<float>({2, 3, 4});

@@ -40,6 +40,7 @@
 #include "heed/ops/gru.hpp"
 #include "heed/ops/layer_norm.hpp"
 #include "heed/ops/linear.hpp"
+#include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/reduce.hpp"

@@ -16,6 +16,7 @@
 #include "heed/ops/gru.hpp"
 #include "heed/ops/layer_norm.hpp"
 #include "heed/ops/linear.hpp"
+#include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/reduce.hpp"
@@ -77,7 +78,9 @@
   EXT template Tensor<T> gru_layer<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &, const Tensor<T> &); \
   EXT template Tensor<T> layer_norm<T>(const Tensor<T> &, const Shape &, const Tensor<T> &, const Tensor<T> &,     \
                                        double);                                                                    \
-  EXT template Tensor<T> linear<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);
+  EXT template Tensor<T> linear<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);                       \
+  EXT template Tensor<T> linear_cross_entropy<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,          \
+                                                 const IndexTensor &, Reduction);
 
 // Shape ops and comparisons: float, double, std::int64_t and bool.
 #define HEED_COMPILED_OPS_ANY(EXT, T)                                                           \

@@ -70,6 +70,7 @@ class BufferCache {
       void* p = list.back();
       list.pop_back();
       idle_bytes_ -= bytes;
+      note_use(bytes);
       return p;
     }
     auto it = idle_.lower_bound(bytes);
@@ -78,12 +79,20 @@ class BufferCache {
     void* p = it->second;
     idle_.erase(it);
     idle_bytes_ -= bytes;
+    note_use(bytes);
     return p;
+  }
+
+  /// Counts a buffer the caller allocated afresh after take missed.
+  void allocated(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    note_use(bytes);
   }
 
   void give(void* p, std::size_t bytes) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      in_use_bytes_ -= bytes;
       if (bytes < kMinBytes) {
         std::vector<void*>& list = small_[bytes / kSmallGranule];
         // Keeping a buffer needs memory of its own; when there is none, it is freed
@@ -139,11 +148,32 @@ class BufferCache {
     return misses_;
   }
 
+  /// Bytes in tensors now, idle now, and the most of each since the last reset_peaks.
+  struct Usage {
+    std::size_t in_use, idle, peak_in_use, peak_held;
+  };
+  Usage usage() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {in_use_bytes_, idle_bytes_, peak_in_use_bytes_, peak_held_bytes_};
+  }
+  void reset_peaks() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    peak_in_use_bytes_ = in_use_bytes_;
+    peak_held_bytes_ = in_use_bytes_ + idle_bytes_;
+  }
+
  private:
+  void note_use(std::size_t bytes) {
+    in_use_bytes_ += bytes;
+    peak_held_bytes_ = std::max(peak_held_bytes_, in_use_bytes_ + idle_bytes_);
+    peak_in_use_bytes_ = std::max(peak_in_use_bytes_, in_use_bytes_);
+  }
+
   std::mutex mutex_;
   std::multimap<std::size_t, void*> idle_;
   std::vector<void*> small_[kMinBytes / kSmallGranule];
   std::size_t idle_bytes_ = 0;
+  std::size_t in_use_bytes_ = 0, peak_held_bytes_ = 0, peak_in_use_bytes_ = 0;
   std::uint64_t misses_ = 0;
   std::size_t limit_ = std::size_t(1) << 30;
 };
@@ -199,7 +229,10 @@ class Storage {
     }
     bytes_ = BufferCache::size_class(bytes_);
     data_ = static_cast<T*>(BufferCache::instance().take(bytes_));
-    if (data_ == nullptr) data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
+    if (data_ == nullptr) {
+      data_ = static_cast<T*>(std::aligned_alloc(kAlignment, bytes_));
+      if (data_ != nullptr) BufferCache::instance().allocated(bytes_);
+    }
     HEED_CHECK(data_ != nullptr, OutOfMemoryError, op, ": out of memory: the system refused ", bytes_,
                " bytes for a tensor of shape ", to_string(shape), " of ", dtype_name<T>());
   }
@@ -242,6 +275,21 @@ inline void set_buffer_cache_limit(std::size_t bytes) { detail::BufferCache::ins
 
 /// Bytes of idle buffers held for reuse right now.
 inline std::size_t buffer_cache_idle_bytes() { return detail::BufferCache::instance().idle_bytes(); }
+
+/// The bytes of heed's CPU tensor buffers: in tensors now (`in_use`), kept idle for reuse
+/// (`idle`), and the most in tensors (`peak_in_use`, as PyTorch's max_memory_allocated)
+/// and the most held in all (`peak_held`, in tensors or idle: what the process's
+/// resident size sees) since the start or the last reset_buffer_peaks. Sizes are those
+/// of the allocations (rounded up to 64 bytes and to their size class).
+struct BufferUsage {
+  std::size_t in_use = 0, idle = 0, peak_in_use = 0, peak_held = 0;
+};
+inline BufferUsage buffer_usage() {
+  const auto u = detail::BufferCache::instance().usage();
+  return {u.in_use, u.idle, u.peak_in_use, u.peak_held};
+}
+/// Starts the peaks of buffer_usage again from what is in use and held now.
+inline void reset_buffer_peaks() { detail::BufferCache::instance().reset_peaks(); }
 
 /// How many tensor buffers heed has allocated from the system so far (requests its
 /// cache could not serve): constant across the steady-state steps of a training loop.

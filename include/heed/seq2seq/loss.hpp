@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "heed/ops/cross_entropy.hpp"
+#include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/sequence_mask.hpp"
 
 namespace heed {
@@ -83,6 +84,44 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
                        return autograd::Grads<T>{detail::cross_entropy_backward(saved.get(), label, stats, rows, coef)};
                      });
   return out;
+}
+
+/// masked_softmax_ce_loss(linear(hidden, weight, bias), label, valid_len, mean_steps)
+/// without ever holding the logits (heed/ops/linear_cross_entropy.hpp): the decoder's
+/// output layer and the loss in one, over the valid steps only. train_seq2seq takes this
+/// path for decoders that expose their output layer (see EncoderDecoder::features).
+///   hidden: (batch, num_steps, in_features)  weight: (vocab_size, in_features)
+template <typename T>
+Tensor<T> masked_linear_ce_loss(const Tensor<T>& hidden, const Tensor<T>& weight, const Tensor<T>& bias,
+                                const IndexTensor& label, const IndexTensor& valid_len, index_t mean_steps = 0) {
+  constexpr const char* op = "masked_linear_ce_loss";
+  HEED_CHECK(hidden.defined() && hidden.dim() == 3, ShapeError, op,
+             ": hidden must be (batch, num_steps, in_features), got ",
+             hidden.defined() ? to_string(hidden.shape()) : std::string("undefined"));
+  if (detail::on_device(op, hidden, weight, bias, label, valid_len))
+    return masked_softmax_ce_loss(linear(hidden, weight, bias), label, valid_len, mean_steps);
+  const index_t batch = hidden.shape()[0], num_steps = hidden.shape()[1];
+  detail::check_linear_ce(op, hidden, weight, bias, label, Shape{batch, num_steps});
+  HEED_CHECK(mean_steps == 0 || mean_steps >= num_steps, ValueError, op, ": mean_steps = ", mean_steps,
+             " is fewer than hidden's ", num_steps, " steps");
+  detail::CrossEntropyRows rows;
+  rows.rows = batch * num_steps;
+  rows.classes = weight.shape()[0];
+  rows.steps = num_steps;
+  rows.lens = detail::sequence_lens(valid_len, batch, num_steps, op);
+  const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
+  return detail::fused_linear_ce(
+      "MaskedLinearCELossBackward", hidden, weight, bias, label, rows,
+      [&](const std::vector<T>& losses, const std::vector<index_t>& row_of) {
+        // Σ over each sequence's valid steps / steps, as masked_softmax_ce_loss.
+        Tensor<T> out = detail::make_tensor<T>(Shape{batch});
+        std::vector<T> total(static_cast<std::size_t>(batch), T(0));
+        for (std::size_t i = 0; i < row_of.size(); ++i)
+          total[static_cast<std::size_t>(row_of[i] / num_steps)] += losses[i];
+        for (index_t b = 0; b < batch; ++b) out.data()[b] = total[static_cast<std::size_t>(b)] / steps;
+        return out;
+      },
+      [num_steps, steps](const Tensor<T>& g, index_t r) { return g.data()[r / num_steps] / steps; });
 }
 
 /// The softmax cross-entropy loss with masks, spelled as d2l's class:

@@ -166,6 +166,12 @@ class TransformerDecoder : public Module<T> {
 
   // tokens: (batch, num_steps) int64 -> logits (batch, num_steps, vocab_size)
   Tensor<T> forward(const IndexTensor& tokens, TransformerDecoderState<T>& state) {
+    return dense(features(tokens, state));
+  }
+  /// forward without the output layer: what `dense` maps onto the vocabulary, so that
+  /// train_seq2seq can fuse that layer with the loss (masked_linear_ce_loss).
+  // tokens: (batch, num_steps) int64 -> (batch, num_steps, num_hiddens)
+  Tensor<T> features(const IndexTensor& tokens, TransformerDecoderState<T>& state) {
     HEED_CHECK(tokens.defined() && tokens.dim() == 2, ShapeError,
                "TransformerDecoder: tokens must be (batch, num_steps), got ",
                tokens.defined() ? to_string(tokens.shape()) : std::string("undefined"));
@@ -173,7 +179,7 @@ class TransformerDecoder : public Module<T> {
     Tensor<T> X = pos_encoding(embedding(tokens) * std::sqrt(static_cast<double>(num_hiddens_)), offset);
     for (auto& blk : blks) X = (*blk)(X, state);
     if (!this->is_training()) state.num_steps += tokens.shape()[1];
-    return dense(norm_first_ ? ln(X) : X);
+    return norm_first_ ? ln(X) : X;
   }
   Tensor<T> operator()(const IndexTensor& tokens, TransformerDecoderState<T>& state) { return forward(tokens, state); }
 

@@ -1,0 +1,302 @@
+// heed/ops/linear_cross_entropy.hpp — a Linear layer and the softmax cross entropy of
+// its output, fused, so that the (rows, classes) logits never exist whole.
+//
+//   x: (..., in_features)  weight: (classes, in_features)  bias: (classes) or undefined
+//   labels: (...)  int64 class indices in [0, classes)
+//   linear_cross_entropy(x, weight, bias, labels, reduction)
+//     == cross_entropy(linear(x, weight, bias), labels, reduction)   (to rounding)
+//
+//   auto loss = heed::linear_cross_entropy(features, net.dense.weight, net.dense.bias, y);
+//
+// Why: a translation model's last layer maps every target position onto the
+// vocabulary. At the realistic size (1,536 positions × 9,807 words) the logits and
+// their gradient are 57 MiB each, the two largest tensors of a training step. Here the
+// classes are cut into tiles of kClassTile (and the rows into blocks of kRowTile): the
+// forward computes a tile's logits, folds them into each row's max and Σ exp, and drops
+// them; the backward computes them again, turns them into that tile of the gradient and
+// multiplies it into dW, db and dx while it is in cache. One more product (the logits
+// twice) buys the two full-size tensors. The masked loss of heed/seq2seq/loss.hpp
+// computes only the rows that count, where the unfused path computes the padding too.
+//
+// The tiles are shared among a fixed number of groups (kClassGroups), each summing its
+// part of dx in tile order; the parts are added in group order. So the bits depend on the
+// shapes only, not on the thread count. They differ from the unfused path's in the last
+// places: the Σ exp runs tile by tile (each tile's sum rescaled to the row's max, as in
+// flash attention), and dx sums over the classes in another order.
+//
+// On a device backend the op is linear followed by cross_entropy, unfused.
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "heed/ops/cross_entropy.hpp"
+#include "heed/ops/linear.hpp"
+
+namespace heed {
+namespace detail {
+
+constexpr index_t kClassTile = 256;  // logits of 512 rows × 256 classes: 512 KiB in float
+constexpr index_t kRowTile = 512;
+constexpr index_t kClassGroups = 8;  // enough for 8 threads; fixed, for the bits
+
+/// The rows of x that count (all, or the prefixes of a masked loss), gathered, with the
+/// weight and bias, and how the class tiles are shared out. Built by the forward and
+/// kept for the backward with the per-row statistics.
+template <typename T>
+struct FusedLinearCE {
+  Tensor<T> x;                       // (rows, in): the rows that count, contiguous
+  bool gathered = false;             // whether x holds only some of the input's rows
+  std::vector<index_t> row_of;       // then: where each row of x sits in the input
+  std::vector<std::int64_t> labels;  // of the rows that count
+  Tensor<T> weight, bias;            // (classes, in), (classes) or undefined
+  index_t rows = 0, in = 0, classes = 0;
+  std::vector<T> stats;  // per row: its max logit and log Σ exp(logit − max)
+
+  index_t tiles() const { return (classes + kClassTile - 1) / kClassTile; }
+  index_t groups() const { return std::min(tiles(), kClassGroups); }
+  // Group g takes tiles [first_tile(g), first_tile(g + 1)).
+  index_t first_tile(index_t g) const { return tiles() * g / groups(); }
+
+  /// out (block_rows × width) = the logits of rows [r0, r0 + block_rows) and classes
+  /// [c0, c0 + width); on the calling thread.
+  void logits(index_t r0, index_t block_rows, index_t c0, index_t width, T* out) const {
+    gemm_in_scope(x.data() + r0 * in, false, weight.data() + c0 * in, true, out, block_rows, width, in);
+    if (bias.defined())
+      Eigen::Map<RowMajorMatrix<T>>(out, block_rows, width).rowwise() +=
+          ConstVecMap<T>(bias.data() + c0, width).matrix().transpose();
+  }
+
+  /// Fills stats and returns the loss of each row (log Σ exp − the label's logit, both
+  /// relative to the row's max).
+  std::vector<T> forward() {
+    const index_t num_tiles = tiles(), num_groups = groups();
+    // Per tile and row: the tile's max and Σ exp(logit − that max); the label's logit.
+    std::vector<T> partial(static_cast<std::size_t>(num_tiles * rows * 2));
+    std::vector<T> target(static_cast<std::size_t>(rows));
+    // Heed's buffers, aligned alike in every run: where Eigen's vectorised loops start
+    // depends on the alignment, and with it the last bits of exp.
+    Tensor<T> buffers = make_tensor<T>(Shape{num_groups * std::min(rows, kRowTile) * kClassTile});
+    parallel_tasks(num_groups, [&](index_t g) {
+      const SerialGemmScope serial(true);
+      T* tile = buffers.data() + g * std::min(rows, kRowTile) * kClassTile;
+      for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
+        const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
+        for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
+          const index_t block_rows = std::min(kRowTile, rows - r0);
+          logits(r0, block_rows, c0, width, tile);
+          for (index_t i = 0; i < block_rows; ++i) {
+            const ConstVecMap<T> row(tile + i * width, width);
+            const T max = row.maxCoeff();
+            T* p = partial.data() + (t * rows + r0 + i) * 2;
+            p[0] = max;
+            // A tile all −inf adds nothing (not the NaN of −inf − −inf).
+            p[1] = max == -std::numeric_limits<T>::infinity() ? T(0) : (row.array() - max).exp().sum();
+            const std::int64_t y = labels[static_cast<std::size_t>(r0 + i)];
+            if (y >= c0 && y < c0 + width) target[static_cast<std::size_t>(r0 + i)] = row[y - c0];
+          }
+        }
+      }
+    });
+    stats.resize(static_cast<std::size_t>(rows * 2));
+    std::vector<T> loss(static_cast<std::size_t>(rows));
+    for (index_t r = 0; r < rows; ++r) {
+      T max = partial[static_cast<std::size_t>(r * 2)];
+      for (index_t t = 1; t < num_tiles; ++t)
+        max = std::max(max, partial[static_cast<std::size_t>((t * rows + r) * 2)]);
+      T sum = 0;
+      for (index_t t = 0; t < num_tiles; ++t) {
+        const T* p = partial.data() + (t * rows + r) * 2;
+        sum += p[1] * std::exp(p[0] - max);
+      }
+      const T log_sum = std::log(sum);
+      stats[static_cast<std::size_t>(r * 2)] = max;
+      stats[static_cast<std::size_t>(r * 2 + 1)] = log_sum;
+      loss[static_cast<std::size_t>(r)] = log_sum - (target[static_cast<std::size_t>(r)] - max);
+    }
+    return loss;
+  }
+
+  /// The gradients of Σ_r coef[r] · loss_r with respect to x (in the op's input shape,
+  /// `x_shape`, zero at rows that do not count), the weight and the bias; each only
+  /// when asked.
+  autograd::Grads<T> backward(const std::vector<T>& coef, const Shape& x_shape, bool need_x, bool need_weight,
+                              bool need_bias) const {
+    const index_t num_groups = groups(), block = std::min(rows, kRowTile);
+    autograd::Grads<T> grads(3);
+    if (need_weight) grads[1] = rows > 0 ? make_tensor<T>(weight.shape()) : zeros<T>(weight.shape());
+    if (need_bias) grads[2] = rows > 0 ? make_tensor<T>(bias.shape()) : zeros<T>(bias.shape());
+    // dx of each group, summed in group order below; aligned buffers, as in forward.
+    Tensor<T> dx_parts = make_tensor<T>(Shape{need_x ? num_groups * rows * in : 0});
+    const index_t per_group = block * kClassTile + kClassTile * in + block * in;
+    Tensor<T> buffers = make_tensor<T>(Shape{num_groups * per_group});
+    parallel_tasks(num_groups, [&](index_t g) {
+      const SerialGemmScope serial(true);
+      T* tile = buffers.data() + g * per_group;
+      T* dw_block = tile + block * kClassTile;  // one row block's share of a tile's dW
+      T* dx_block = dw_block + kClassTile * in;
+      T* dx = need_x ? dx_parts.data() + g * rows * in : nullptr;
+      for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
+        const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
+        const bool first_tile_of_group = t == first_tile(g);
+        for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
+          const index_t block_rows = std::min(kRowTile, rows - r0);
+          logits(r0, block_rows, c0, width, tile);
+          // d loss / d logit = coef · (softmax − one_hot(label)), in place.
+          for (index_t i = 0; i < block_rows; ++i) {
+            const index_t r = r0 + i;
+            const T k = coef[static_cast<std::size_t>(r)];
+            const T* s = stats.data() + r * 2;
+            VecMap<T> row(tile + i * width, width);
+            row = ((row.array() - s[0]) - s[1]).exp() * k;
+            const std::int64_t y = labels[static_cast<std::size_t>(r)];
+            if (y >= c0 && y < c0 + width) row[y - c0] -= k;
+          }
+          const auto d_logits = Eigen::Map<const RowMajorMatrix<T>>(tile, block_rows, width);
+          if (need_bias) {
+            auto db = VecMap<T>(grads[2].data() + c0, width);
+            if (r0 == 0)
+              db = d_logits.colwise().sum().transpose().array();
+            else
+              db += d_logits.colwise().sum().transpose().array();
+          }
+          if (need_weight) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
+            T* dw = grads[1].data() + c0 * in;
+            gemm_in_scope(tile, true, x.data() + r0 * in, false, r0 == 0 ? dw : dw_block, width, in, block_rows);
+            if (r0 > 0) VecMap<T>(dw, width * in) += ConstVecMap<T>(dw_block, width * in);
+          }
+          if (need_x) {  // this group's dx over the rows of the block += d_logits W[c0 : c0 + width]
+            T* out = dx + r0 * in;
+            gemm_in_scope(tile, false, weight.data() + c0 * in, false, first_tile_of_group ? out : dx_block, block_rows,
+                          in, width);
+            if (!first_tile_of_group) VecMap<T>(out, block_rows * in) += ConstVecMap<T>(dx_block, block_rows * in);
+          }
+        }
+      }
+    });
+    if (need_x) {
+      grads[0] = make_tensor<T>(x_shape);
+      T* out = grads[0].data();
+      if (gathered) std::fill_n(out, x_shape.numel(), T(0));
+      for (index_t r = 0; r < rows; ++r) {
+        VecMap<T> dst(out + (gathered ? row_of[static_cast<std::size_t>(r)] : r) * in, in);
+        dst = ConstVecMap<T>(dx_parts.data() + r * in, in);
+        for (index_t g = 1; g < num_groups; ++g) dst += ConstVecMap<T>(dx_parts.data() + (g * rows + r) * in, in);
+      }
+    }
+    return grads;
+  }
+};
+
+/// Checks x, weight and bias as linear does, and labels against x's leading dims.
+template <typename T>
+void check_linear_ce(const char* op, const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                     const IndexTensor& labels, const Shape& rows_shape) {
+  check_floating<T>(op);
+  HEED_CHECK(x.defined() && weight.defined(), ValueError, op, ": x and weight must be defined");
+  HEED_CHECK(labels.defined(), ValueError, op, ": labels are undefined");
+  HEED_CHECK(weight.dim() == 2, ShapeError, op, ": weight must be (classes, in_features), got ",
+             to_string(weight.shape()));
+  HEED_CHECK(x.dim() >= 1 && x.shape()[-1] == weight.shape()[1], ShapeError, op, ": input of shape ",
+             to_string(x.shape()), " does not end in in_features = ", weight.shape()[1], " (weight ",
+             to_string(weight.shape()), ")");
+  HEED_CHECK(!bias.defined() || bias.shape() == Shape{weight.shape()[0]}, ShapeError, op, ": bias of shape ",
+             to_string(bias.shape()), " does not match the weight's ", weight.shape()[0], " classes");
+  HEED_CHECK(labels.shape() == rows_shape, ShapeError, op, ": labels of shape ", to_string(labels.shape()),
+             " do not match input of shape ", to_string(x.shape()), "; expected labels of shape ",
+             to_string(rows_shape));
+  HEED_CHECK(weight.shape()[0] > 0, ShapeError, op, ": weight ", to_string(weight.shape()), " has no classes");
+  check_labels(labels, weight.shape()[0], op);
+}
+
+/// The fused op over the rows of x that `counts` (all when lens is empty), recording a
+/// backward that gives row r the coefficient coef(g, r) (g the upstream gradient).
+template <typename T, typename Reduce, typename Coef>
+Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                          const IndexTensor& labels, const CrossEntropyRows& counted, Reduce&& reduce, Coef&& coef) {
+  FusedLinearCE<T> ce;
+  ce.in = weight.shape()[1];
+  ce.classes = weight.shape()[0];
+  ce.weight = weight.detach();
+  if (bias.defined()) ce.bias = bias.detach();
+  const std::int64_t* y = labels.data();
+  if (counted.lens.empty()) {
+    ce.rows = counted.rows;
+    ce.x = x.detach();
+    ce.labels.assign(y, y + counted.rows);
+  } else {
+    ce.gathered = true;
+    for (index_t r = 0; r < counted.rows; ++r)
+      if (counted.counts(r)) ce.row_of.push_back(r);
+    ce.rows = static_cast<index_t>(ce.row_of.size());
+    ce.x = make_tensor<T>(Shape{ce.rows, ce.in});
+    for (index_t i = 0; i < ce.rows; ++i) {
+      const index_t r = ce.row_of[static_cast<std::size_t>(i)];
+      std::copy_n(x.data() + r * ce.in, ce.in, ce.x.data() + i * ce.in);
+      ce.labels.push_back(y[r]);
+    }
+  }
+  const std::vector<T> losses = ce.forward();
+  Tensor<T> out = reduce(losses, ce.row_of);
+  if (autograd::needs_grad(x, weight, bias)) {
+    // The versions of x, weight and bias are checked when the backward runs, as for
+    // every saved tensor: an in-place change in between is an error, not a wrong gradient.
+    autograd::record(
+        out, name, {x, weight, bias},
+        [ce = std::move(ce), saved_x = autograd::save(x), saved_w = autograd::save(weight),
+         saved_b = bias.defined() ? autograd::save(bias) : autograd::SavedTensor<T>(), x_shape = x.shape(),
+         need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(),
+         bias_defined = bias.defined(), coef](const Tensor<T>& g) {
+          (void)saved_x.get(), (void)saved_w.get();
+          if (bias_defined) (void)saved_b.get();
+          std::vector<T> k(static_cast<std::size_t>(ce.rows));
+          for (index_t i = 0; i < ce.rows; ++i)
+            k[static_cast<std::size_t>(i)] = coef(g, ce.gathered ? ce.row_of[static_cast<std::size_t>(i)] : i);
+          return ce.backward(k, x_shape, need_x, need_w, need_b);
+        });
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// cross_entropy(linear(x, weight, bias), labels, reduction) without the logits: see the
+/// top of this file.
+template <typename T>
+Tensor<T> linear_cross_entropy(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
+                               const IndexTensor& labels, Reduction reduction = Reduction::mean) {
+  constexpr const char* op = "linear_cross_entropy";
+  HEED_CHECK(x.defined() && x.dim() >= 1, ShapeError, op, ": x must be (..., in_features), got shape ",
+             x.defined() ? to_string(x.shape()) : std::string("undefined"));
+  const Shape rows_shape = detail::dropped_shape(x.shape(), x.dim() - 1);
+  if (detail::on_device(op, x, weight, bias)) return cross_entropy(linear(x, weight, bias), labels, reduction);
+  detail::check_linear_ce(op, x, weight, bias, labels, rows_shape);
+  detail::CrossEntropyRows rows;
+  rows.rows = rows_shape.numel();
+  rows.classes = weight.shape()[0];
+  const T count = reduction == Reduction::mean ? static_cast<T>(rows.rows) : T(1);
+  return detail::fused_linear_ce(
+      "LinearCrossEntropyBackward", x, weight, bias, labels, rows,
+      [&](const std::vector<T>& losses, const std::vector<index_t>&) {
+        if (reduction == Reduction::none) {
+          Tensor<T> out = detail::make_tensor<T>(rows_shape);
+          std::copy(losses.begin(), losses.end(), out.data());
+          return out;
+        }
+        T total = 0;
+        for (const T l : losses) total += l;
+        return scalar_tensor<T>(total / count);
+      },
+      [reduction, count](const Tensor<T>& g, index_t r) {
+        return reduction == Reduction::none ? g.data()[r] : g.data()[0] / count;
+      });
+}
+
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"
