@@ -26,6 +26,19 @@
 #include "heed/core/backend.hpp"
 #include "heed/core/shape.hpp"
 
+namespace heed {
+
+/// The bytes of heed's CPU tensor buffers: in tensors now (`in_use`), kept idle for reuse
+/// (`idle`), and the most in tensors (`peak_in_use`, as PyTorch's max_memory_allocated)
+/// and the most held in all (`peak_held`, in tensors or idle: what the process's
+/// resident size sees) since the start or the last reset_buffer_peaks. Sizes are those
+/// of the allocations (rounded up to 64 bytes and to their size class).
+struct BufferUsage {
+  std::size_t in_use = 0, idle = 0, peak_in_use = 0, peak_held = 0;
+};
+
+}  // namespace heed
+
 namespace heed::detail {
 
 /// Idle buffers, shared by all threads: large ones by size (best fit), small ones by
@@ -148,11 +161,7 @@ class BufferCache {
     return misses_;
   }
 
-  /// Bytes in tensors now, idle now, and the most of each since the last reset_peaks.
-  struct Usage {
-    std::size_t in_use, idle, peak_in_use, peak_held;
-  };
-  Usage usage() {
+  BufferUsage usage() {
     std::lock_guard<std::mutex> lock(mutex_);
     return {in_use_bytes_, idle_bytes_, peak_in_use_bytes_, peak_held_bytes_};
   }
@@ -276,18 +285,8 @@ inline void set_buffer_cache_limit(std::size_t bytes) { detail::BufferCache::ins
 /// Bytes of idle buffers held for reuse right now.
 inline std::size_t buffer_cache_idle_bytes() { return detail::BufferCache::instance().idle_bytes(); }
 
-/// The bytes of heed's CPU tensor buffers: in tensors now (`in_use`), kept idle for reuse
-/// (`idle`), and the most in tensors (`peak_in_use`, as PyTorch's max_memory_allocated)
-/// and the most held in all (`peak_held`, in tensors or idle: what the process's
-/// resident size sees) since the start or the last reset_buffer_peaks. Sizes are those
-/// of the allocations (rounded up to 64 bytes and to their size class).
-struct BufferUsage {
-  std::size_t in_use = 0, idle = 0, peak_in_use = 0, peak_held = 0;
-};
-inline BufferUsage buffer_usage() {
-  const auto u = detail::BufferCache::instance().usage();
-  return {u.in_use, u.idle, u.peak_in_use, u.peak_held};
-}
+/// The bytes in tensors and held idle, now and at their peaks (BufferUsage, above).
+inline BufferUsage buffer_usage() { return detail::BufferCache::instance().usage(); }
 /// Starts the peaks of buffer_usage again from what is in use and held now.
 inline void reset_buffer_peaks() { detail::BufferCache::instance().reset_peaks(); }
 

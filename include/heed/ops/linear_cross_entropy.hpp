@@ -235,6 +235,7 @@ Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>&
       if (counted.counts(r)) ce.row_of.push_back(r);
     ce.rows = static_cast<index_t>(ce.row_of.size());
     ce.x = make_tensor<T>(Shape{ce.rows, ce.in});
+    ce.labels.reserve(ce.row_of.size());
     for (index_t i = 0; i < ce.rows; ++i) {
       const index_t r = ce.row_of[static_cast<std::size_t>(i)];
       std::copy_n(x.data() + r * ce.in, ce.in, ce.x.data() + i * ce.in);
@@ -276,9 +277,8 @@ Tensor<T> linear_cross_entropy(const Tensor<T>& x, const Tensor<T>& weight, cons
   const Shape rows_shape = detail::dropped_shape(x.shape(), x.dim() - 1);
   if (detail::on_device(op, x, weight, bias)) return cross_entropy(linear(x, weight, bias), labels, reduction);
   detail::check_linear_ce(op, x, weight, bias, labels, rows_shape);
-  detail::CrossEntropyRows rows;
+  detail::CrossEntropyRows rows;  // every row counts
   rows.rows = rows_shape.numel();
-  rows.classes = weight.shape()[0];
   const T count = reduction == Reduction::mean ? static_cast<T>(rows.rows) : T(1);
   return detail::fused_linear_ce(
       "LinearCrossEntropyBackward", x, weight, bias, labels, rows,

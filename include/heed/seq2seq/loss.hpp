@@ -106,7 +106,6 @@ Tensor<T> masked_linear_ce_loss(const Tensor<T>& hidden, const Tensor<T>& weight
              " is fewer than hidden's ", num_steps, " steps");
   detail::CrossEntropyRows rows;
   rows.rows = batch * num_steps;
-  rows.classes = weight.shape()[0];
   rows.steps = num_steps;
   rows.lens = detail::sequence_lens(valid_len, batch, num_steps, op);
   const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
