@@ -7,6 +7,8 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -50,6 +52,31 @@ void parallel_tasks(index_t n, Body&& body) {
   }
 #endif
   for (index_t task = 0; task < n; ++task) body(task);
+}
+
+/// Elements per task of parallel_chunks: a multiple of every SIMD width, so that a chunk
+/// boundary never moves an element between a vectorised loop and its scalar tail (the
+/// bits of an elementwise pass are those of one pass over the whole buffer).
+constexpr index_t kChunkElements = index_t(1) << 16;
+
+/// Calls body(item, begin, end) over [0, sizes[item]) for every item, cut into chunks of
+/// kChunkElements handed out as parallel_tasks: elementwise work over many buffers of
+/// very different sizes (every parameter of a model: Adam's update, clipping), spread
+/// evenly over the threads. Chunk edges depend only on the sizes. Body must not throw.
+template <typename Body>
+void parallel_chunks(const std::vector<index_t>& sizes, Body&& body) {
+  struct Chunk {
+    std::size_t item;
+    index_t begin, end;
+  };
+  std::vector<Chunk> chunks;
+  for (std::size_t item = 0; item < sizes.size(); ++item)
+    for (index_t begin = 0; begin < sizes[item]; begin += kChunkElements)
+      chunks.push_back({item, begin, std::min(sizes[item], begin + kChunkElements)});
+  parallel_tasks(static_cast<index_t>(chunks.size()), [&](index_t task) {
+    const Chunk& c = chunks[static_cast<std::size_t>(task)];
+    body(c.item, c.begin, c.end);
+  });
 }
 
 }  // namespace heed::detail

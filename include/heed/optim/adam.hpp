@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "heed/autograd/node.hpp"
+#include "heed/detail/parallel.hpp"
 #include "heed/ops/elementwise.hpp"
 #include "heed/optim/trainable.hpp"
 
@@ -58,9 +59,18 @@ class Adam {
     state_.resize(params_.size());
   }
 
-  /// One update of every parameter that has a gradient.
+  /// One update of every parameter that has a gradient. On the CPU the elementwise
+  /// updates of all parameters run as one parallel pass, cut into chunks (every element
+  /// is updated by the same arithmetic whatever the thread count).
   void step() {
     NoGradGuard no_grad;
+    struct HostUpdate {
+      T *param, *exp_avg, *exp_avg_sq;
+      const T* grad;
+      T step_size, sqrt_bias_correction2;
+    };
+    std::vector<HostUpdate> updates;
+    std::vector<index_t> sizes;
     for (std::size_t i = 0; i < params_.size(); ++i) {
       Tensor<T>& param = params_[i];
       const Tensor<T> grad = param.grad();
@@ -88,26 +98,31 @@ class Adam {
                        {beta1_, beta2_, weight_decay_, step_size, std::sqrt(bias_correction2), eps_});
         continue;
       }
-      auto p = param.array();
-      auto m = s.exp_avg.array();
-      auto v = s.exp_avg_sq.array();
-      const auto g = grad.array();
-      const T beta1 = static_cast<T>(beta1_), beta2 = static_cast<T>(beta2_);
-      const T one_minus_beta1 = static_cast<T>(1.0 - beta1_), one_minus_beta2 = static_cast<T>(1.0 - beta2_);
+      updates.push_back({param.data(), s.exp_avg.data(), s.exp_avg_sq.data(), grad.data(), static_cast<T>(step_size),
+                         static_cast<T>(std::sqrt(bias_correction2))});
+      sizes.push_back(param.numel());
+    }
+    const T beta1 = static_cast<T>(beta1_), beta2 = static_cast<T>(beta2_), eps = static_cast<T>(eps_);
+    const T one_minus_beta1 = static_cast<T>(1.0 - beta1_), one_minus_beta2 = static_cast<T>(1.0 - beta2_);
+    const T weight_decay = static_cast<T>(weight_decay_);
+    detail::parallel_chunks(sizes, [&](std::size_t i, index_t begin, index_t end) {
+      using Map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
+      const HostUpdate& u = updates[i];
+      Map p(u.param + begin, end - begin), m(u.exp_avg + begin, end - begin), v(u.exp_avg_sq + begin, end - begin);
+      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(u.grad + begin, end - begin);
       // Each line one vectorised pass, without temporaries; the order of the products
       // is PyTorch's (add_ with alpha: a + alpha·b; addcmul_: a + (value·b)·c).
       if (weight_decay_ == 0.0) {
         m = m * beta1 + one_minus_beta1 * g;
         v = v * beta2 + (one_minus_beta2 * g) * g;
       } else {
-        const auto decayed = g + static_cast<T>(weight_decay_) * p;  // grad.add(param, alpha=weight_decay)
+        const auto decayed = g + weight_decay * p;  // grad.add(param, alpha=weight_decay)
         m = m * beta1 + one_minus_beta1 * decayed;
         v = v * beta2 + (one_minus_beta2 * decayed) * decayed;
       }
       // denom = sqrt(v) / sqrt(bias_correction2) + eps;  p.addcdiv_(m, denom, value=-step_size)
-      p += (static_cast<T>(-step_size) * m) /
-           (v.sqrt() / static_cast<T>(std::sqrt(bias_correction2)) + static_cast<T>(eps_));
-    }
+      p += (-u.step_size * m) / (v.sqrt() / u.sqrt_bias_correction2 + eps);
+    });
   }
 
   /// Forgets every parameter's gradient.

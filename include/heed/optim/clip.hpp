@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "heed/core/factory.hpp"
+#include "heed/detail/parallel.hpp"
 #include "heed/nn/module.hpp"
 #include "heed/ops/elementwise.hpp"
 
@@ -54,24 +55,39 @@ Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, do
   return total;
 }
 
-/// clip_grad_norm on the host: returns the norm before clipping.
+/// clip_grad_norm on the host: returns the norm before clipping. Σ grad² is summed per
+/// chunk of parallel_chunks, the chunks' sums added in order: the same bits on any
+/// number of threads.
 template <typename T>
 T clip_grad_norm_on_host(const std::vector<Tensor<T>>& params, double max_norm) {
-  // Σ grad² in double: float would lose the small gradients' share of a large sum.
-  double sum_of_squares = 0.0;
+  std::vector<Tensor<T>> grad_tensors;
+  std::vector<T*> grads;
+  std::vector<index_t> sizes;
   for (const Tensor<T>& p : params) {
-    if (!p.defined()) continue;
-    const Tensor<T> g = p.grad();
-    if (g.defined()) sum_of_squares += g.array().template cast<double>().square().sum();
+    if (!p.defined() || !p.grad().defined()) continue;
+    grad_tensors.push_back(p.grad());  // a handle: scaling it scales the parameter's gradient
+    grads.push_back(grad_tensors.back().data());
+    sizes.push_back(grad_tensors.back().numel());
   }
+  // Σ grad² in double: float would lose the small gradients' share of a large sum.
+  std::vector<std::size_t> first_chunk(sizes.size() + 1, 0);
+  for (std::size_t i = 0; i < sizes.size(); ++i)
+    first_chunk[i + 1] = first_chunk[i] + static_cast<std::size_t>((sizes[i] + kChunkElements - 1) / kChunkElements);
+  std::vector<double> chunk_sums(first_chunk.back(), 0.0);
+  const auto chunk = [&](std::size_t i, index_t begin, index_t end) {
+    return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(grads[i] + begin, end - begin);
+  };
+  parallel_chunks(sizes, [&](std::size_t i, index_t begin, index_t end) {
+    chunk_sums[first_chunk[i] + static_cast<std::size_t>(begin / kChunkElements)] =
+        chunk(i, begin, end).template cast<double>().square().sum();
+  });
+  double sum_of_squares = 0.0;
+  for (const double s : chunk_sums) sum_of_squares += s;
   const double norm = std::sqrt(sum_of_squares);
   if (norm > max_norm) {
+    for (const Tensor<T>& g : grad_tensors) check_in_place(g, "clip_grad_norm");
     const T scale = static_cast<T>(max_norm / norm);
-    for (const Tensor<T>& p : params) {
-      if (!p.defined()) continue;
-      Tensor<T> g = p.grad();  // a handle: scaling it scales the parameter's gradient
-      if (g.defined()) g.mul_(scale);
-    }
+    parallel_chunks(sizes, [&](std::size_t i, index_t begin, index_t end) { chunk(i, begin, end) *= scale; });
   }
   return static_cast<T>(norm);
 }
