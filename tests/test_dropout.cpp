@@ -140,3 +140,33 @@ TEST_CASE("dropout refuses a probability outside 0 to 1", "[ops]") {
   CHECK_ERROR(heed::ValueError, "Dropout: probability must be in [0, 1], got 2", heed::Dropout<float>(2.0));
   CHECK_ERROR(heed::ValueError, "Dropout: probability", heed::Dropout<float>(-0.5));
 }
+
+#ifdef _OPENMP
+TEST_CASE("dropout gives the same masks and gradients for any thread count", "[ops]") {
+  // Large enough that the rows are split across threads (each chunk finds its rows'
+  // coordinates from its first row index), with an odd row length and three leading dims.
+  const int threads = omp_get_max_threads();
+  heed::Generator gen(4);
+  Tensorf x = heed::uniform<float>({3, 5, 67, 301}, 0.5f, 1.5f, gen).requires_grad_();
+  const Tensorf v = heed::randn<float>({3, 5, 67, 301}, gen);
+  auto run = [&](int n) {
+    omp_set_num_threads(n);
+    x.zero_grad();
+    heed::Generator g(8);
+    const Tensorf y = heed::dropout(x, 0.25, true, g);
+    (y * v).sum().backward();
+    return std::make_pair(y.to_vector(), x.grad().to_vector());
+  };
+  const auto one = run(1);
+  const auto three = run(3);
+  omp_set_num_threads(threads);
+  CHECK(one.first == three.first);
+  CHECK(one.second == three.second);
+  // The gradient is v where y kept x (scaled), 0 where it dropped it.
+  const std::vector<float> xs = x.to_vector(), vs = v.to_vector();
+  for (std::size_t i = 0; i < xs.size(); i += 997) {
+    INFO("element " << i);
+    CHECK(one.second[i] == (one.first[i] == 0.0f ? 0.0f : vs[i] * (1.0f / 0.75f)));
+  }
+}
+#endif

@@ -9,20 +9,67 @@
 // coordinates, (i0, ..., i_last), not of its offset in memory. So a tensor cut to a
 // prefix of its extents (train_seq2seq cuts the padding off each batch) gets the mask
 // the whole tensor would have had there, and a seed gives the same mask for any thread
-// count.
+// count. On the CPU no mask is kept for backward: backward hashes again (a hash per
+// element costs less than holding a tensor the size of x until backward, and rows are
+// independent, so both passes split across threads).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
-#include <vector>
 
 #include "heed/core/generator.hpp"
+#include "heed/detail/parallel.hpp"
 #include "heed/detail/rules.hpp"
 #include "heed/ops/elementwise.hpp"
 #include "heed/ops/kernels.hpp"
 
 namespace heed {
+namespace detail {
+
+/// out = in · mask over a contiguous tensor of `shape`, the mask being dropout's for the
+/// call whose key is `key` (0 where dropped, `scale` elsewhere): dropout's forward (in = x)
+/// and its backward (in = the gradient).
+template <typename T>
+void dropout_rows(T* out, const T* in, const Shape& shape, std::uint64_t key, std::uint32_t threshold, T scale) {
+  const int rank = shape.rank();
+  const index_t row_length = rank == 0 ? 1 : shape[rank - 1];
+  const int leading = rank > 0 ? rank - 1 : 0;
+  const index_t num_rows = row_length == 0 ? 0 : shape.numel() / row_length;
+  const index_t grain = std::max<index_t>(1, kParallelGrain / std::max<index_t>(row_length, 1));
+  parallel_for(num_rows, grain, [&](index_t first, index_t last) {
+    // Locals, not the captured references, so that the stores to out cannot alias them
+    // and the loop over a row vectorises (it ran scalar, a branch per element, otherwise).
+    const T keep = scale;
+    const std::uint32_t limit = threshold;
+    const index_t n = row_length;
+    // keys[d]: the key mixed with coordinates 0..d-1 of the current row.
+    std::array<std::uint64_t, Shape::kMaxRank + 1> keys{};
+    std::array<index_t, Shape::kMaxRank> coords{};
+    const auto at = [](int d) { return static_cast<std::size_t>(d); };
+    index_t rest = first;
+    for (int d = leading - 1; d >= 0; --d) coords[at(d)] = rest % shape[d], rest /= shape[d];
+    keys[0] = key;
+    const auto rekey = [&](int from) {  // keys of dims from.. after coords[from..] changed
+      for (int d = from; d < leading; ++d) keys[at(d + 1)] = dropout_rekey(keys[at(d)], coords[at(d)]);
+    };
+    rekey(0);
+    for (index_t row = first; row < last; ++row) {
+      const std::uint32_t row_seed = dropout_row_seed(keys[at(leading)]);
+      T* row_out = out + row * n;
+      const T* row_in = in + row * n;
+      for (index_t j = 0; j < n; ++j) row_out[j] = row_in[j] * (dropout_drops(row_seed, j, limit) ? T(0) : keep);
+      // The next row: an odometer over the leading coordinates.
+      int d = leading - 1;
+      while (d >= 0 && ++coords[at(d)] == shape[d]) coords[at(d--)] = 0;
+      if (d >= 0) rekey(d);
+    }
+  });
+}
+
+}  // namespace detail
 
 template <typename T>
 Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = default_generator()) {
@@ -31,12 +78,11 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   if (!training || p == 0.0) return x;
   // The mask holds 0 or 1 / (1 − p) (0 everywhere when p = 1), so out = x · mask and
   // dx = g · mask.
-  Tensor<T> mask;
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const std::uint32_t threshold = detail::dropout_threshold(p);
   if (!x.is_cpu()) {  // the same masks, one element per thread (heed/detail/rules.hpp)
     Tensor<T> out = detail::make_tensor<T>(x.shape(), x.device());
-    mask = detail::make_tensor<T>(x.shape(), x.device());
+    Tensor<T> mask = detail::make_tensor<T>(x.shape(), x.device());
     StridedShape shape;
     shape.rank = x.dim();
     for (int d = 0; d < x.dim(); ++d) shape.sizes[d] = x.shape()[d];
@@ -48,42 +94,14 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
                        [mask](const Tensor<T>& g) { return autograd::Grads<T>{g * mask}; });
     return out;
   }
+  const std::uint64_t key = detail::dropout_mix(gen.next_u64());
   Tensor<T> out = detail::make_tensor<T>(x.shape());
-  mask = detail::make_tensor<T>(x.shape());
-  T* m = mask.data();
-  T* y = out.data();
-  const T* in = x.data();
-  const Shape& shape = x.shape();
-  const int rank = shape.rank();
-  const index_t row_length = rank == 0 ? 1 : shape[rank - 1];
-  const int leading = rank > 0 ? rank - 1 : 0;
-  // keys[d]: the key mixed with coordinates 0..d of the current row.
-  std::vector<std::uint64_t> keys(static_cast<std::size_t>(leading) + 1);
-  std::vector<index_t> coords(static_cast<std::size_t>(leading), 0);
-  keys[0] = detail::dropout_mix(gen.next_u64());
-  auto rekey = [&](int from) {  // keys of dims from.. after coords[from..] changed
-    for (int d = from; d < leading; ++d)
-      keys[static_cast<std::size_t>(d) + 1] = detail::dropout_rekey(keys[static_cast<std::size_t>(d)], coords[d]);
-  };
-  rekey(0);
-  const index_t num_rows = row_length == 0 ? 0 : mask.numel() / row_length;
-  for (index_t row = 0; row < num_rows; ++row) {
-    const std::uint32_t row_seed = detail::dropout_row_seed(keys[static_cast<std::size_t>(leading)]);
-    T* row_mask = m + row * row_length;
-    T* row_out = y + row * row_length;
-    const T* row_in = in + row * row_length;
-    for (index_t j = 0; j < row_length; ++j) {
-      row_mask[j] = detail::dropout_drops(row_seed, j, threshold) ? T(0) : scale;
-      row_out[j] = row_in[j] * row_mask[j];
-    }
-    // The next row: an odometer over the leading coordinates.
-    int d = leading - 1;
-    while (d >= 0 && ++coords[static_cast<std::size_t>(d)] == shape[d]) coords[static_cast<std::size_t>(d--)] = 0;
-    if (d >= 0) rekey(d);
-  }
+  detail::dropout_rows(out.data(), x.data(), x.shape(), key, threshold, scale);
   if (autograd::needs_grad(x))
-    autograd::record(out, "DropoutBackward", {x}, [mask](const Tensor<T>& g) {
-      return autograd::Grads<T>{detail::zip_map<T>([](const auto& a, const auto& b) { return a * b; }, g, mask)};
+    autograd::record(out, "DropoutBackward", {x}, [key, shape = x.shape(), threshold, scale](const Tensor<T>& g) {
+      Tensor<T> dx = detail::make_tensor<T>(shape);
+      detail::dropout_rows(dx.data(), g.data(), shape, key, threshold, scale);
+      return autograd::Grads<T>{dx};
     });
   return out;
 }
