@@ -37,19 +37,29 @@ void parallel_for(index_t n, index_t grain, Body&& body) {
   if (n > 0) body(index_t(0), n);
 }
 
+/// Multiply-adds (or elementwise updates) below which parallel_tasks and
+/// parallel_chunks run on the calling thread: waking a sleeping thread
+/// (OMP_WAIT_POLICY=passive) costs tens of µs, more than such work takes. Decoding's
+/// attention over its cache (128 sentences × 4 heads, one query each) and d2l's tiny
+/// models made several such regions a step, and ran slower on 2 threads than on 1.
+constexpr index_t kParallelTaskWork = index_t(1) << 20;
+
 /// Calls body(task) for each task in [0, n), handing tasks out one at a time to the
 /// threads: for tasks of uneven cost (attention under a causal mask). Each task runs
 /// whole on one thread, so results do not depend on the thread count when tasks write
-/// disjoint outputs. Body must not throw.
+/// disjoint outputs. `work` estimates the whole job in multiply-adds: below
+/// kParallelTaskWork it runs on the calling thread. Body must not throw.
 template <typename Body>
-void parallel_tasks(index_t n, Body&& body) {
+void parallel_tasks(index_t n, index_t work, Body&& body) {
 #ifdef _OPENMP
-  const index_t threads = std::min<index_t>(omp_get_max_threads(), n);
+  const index_t threads = work < kParallelTaskWork ? 1 : std::min<index_t>(omp_get_max_threads(), n);
   if (threads > 1 && !omp_in_parallel()) {
 #pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(dynamic, 1)
     for (index_t task = 0; task < n; ++task) body(task);
     return;
   }
+#else
+  (void)work;
 #endif
   for (index_t task = 0; task < n; ++task) body(task);
 }
@@ -73,7 +83,9 @@ void parallel_chunks(const std::vector<index_t>& sizes, Body&& body) {
   for (std::size_t item = 0; item < sizes.size(); ++item)
     for (index_t begin = 0; begin < sizes[item]; begin += kChunkElements)
       chunks.push_back({item, begin, std::min(sizes[item], begin + kChunkElements)});
-  parallel_tasks(static_cast<index_t>(chunks.size()), [&](index_t task) {
+  index_t total = 0;
+  for (const index_t size : sizes) total += size;
+  parallel_tasks(static_cast<index_t>(chunks.size()), total, [&](index_t task) {
     const Chunk& c = chunks[static_cast<std::size_t>(task)];
     body(c.item, c.begin, c.end);
   });

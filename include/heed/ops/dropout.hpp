@@ -9,9 +9,9 @@
 // coordinates, (i0, ..., i_last), not of its offset in memory. So a tensor cut to a
 // prefix of its extents (train_seq2seq cuts the padding off each batch) gets the mask
 // the whole tensor would have had there, and a seed gives the same mask for any thread
-// count. On the CPU no mask is kept for backward: backward hashes again (a hash per
-// element costs less than holding a tensor the size of x until backward, and rows are
-// independent, so both passes split across threads).
+// count. On the CPU the mask is kept for backward as one byte per element (kept or
+// not), a quarter of a float mask (hashing again in backward cost more than that saves
+// at d2l's rows of 32), and rows split across threads.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -30,10 +30,11 @@ namespace heed {
 namespace detail {
 
 /// out = in · mask over a contiguous tensor of `shape`, the mask being dropout's for the
-/// call whose key is `key` (0 where dropped, `scale` elsewhere): dropout's forward (in = x)
-/// and its backward (in = the gradient).
+/// call whose key is `key` (0 where dropped, `scale` elsewhere), and kept[i] = whether
+/// element i was kept.
 template <typename T>
-void dropout_rows(T* out, const T* in, const Shape& shape, std::uint64_t key, std::uint32_t threshold, T scale) {
+void dropout_rows(T* out, std::uint8_t* kept, const T* in, const Shape& shape, std::uint64_t key,
+                  std::uint32_t threshold, T scale) {
   const int rank = shape.rank();
   const index_t row_length = rank == 0 ? 1 : shape[rank - 1];
   const int leading = rank > 0 ? rank - 1 : 0;
@@ -59,8 +60,13 @@ void dropout_rows(T* out, const T* in, const Shape& shape, std::uint64_t key, st
     for (index_t row = first; row < last; ++row) {
       const std::uint32_t row_seed = dropout_row_seed(keys[at(leading)]);
       T* row_out = out + row * n;
+      std::uint8_t* row_kept = kept + row * n;
       const T* row_in = in + row * n;
-      for (index_t j = 0; j < n; ++j) row_out[j] = row_in[j] * (dropout_drops(row_seed, j, limit) ? T(0) : keep);
+      for (index_t j = 0; j < n; ++j) {
+        const bool drop = dropout_drops(row_seed, j, limit);
+        row_kept[j] = drop ? 0 : 1;
+        row_out[j] = row_in[j] * (drop ? T(0) : keep);
+      }
       // The next row: an odometer over the leading coordinates.
       int d = leading - 1;
       while (d >= 0 && ++coords[at(d)] == shape[d]) coords[at(d--)] = 0;
@@ -94,13 +100,20 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
                        [mask](const Tensor<T>& g) { return autograd::Grads<T>{g * mask}; });
     return out;
   }
-  const std::uint64_t key = detail::dropout_mix(gen.next_u64());
   Tensor<T> out = detail::make_tensor<T>(x.shape());
-  detail::dropout_rows(out.data(), x.data(), x.shape(), key, threshold, scale);
+  Tensor<std::uint8_t> kept = detail::make_tensor<std::uint8_t>(x.shape());
+  detail::dropout_rows(out.data(), kept.data(), x.data(), x.shape(), detail::dropout_mix(gen.next_u64()), threshold,
+                       scale);
   if (autograd::needs_grad(x))
-    autograd::record(out, "DropoutBackward", {x}, [key, shape = x.shape(), threshold, scale](const Tensor<T>& g) {
-      Tensor<T> dx = detail::make_tensor<T>(shape);
-      detail::dropout_rows(dx.data(), g.data(), shape, key, threshold, scale);
+    autograd::record(out, "DropoutBackward", {x}, [kept, scale](const Tensor<T>& g) {
+      Tensor<T> dx = detail::make_tensor<T>(g.shape());
+      const T* in = g.data();
+      const std::uint8_t* k = kept.data();
+      T* d = dx.data();
+      detail::parallel_for(g.numel(), detail::kParallelGrain, [&](index_t begin, index_t end) {
+        const T s = scale;  // a local: stores to d cannot alias it, so the loop vectorises
+        for (index_t i = begin; i < end; ++i) d[i] = in[i] * (k[i] ? s : T(0));
+      });
       return autograd::Grads<T>{dx};
     });
   return out;

@@ -190,7 +190,7 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
   }
   const index_t per_panel = ((extent + panels - 1) / panels + kGemmPanelAlign - 1) / kGemmPanelAlign * kGemmPanelAlign;
   panels = (extent + per_panel - 1) / per_panel;
-  parallel_tasks(panels, [&](index_t panel) {
+  parallel_tasks(panels, work, [&](index_t panel) {
     const SerialGemmScope serial(true);  // no-op on a worker thread, which Eigen keeps serial itself
     const index_t first = panel * per_panel, size = std::min(per_panel, extent - first);
     if (by_rows)

@@ -82,7 +82,7 @@ struct FusedLinearCE {
     // Heed's buffers, aligned alike in every run: where Eigen's vectorised loops start
     // depends on the alignment, and with it the last bits of exp.
     Tensor<T> buffers = make_tensor<T>(Shape{num_groups * std::min(rows, kRowTile) * kClassTile});
-    parallel_tasks(num_groups, [&](index_t g) {
+    parallel_tasks(num_groups, rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
       T* tile = buffers.data() + g * std::min(rows, kRowTile) * kClassTile;
       for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
@@ -135,7 +135,7 @@ struct FusedLinearCE {
     Tensor<T> dx_parts = make_tensor<T>(Shape{need_x ? num_groups * rows * in : 0});
     const index_t per_group = block * kClassTile + kClassTile * in + block * in;
     Tensor<T> buffers = make_tensor<T>(Shape{num_groups * per_group});
-    parallel_tasks(num_groups, [&](index_t g) {
+    parallel_tasks(num_groups, rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
       T* tile = buffers.data() + g * per_group;
       T* dw_block = tile + block * kClassTile;  // one row block's share of a tile's dW
