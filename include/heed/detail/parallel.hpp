@@ -69,25 +69,32 @@ void parallel_tasks(index_t n, index_t work, Body&& body) {
 /// bits of an elementwise pass are those of one pass over the whole buffer).
 constexpr index_t kChunkElements = index_t(1) << 16;
 
-/// Calls body(item, begin, end) over [0, sizes[item]) for every item, cut into chunks of
-/// kChunkElements handed out as parallel_tasks: elementwise work over many buffers of
-/// very different sizes (every parameter of a model: Adam's update, clipping), spread
-/// evenly over the threads. Chunk edges depend only on the sizes. Body must not throw.
-template <typename Body>
-void parallel_chunks(const std::vector<index_t>& sizes, Body&& body) {
-  struct Chunk {
-    std::size_t item;
-    index_t begin, end;
-  };
+/// A range [begin, end) of buffer `item`: one task of parallel_chunks.
+struct Chunk {
+  std::size_t item;
+  index_t begin, end;
+};
+
+/// Buffers of `sizes` elements cut into chunks of kChunkElements, in order: the edges
+/// depend only on the sizes.
+inline std::vector<Chunk> chunks_of(const std::vector<index_t>& sizes) {
   std::vector<Chunk> chunks;
   for (std::size_t item = 0; item < sizes.size(); ++item)
     for (index_t begin = 0; begin < sizes[item]; begin += kChunkElements)
       chunks.push_back({item, begin, std::min(sizes[item], begin + kChunkElements)});
+  return chunks;
+}
+
+/// Calls body(index, chunks[index]) for every chunk, handed out as parallel_tasks:
+/// elementwise work over many buffers of very different sizes (every parameter of a
+/// model: Adam's update, clipping), spread evenly over the threads. Body must not throw.
+template <typename Body>
+void parallel_chunks(const std::vector<Chunk>& chunks, Body&& body) {
   index_t total = 0;
-  for (const index_t size : sizes) total += size;
+  for (const Chunk& c : chunks) total += c.end - c.begin;
   parallel_tasks(static_cast<index_t>(chunks.size()), total, [&](index_t task) {
-    const Chunk& c = chunks[static_cast<std::size_t>(task)];
-    body(c.item, c.begin, c.end);
+    const auto index = static_cast<std::size_t>(task);
+    body(index, chunks[index]);
   });
 }
 

@@ -105,11 +105,12 @@ class Adam {
     const T beta1 = static_cast<T>(beta1_), beta2 = static_cast<T>(beta2_), eps = static_cast<T>(eps_);
     const T one_minus_beta1 = static_cast<T>(1.0 - beta1_), one_minus_beta2 = static_cast<T>(1.0 - beta2_);
     const T weight_decay = static_cast<T>(weight_decay_);
-    detail::parallel_chunks(sizes, [&](std::size_t i, index_t begin, index_t end) {
+    detail::parallel_chunks(detail::chunks_of(sizes), [&](std::size_t, const detail::Chunk& c) {
       using Map = Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>;
-      const HostUpdate& u = updates[i];
-      Map p(u.param + begin, end - begin), m(u.exp_avg + begin, end - begin), v(u.exp_avg_sq + begin, end - begin);
-      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(u.grad + begin, end - begin);
+      const HostUpdate& u = updates[c.item];
+      const index_t n = c.end - c.begin;
+      Map p(u.param + c.begin, n), m(u.exp_avg + c.begin, n), v(u.exp_avg_sq + c.begin, n);
+      const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> g(u.grad + c.begin, n);
       // Each line one vectorised pass, without temporaries; the order of the products
       // is PyTorch's (add_ with alpha: a + alpha·b; addcmul_: a + (value·b)·c).
       if (weight_decay_ == 0.0) {

@@ -56,7 +56,7 @@ Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, do
 }
 
 /// clip_grad_norm on the host: returns the norm before clipping. Σ grad² is summed per
-/// chunk of parallel_chunks, the chunks' sums added in order: the same bits on any
+/// chunk (chunks_of), the chunks' sums added in order: the same bits on any
 /// number of threads.
 template <typename T>
 T clip_grad_norm_on_host(const std::vector<Tensor<T>>& params, double max_norm) {
@@ -70,16 +70,13 @@ T clip_grad_norm_on_host(const std::vector<Tensor<T>>& params, double max_norm) 
     sizes.push_back(grad_tensors.back().numel());
   }
   // Σ grad² in double: float would lose the small gradients' share of a large sum.
-  std::vector<std::size_t> first_chunk(sizes.size() + 1, 0);
-  for (std::size_t i = 0; i < sizes.size(); ++i)
-    first_chunk[i + 1] = first_chunk[i] + static_cast<std::size_t>((sizes[i] + kChunkElements - 1) / kChunkElements);
-  std::vector<double> chunk_sums(first_chunk.back(), 0.0);
-  const auto chunk = [&](std::size_t i, index_t begin, index_t end) {
-    return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(grads[i] + begin, end - begin);
+  const std::vector<Chunk> chunks = chunks_of(sizes);
+  std::vector<double> chunk_sums(chunks.size(), 0.0);
+  const auto grad_of = [&](const Chunk& c) {
+    return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(grads[c.item] + c.begin, c.end - c.begin);
   };
-  parallel_chunks(sizes, [&](std::size_t i, index_t begin, index_t end) {
-    chunk_sums[first_chunk[i] + static_cast<std::size_t>(begin / kChunkElements)] =
-        chunk(i, begin, end).template cast<double>().square().sum();
+  parallel_chunks(chunks, [&](std::size_t index, const Chunk& c) {
+    chunk_sums[index] = grad_of(c).template cast<double>().square().sum();
   });
   double sum_of_squares = 0.0;
   for (const double s : chunk_sums) sum_of_squares += s;
@@ -87,7 +84,7 @@ T clip_grad_norm_on_host(const std::vector<Tensor<T>>& params, double max_norm) 
   if (norm > max_norm) {
     for (const Tensor<T>& g : grad_tensors) check_in_place(g, "clip_grad_norm");
     const T scale = static_cast<T>(max_norm / norm);
-    parallel_chunks(sizes, [&](std::size_t i, index_t begin, index_t end) { chunk(i, begin, end) *= scale; });
+    parallel_chunks(chunks, [&](std::size_t, const Chunk& c) { grad_of(c) *= scale; });
   }
   return static_cast<T>(norm);
 }
