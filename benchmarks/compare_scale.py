@@ -18,7 +18,10 @@ The three implementations
     build/bench/examples/translate (--translate) for the d2l one, built with
         cmake --preset release -B build/bench -DHEED_BUILD_BENCHMARKS=ON -DHEED_BUILD_TESTS=OFF
         cmake --build build/bench --target train_scale translate
-    run with OMP_NUM_THREADS=n and OMP_WAIT_POLICY=passive (unless set);
+    run with OMP_NUM_THREADS=n and OMP_WAIT_POLICY=passive (unless set) and
+    --micro-batches K (--heed-micro-batches, default 2) at every thread count: each batch
+    trains as K parts on parallel threads, and since K, not the thread count, fixes how
+    the work is cut, heed computes the same bits at 1 and 2 threads;
   * libtorch: d2l_train.cpp (d2l workload) and d2l_train_scale.cpp (scale workload), the
     line-by-line libtorch port of d2l's code in --peer-src; built here into --peer-dir
     ($TMPDIR or /tmp) when the binary is missing or older than its source, with
@@ -231,7 +234,8 @@ def run_d2l(impl, model, threads, args, tmp):
     seed, epochs = str(args.seed), args.epochs
     if impl == "heed":
         cmd = [args.translate, "--model", model, "--data", args.d2l_data, "--num-examples", str(D2L_NUM_EXAMPLES),
-               "--seed", seed, "--quiet"] + (["--epochs", str(epochs)] if epochs else [])
+               "--seed", seed, "--micro-batches", str(args.heed_micro_batches), "--quiet"]
+        cmd += ["--epochs", str(epochs)] if epochs else []
         env = heed_env(threads, args)
         stdout, stderr, rss, _ = run_child(cmd, env, f"heed translate {model}")
         record = None
@@ -291,7 +295,7 @@ def run_scale(impl, threads, args, tmp, test_src, repeat):
     hyp = os.path.join(tmp, f"hyp_{impl}_{threads}_{repeat}.txt")
     flags = scale_flags(threads, args, test_src, hyp, out)
     if impl == "heed":
-        cmd, env = [args.heed] + flags, heed_env(threads, args)
+        cmd, env = [args.heed] + flags + ["--micro-batches", str(args.heed_micro_batches)], heed_env(threads, args)
     elif impl == "libtorch":
         cmd, env = [args.d2l_train_scale] + flags, peer_env(threads, args)
     else:
@@ -702,6 +706,9 @@ def parse_args():
     parser.add_argument("--skip-libtorch", action="store_true", help="no libtorch peer runs")
     parser.add_argument("--skip-heed", action="store_true", help="no heed runs")
     parser.add_argument("--json", metavar="OUT", help="write every raw record to OUT")
+    parser.add_argument("--heed-micro-batches", type=int, default=2,
+                        help="heed's --micro-batches at every thread count (the parts of a batch trained on "
+                             "parallel threads; the same at 1 and 2 threads, so both runs compute the same bits)")
     parser.add_argument("--heed", default=os.path.join(REPO, "build", "bench", "benchmarks", "train_scale"),
                         help="heed's benchmarks/train_scale (scale workload)")
     parser.add_argument("--translate", default=os.path.join(REPO, "build", "bench", "examples", "translate"),

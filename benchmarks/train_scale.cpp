@@ -13,7 +13,8 @@
 // is d2l's load_data_nmt over the first --max-pairs lines (all by default), with
 // vocabularies from all of them; --train-subset K trains on K evenly spaced pairs (row
 // i·n/K), as the peer does. heed's own flags: --save FILE keeps the trained weights,
-// --load FILE starts from them (with --epochs 0: decoding alone). The time is
+// --load FILE starts from them (with --epochs 0: decoding alone), --micro-batches K
+// trains each batch as K parts on parallel threads (TrainOptions::micro_batches). The time is
 // train_seq2seq's alone (the peer's too); tokens are the targets' valid lengths, as d2l
 // counts them.
 #include <heed/heed.hpp>
@@ -51,7 +52,7 @@ using TransformerNet = heed::EncoderDecoder<Float, heed::TransformerEncoder<Floa
 struct Args {
   std::string model = "transformer", train_path = "../shared/data/fra-eng-large/train.txt";
   std::string test_src, hyp_path, out_path, save_path, load_path;
-  long max_pairs = 0, train_subset = 0, epochs = 2, decode_batch = 128;
+  long max_pairs = 0, train_subset = 0, epochs = 2, decode_batch = 128, micro_batches = 1;
   int threads = 2;
   std::uint64_t seed = 0;
   bool quiet = false;
@@ -93,6 +94,8 @@ Args parse_args(int argc, char** argv) {
       a.epochs = parse_number<long>(flag, next(), 0);
     else if (flag == "--threads")
       a.threads = parse_number<int>(flag, next(), 1);
+    else if (flag == "--micro-batches")
+      a.micro_batches = parse_number<long>(flag, next(), 1);
     else if (flag == "--seed")
       a.seed = static_cast<std::uint64_t>(parse_number<long>(flag, next(), 0));
     else if (flag == "--batch-size")
@@ -215,6 +218,7 @@ int run(const Args& a) {
                static_cast<long long>(tgt_vocab.size()), static_cast<long long>(net->num_parameters()), a.threads,
                gemm.c_str());
   heed::TrainOptions options;
+  options.micro_batches = a.micro_batches;
   if (!a.quiet)
     options.on_epoch = [](const heed::EpochStats& s) {
       std::fprintf(stderr, "epoch %lld: loss %.4f\n", static_cast<long long>(s.epoch), s.loss);
@@ -255,22 +259,23 @@ int run(const Args& a) {
   }
   const double final_loss = result.losses.empty() ? 0.0 : result.losses.back();
   std::printf(
-      "heed threads %d: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f s; "
+      "heed threads %d, micro-batches %ld: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f "
+      "s; "
       "tensor buffers allocated: %llu training, %llu decoding; peak tensor memory %.1f MiB in use, "
       "%.1f MiB held\n",
-      a.threads, result.seconds, result.tokens_per_second, final_loss, sentences.size(), decode_s,
+      a.threads, a.micro_batches, result.seconds, result.tokens_per_second, final_loss, sentences.size(), decode_s,
       static_cast<unsigned long long>(train_allocations), static_cast<unsigned long long>(decode_allocations),
       static_cast<double>(train_usage.peak_in_use) / 1048576.0, static_cast<double>(train_usage.peak_held) / 1048576.0);
   std::fflush(stdout);
   if (!a.out_path.empty()) {
     std::ostringstream js;
     js << "{\"impl\": \"heed\", \"model\": " << json_string(a.model) << ", \"threads\": " << a.threads
-       << ", \"seed\": " << a.seed << ", \"train_file\": " << json_string(a.train_path)
-       << ", \"max_pairs\": " << a.max_pairs << ", \"train_subset\": " << a.train_subset
-       << ", \"n_pairs_read\": " << n_pairs_read << ", \"n_train_pairs\": " << loader.num_examples()
-       << ", \"src_vocab\": " << src_vocab.size() << ", \"tgt_vocab\": " << tgt_vocab.size()
-       << ", \"n_params\": " << net->num_parameters() << ", \"epochs\": " << a.epochs
-       << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
+       << ", \"micro_batches\": " << a.micro_batches << ", \"seed\": " << a.seed
+       << ", \"train_file\": " << json_string(a.train_path) << ", \"max_pairs\": " << a.max_pairs
+       << ", \"train_subset\": " << a.train_subset << ", \"n_pairs_read\": " << n_pairs_read
+       << ", \"n_train_pairs\": " << loader.num_examples() << ", \"src_vocab\": " << src_vocab.size()
+       << ", \"tgt_vocab\": " << tgt_vocab.size() << ", \"n_params\": " << net->num_parameters()
+       << ", \"epochs\": " << a.epochs << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
        << ", \"lr\": " << json_number(a.lr) << ", \"num_hiddens\": " << a.num_hiddens
        << ", \"ffn_num_hiddens\": " << a.ffn_num_hiddens << ", \"num_heads\": " << a.num_heads
        << ", \"num_layers\": " << a.num_layers << ", \"dropout\": " << json_number(a.dropout)
@@ -306,7 +311,7 @@ int main(int argc, char** argv) {
                  " [--train-subset K] [--epochs N] [--threads N] [--seed N] [--batch-size N] [--num-steps N] [--lr X]"
                  " [--num-hiddens N] [--embed-size N] [--ffn-num-hiddens N] [--num-heads N] [--num-layers N]"
                  " [--dropout X] [--test-src FILE --hyp FILE] [--decode-batch N] [--out FILE] [--quiet]"
-                 " [--save FILE] [--load FILE]\n",
+                 " [--save FILE] [--load FILE] [--micro-batches K]\n",
                  e.what());
     return 2;
   }

@@ -39,7 +39,7 @@ using Float = float;
 const char* const kUsage =
     "usage: translate [--model bahdanau|transformer] [--data FILE] [--num-examples N] [--epochs N]\n"
     "                 [--beam K] [--save FILE] [--load FILE] [--heatmaps DIR] [--alignments FILE]\n"
-    "                 [--seed S] [--quiet] [SENTENCE ... | -]\n"
+    "                 [--micro-batches K] [--seed S] [--quiet] [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"
     "four test sentences and the SENTENCEs given ('-' reads one per line from stdin).\n"
@@ -51,6 +51,8 @@ const char* const kUsage =
     "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
     "  --heatmaps       write the attention heatmaps of each translation (SVG) into DIR\n"
     "  --alignments     write 'source ||| translation ||| i-j links' per sentence to FILE\n"
+    "  --micro-batches  split each batch into K parts trained on parallel threads (default 1;\n"
+    "                   K = the thread count trains fastest; K, not the threads, sets the bits)\n"
     "  --seed           random seed (default 1)\n"
     "  --quiet          no progress report\n";
 
@@ -62,7 +64,7 @@ struct Args {
   std::string model = "transformer";
   bool model_given = false;
   std::string data, save, load, heatmaps, alignments;
-  index_t num_examples = 600, epochs = -1, beam = 1;
+  index_t num_examples = 600, epochs = -1, beam = 1, micro_batches = 1;
   std::uint64_t seed = 1;
   bool quiet = false;
   std::vector<std::string> sentences;
@@ -104,6 +106,8 @@ Args parse_args(int argc, char** argv) {
       args.heatmaps = value();
     } else if (arg == "--alignments") {
       args.alignments = value();
+    } else if (arg == "--micro-batches") {
+      args.micro_batches = parse_count(arg, value(), 1);
     } else if (arg == "--seed") {
       args.seed = static_cast<std::uint64_t>(parse_count(arg, value(), 0));
     } else if (arg == "--quiet") {
@@ -221,6 +225,7 @@ int run(const Args& args) {
               << data.data_iter.num_examples() << " pairs, vocabularies " << src_vocab->size() << " / "
               << tgt_vocab->size() << ", " << net->num_parameters() << " parameters, " << epochs << " epochs\n";
     heed::TrainOptions options;
+    options.micro_batches = args.micro_batches;
     if (!args.quiet) options.on_epoch = heed::ProgressReport();
     const heed::TrainResult result =
         heed::train_seq2seq<Float>(*net, data.data_iter, kLearningRate, epochs, *tgt_vocab, options);

@@ -450,6 +450,33 @@ TEST_CASE("a leaf keeps an incoming gradient without a copy only when nothing el
   CHECK(z.grad().data() != seed.data());
 }
 
+TEST_CASE("LeafGradients takes the leaves' gradients of backward on its thread while installed", "[autograd]") {
+  auto x = heed::tensor<double>({1, 2}).requires_grad_();
+  auto w = heed::tensor<double>({3, 4}).requires_grad_();
+  heed::autograd::LeafGradients<double> outer, inner;
+  {
+    const heed::autograd::LeafGradientsScope<double> outer_scope(outer);
+    (x * w).sum().backward();
+    {
+      const heed::autograd::LeafGradientsScope<double> inner_scope(inner);
+      (x * x).sum().backward();  // x used twice: both paths summed into inner
+    }
+    (x * 2.0).sum().backward();  // outer again once inner's scope ends
+  }
+  CHECK(!x.grad().defined());
+  CHECK(!w.grad().defined());
+  CHECK(values(outer.of(x)) == std::vector<double>{3 + 2, 4 + 2});
+  CHECK(values(outer.of(w)) == std::vector<double>{1, 2});
+  CHECK(values(inner.of(x)) == std::vector<double>{2, 4});
+  CHECK(!inner.of(w).defined());
+  // Uninstalled: backward writes .grad() again.
+  (x * w).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{3, 4});
+  const Tensord taken = outer.take(x);
+  CHECK(values(taken) == std::vector<double>{5, 6});
+  CHECK(!outer.of(x).defined());
+}
+
 TEST_CASE("a graph of 200000 ops is dropped without recursion", "[autograd]") {
   auto x = heed::tensor<double>({1}).requires_grad_();
   Tensord y = x;

@@ -184,6 +184,146 @@ TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past ever
 #endif
 }
 
+// ---- micro-batches (TrainOptions::micro_batches, heed/optim/micro_batches.hpp) -------------
+
+namespace {
+
+template <typename Net>
+struct scalar_of;
+template <typename T, typename Encoder, typename Decoder>
+struct scalar_of<heed::EncoderDecoder<T, Encoder, Decoder>> {
+  using type = T;
+};
+
+/// A net of either kind for `data` with dropout `p`, its weights drawn from seed 21.
+template <typename Net>
+std::unique_ptr<Net> dropout_net(const heed::NmtData& data, double p) {
+  using T = typename scalar_of<Net>::type;
+  heed::Generator gen(21);
+  if constexpr (std::is_same_v<Net, BahdanauNet<T>>) {
+    return bahdanau_net<T>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 16, 2, p, gen);
+  } else {
+    heed::TransformerOptions init;
+    init.generator = &gen;
+    return std::make_unique<Net>(std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 16, 16, 16, 16,
+                                                                               Shape{16}, 16, 32, 4, 2, p, false, init),
+                                 std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16,
+                                                                               Shape{16}, 16, 32, 4, 2, p, init));
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("Micro-batches add up to the whole batch's loss and gradient", "[seq2seq][train]",
+                   BahdanauNet<double>, TransformerNet<double>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(60);
+  auto net = dropout_net<Net>(data, 0.0);
+  net->train();
+  heed::MaskedSoftmaxCELoss loss;
+  const heed::NmtBatch batch = data.data_iter.batch(0);
+  REQUIRE(batch.X.shape()[0] == 16);  // parts of 5, 5 and 6 rows
+  const IndexTensor dec_input = heed::detail::shift_right(batch.Y, data.tgt_vocab["<bos>"]);
+  const auto step = [&](index_t begin, index_t end) {
+    const auto rows = [&](const IndexTensor& t) { return t.narrow(0, begin, end - begin); };
+    const Tensord l = heed::sum(
+        loss((*net)(rows(batch.X), rows(dec_input), rows(batch.X_valid_len)), rows(batch.Y), rows(batch.Y_valid_len)));
+    l.backward();
+    return l.item();
+  };
+  const auto gradients = [&](index_t parts) {
+    for (Tensord& p : net->parameters()) p.zero_grad();
+    const double total = heed::accumulate_micro_batches<double>(16, parts, step);
+    std::vector<Tensord> grads{heed::full<double>({1}, total)};
+    for (const Tensord& p : net->parameters()) grads.push_back(p.grad());
+    return grads;
+  };
+  const std::vector<Tensord> whole = gradients(1), parts = gradients(3);
+  REQUIRE(whole.size() == parts.size());
+  CHECK(parts[0].item() == Approx(whole[0].item()).epsilon(1e-12));
+  const auto named = net->named_parameters();
+  for (std::size_t i = 1; i < whole.size(); ++i) {
+    INFO(named[i - 1].first);
+    REQUIRE(whole[i].defined());
+    check_close(parts[i], whole[i], 1e-12);
+  }
+}
+
+TEMPLATE_TEST_CASE("Micro-batches train to the same bits on 1 and 3 threads", "[seq2seq][train][threads]",
+                   BahdanauNet<float>, TransformerNet<float>) {
+#ifndef _OPENMP
+  WARN("built without OpenMP: one thread only, nothing to compare");
+#else
+  using Net = TestType;
+  heed::NmtData data = small_corpus(60);  // 61 pairs: batches of 16 (parts 5, 5, 6), the last of 13 (4, 4, 5)
+  index_t last_rows = 0;
+  for (const heed::NmtBatch& batch : data.data_iter) last_rows = batch.X.shape()[0];
+  REQUIRE(last_rows == 13);
+  const auto train_with = [&](int threads, index_t micro_batches) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    auto net = dropout_net<Net>(data, 0.2);
+    heed::TrainOptions options;
+    heed::Generator init_gen(4);
+    options.generator = &init_gen;
+    options.micro_batches = micro_batches;
+    heed::manual_seed(8);  // dropout's generator
+    auto loader = data.data_iter;
+    const heed::TrainResult result = heed::train_seq2seq<float>(*net, loader, 0.01, 2, data.tgt_vocab, options);
+    omp_set_num_threads(saved);
+    // What the modules keep for inspection comes from the first part of the last batch.
+    if constexpr (std::is_same_v<Net, TransformerNet<float>>)
+      CHECK(net->encoder().attention_weights()[0].shape()[0] == last_rows / micro_batches);
+    else
+      CHECK(net->decoder().attention_weights()[0].shape()[0] == last_rows / micro_batches);
+    std::vector<float> values(result.losses.begin(), result.losses.end());
+    for (const auto& [name, p] : net->named_parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
+    return values;
+  };
+  const std::vector<float> one = train_with(1, 3), three = train_with(3, 3);
+  REQUIRE(one.size() == three.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &three[i], sizeof(float)) != 0;
+  CHECK(differ == 0);
+  // The parts draw their dropout masks apart: the split, unlike the thread count, changes the bits.
+  CHECK(train_with(3, 1) != one);
+#endif
+}
+
+TEST_CASE("accumulate_micro_batches adds the parts in order and rethrows the first part's error", "[train]") {
+  auto w = heed::tensor<double>({1, 2, 3}).requires_grad_();
+  // Part [begin, end) adds (end - begin) · w: the gradient counts the rows.
+  const auto step = [&](index_t begin, index_t end) {
+    (w * static_cast<double>(end - begin)).sum().backward();
+    return static_cast<double>(end - begin);
+  };
+  CHECK(heed::accumulate_micro_batches<double>(7, 3, step) == 7.0);  // rows 0-1, 2-3, 4-6
+  CHECK(w.grad().to_vector() == std::vector<double>{7, 7, 7});
+  CHECK(heed::accumulate_micro_batches<double>(2, 2, step) == 2.0);  // added to what was there
+  CHECK(w.grad().to_vector() == std::vector<double>{9, 9, 9});
+
+  w.zero_grad();
+  const auto failing = [&](index_t begin, index_t end) {
+    (w * 1.0).sum().backward();
+    if (begin > 0) throw heed::ValueError("part from row " + std::to_string(begin));
+    return static_cast<double>(end - begin);
+  };
+  CHECK_ERROR(heed::ValueError, "part from row 2", heed::accumulate_micro_batches<double>(6, 3, failing));
+  CHECK(!w.grad().defined());  // no part's gradient was added
+  CHECK_ERROR(heed::ValueError, "accumulate_micro_batches: parts must be >= 1, got 0",
+              heed::accumulate_micro_batches<double>(6, 0, step));
+  CHECK_ERROR(heed::ValueError, "accumulate_micro_batches: 2 rows cannot make 3 non-empty parts",
+              heed::accumulate_micro_batches<double>(2, 3, step));
+
+  heed::NmtData data = small_corpus(20);
+  heed::Generator gen(5);
+  auto net = bahdanau_net<float>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 8, 1, 0.0, gen);
+  heed::TrainOptions options;
+  options.micro_batches = 0;
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: micro_batches must be >= 1, got 0",
+              heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 1, data.tgt_vocab, options));
+}
+
 TEMPLATE_TEST_CASE("Steady-state training allocates no tensor buffer", "[seq2seq][train]", BahdanauNet<float>,
                    TransformerNet<float>) {
   using Net = TestType;

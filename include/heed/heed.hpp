@@ -75,6 +75,7 @@
 
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
+#include "heed/optim/micro_batches.hpp"
 #include "heed/optim/sgd.hpp"
 #include "heed/optim/trainable.hpp"
 #include "heed/seq2seq/alignment.hpp"

@@ -67,7 +67,7 @@ class AdditiveAttention : public Module<T> {
     const Tensor<T> features = tanh(W_q(queries).unsqueeze(2) + projected_keys.unsqueeze(1));
     const Tensor<T> scores = w_v(features).squeeze(-1);  // (batch, num_queries, num_keys)
     const Tensor<T> weights = masked_softmax(scores, mask);
-    attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
+    if (detail::keeps_forward_records()) attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
     return bmm(dropout_(weights), values);
   }
 

@@ -49,7 +49,7 @@ class ConcatAttention : public Module<T> {
     Tensor<T> weights = softmax(attn(cat({q0, K.select(0, 0)}, 1)), 1);  // (n, value_size1)
     const Tensor<T> applied = bmm(weights.unsqueeze(0), V);              // (1, n, value_size2)
     Tensor<T> output = attn_combine(cat({q0, applied.select(0, 0)}, 1)).unsqueeze(0);
-    attention_weights_ = weights.detach();
+    if (detail::keeps_forward_records()) attention_weights_ = weights.detach();
     return {output, weights};
   }
   std::pair<Tensor<T>, Tensor<T>> operator()(const Tensor<T>& Q, const Tensor<T>& K, const Tensor<T>& V) {

@@ -37,7 +37,7 @@ class DotProductAttention : public Module<T> {
                     const AttentionMask<T>& mask = {}) {
     detail::check_attention_inputs(queries, keys, values, "DotProductAttention", true, true);
     if (!keep_weights_ && supports(queries.device(), Capability::fused_attention)) {  // no weights to keep
-      attention_weights_ = Tensor<T>();
+      if (detail::keeps_forward_records()) attention_weights_ = Tensor<T>();
       return scaled_dot_product_attention(queries, keys, values, mask, dropout_.is_training() ? dropout_.p() : 0.0,
                                           dropout_.generator());
     }
@@ -45,7 +45,7 @@ class DotProductAttention : public Module<T> {
     const T scale = T(1) / static_cast<T>(std::sqrt(static_cast<double>(queries.shape()[-1])));
     if (queries.dim() == 3) {
       const Tensor<T> weights = masked_softmax(matmul(queries * scale, keys, false, true), mask);
-      attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
+      if (detail::keeps_forward_records()) attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
       return matmul(dropout_(weights), values);
     }
     // Grouped heads: the `group` query heads that share a key/value head are stacked
@@ -57,7 +57,7 @@ class DotProductAttention : public Module<T> {
     const Tensor<T> scores =
         matmul((queries * scale).reshape({batch, kv_heads, group * num_queries, q[3]}), keys, false, true);
     const Tensor<T> weights = masked_softmax(scores.reshape({batch, heads, num_queries, num_keys}), mask);
-    attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
+    if (detail::keeps_forward_records()) attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
     const Tensor<T> out = matmul(dropout_(weights).reshape({batch, kv_heads, group * num_queries, num_keys}), values);
     return out.reshape({batch, heads, num_queries, values.shape()[3]});
   }

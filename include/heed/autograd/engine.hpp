@@ -5,11 +5,17 @@
 // topological order), sums what arrives for every input, and adds the result into the
 // .grad() of leaves that require it. Unless retain_graph, each node drops its inputs
 // and saved tensors as soon as it has run, so the graph is freed by the pass itself.
+//
+// While a LeafGradients is installed on a thread (LeafGradientsScope), backward on
+// that thread adds leaf gradients there instead of into .grad(): several threads can
+// then back-propagate through graphs that share parameters (train_seq2seq's
+// micro-batches), each into its own sums, and the sums be added in a fixed order.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
 #include <atomic>
+#include <unordered_map>
 #include <vector>
 
 #include "heed/autograd/node.hpp"
@@ -44,21 +50,87 @@ void add_into(Tensor<T>& sum, const Tensor<T>& g) {
   sum.array() += g.array();
 }
 
-/// Adds g into the leaf's .grad(). On first arrival the leaf keeps g itself when it is
-/// the sole owner, and a copy otherwise: g may be shared with another input's gradient
-/// (add passes one gradient to both its inputs) or with the caller.
+/// Adds g into `sum`. On first arrival `sum` keeps g itself when it is the sole owner,
+/// and a copy otherwise: g may be shared with another input's gradient (add passes one
+/// gradient to both its inputs) or with the caller.
+template <typename T>
+void accumulate_gradient(Tensor<T>& sum, Tensor<T>&& g) {
+  if (!sum.defined()) {
+    sum = sole_owner(g) ? std::move(g) : heed::detail::copy_of(g);
+  } else {
+    add_into(sum, g);
+    heed::detail::impl(sum).storage->bump_version();
+  }
+}
+
+}  // namespace detail
+
+/// The gradients one thread's backward passes computed for leaves, summed per leaf,
+/// apart from the leaves' .grad() (see the top of this file).
+template <typename T>
+class LeafGradients {
+ public:
+  /// The sum for `leaf`; undefined when no gradient reached it.
+  Tensor<T> of(const Tensor<T>& leaf) const {
+    const auto it = sums_.find(&heed::detail::impl(leaf));
+    return it == sums_.end() ? Tensor<T>() : it->second;
+  }
+  /// Forgets the sum for `leaf` and returns it (undefined when there was none), so that
+  /// the caller may own its buffer.
+  Tensor<T> take(const Tensor<T>& leaf) {
+    const auto it = sums_.find(&heed::detail::impl(leaf));
+    if (it == sums_.end()) return Tensor<T>();
+    Tensor<T> sum = std::move(it->second);
+    sums_.erase(it);
+    return sum;
+  }
+  void clear() { sums_.clear(); }
+  /// Calls f(leaf, sum) for every leaf a gradient reached (TensorImpl pointers: the
+  /// leaves' identities; in no particular order).
+  template <typename F>
+  void for_each(F&& f) {
+    for (auto& [leaf, sum] : sums_) f(leaf, sum);
+  }
+  /// Adds g into the sum for the leaf `leaf` (backward's part).
+  void add(const heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
+    detail::accumulate_gradient(sums_[&leaf], std::move(g));
+  }
+
+  /// The LeafGradients installed on this thread, or null.
+  static LeafGradients*& current() {
+    thread_local LeafGradients* installed = nullptr;
+    return installed;
+  }
+
+ private:
+  std::unordered_map<const heed::detail::TensorImpl<T>*, Tensor<T>> sums_;
+};
+
+/// Installs `sums` on this thread for the scope's lifetime (and the previous one after).
+template <typename T>
+class LeafGradientsScope {
+ public:
+  explicit LeafGradientsScope(LeafGradients<T>& sums) : previous_(LeafGradients<T>::current()) {
+    LeafGradients<T>::current() = &sums;
+  }
+  ~LeafGradientsScope() { LeafGradients<T>::current() = previous_; }
+  LeafGradientsScope(const LeafGradientsScope&) = delete;
+  LeafGradientsScope& operator=(const LeafGradientsScope&) = delete;
+
+ private:
+  LeafGradients<T>* previous_;
+};
+
+namespace detail {
+
+/// Adds g into the leaf's .grad(), or into this thread's LeafGradients when one is
+/// installed.
 template <typename T>
 void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
-  if (!leaf.grad.defined()) {
-    if (sole_owner(g)) {
-      leaf.grad = std::move(g);
-      return;
-    }
-    leaf.grad = heed::detail::copy_of(g);
-  } else {
-    add_into(leaf.grad, g);
-    heed::detail::impl(leaf.grad).storage->bump_version();
-  }
+  if (LeafGradients<T>* sums = LeafGradients<T>::current())
+    sums->add(leaf, std::move(g));
+  else
+    accumulate_gradient(leaf.grad, std::move(g));
 }
 
 /// Sums gradients arriving at a node: in place when the node holds the only handle to

@@ -106,7 +106,7 @@ class NWKernelRegression : public Module<T> {
                " and ", to_string(values.shape()));
     const Tensor<T> scaled = detail::query_minus_keys(queries, keys, "NWKernelRegression") * w;
     const Tensor<T> weights = softmax(scaled * scaled * T(-0.5), 1);
-    attention_weights_ = weights.detach();
+    if (detail::keeps_forward_records()) attention_weights_ = weights.detach();
     // Each row's weighted sum of its own values: bmm((n, 1, m), (n, m, 1)) in d2l.
     return (weights * values).sum(1);
   }

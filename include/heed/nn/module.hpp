@@ -31,6 +31,19 @@
 
 namespace heed {
 
+namespace detail {
+
+/// Whether forwards on this thread keep what modules record for inspection (attention
+/// weights). train_seq2seq runs a step's micro-batches through one model on several
+/// threads at once; only the first micro-batch's thread keeps them, so that the others
+/// do not race to overwrite them and what is kept does not depend on timing.
+inline bool& keeps_forward_records() {
+  thread_local bool keep = true;
+  return keep;
+}
+
+}  // namespace detail
+
 template <typename T>
 class Module {
  public:

@@ -82,7 +82,8 @@ class Seq2SeqAttentionDecoder : public Module<T> {
     const Tensor<T> embedded = embedding(transpose(X, 0, 1));  // (num_steps, batch, embed_size)
     const index_t num_steps = X.shape()[1], last_layer = rnn.num_layers() - 1;
     std::vector<Tensor<T>> outputs;
-    attention_weights_.clear();
+    const bool keep_records = detail::keeps_forward_records();
+    if (keep_records) attention_weights_.clear();
     for (index_t t = 0; t < num_steps; ++t) {
       const Tensor<T> query = unsqueeze(select(state.hidden_state, 0, last_layer), 1);  // (batch, 1, H)
       const Tensor<T> context = attention.attend(query, state.projected_keys, state.enc_outputs,
@@ -92,7 +93,7 @@ class Seq2SeqAttentionDecoder : public Module<T> {
       GRUOutput<T> step = rnn(x, state.hidden_state);
       outputs.push_back(step.outputs);
       state.hidden_state = step.state;
-      attention_weights_.push_back(attention.attention_weights());
+      if (keep_records) attention_weights_.push_back(attention.attention_weights());
     }
     return transpose(dense(cat(outputs, 0)), 0, 1);
   }

@@ -31,6 +31,14 @@
 // the realistic size (compare_scale.py) that is 115 MiB less at the peak and a faster
 // step (bench_linear_ce). The loss is the same to rounding; TrainOptions::fuse_output_loss
 // = false takes the unfused path.
+//
+// TrainOptions::micro_batches = k splits each batch into k parts by rows, each its own
+// forward and backward on its own thread, the gradients summed in part order before
+// clipping and the optimiser's step (heed/optim/micro_batches.hpp): 2 threads train
+// the realistic Transformer ~1.9× as fast as 1 with k = 2, against ~1.35× with ops
+// split across threads. The parts' losses and gradients are those of the whole batch
+// to rounding, but their dropout masks are drawn apart, so k changes the bits; the
+// thread count never does. Each part is cut after its own longest sequence.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -45,6 +53,7 @@
 #include "heed/ops/shape.hpp"
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
+#include "heed/optim/micro_batches.hpp"
 #include "heed/seq2seq/data.hpp"
 #include "heed/seq2seq/loss.hpp"
 
@@ -64,6 +73,7 @@ struct TrainOptions {
   Generator* generator = nullptr;                   // for the initialisation; default_generator() when null
   bool trim_padding = true;                         // cut each batch after its longest sequence (see above)
   bool fuse_output_loss = true;                     // the decoder's output layer and the loss in one (see above)
+  index_t micro_batches = 1;                        // parts of each batch run on parallel threads (see above)
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
 };
 
@@ -119,6 +129,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
                           const TrainOptions& options = {}) {
   HEED_CHECK(lr > 0.0, ValueError, "train_seq2seq: lr must be positive, got ", lr);
   HEED_CHECK(num_epochs >= 0, ValueError, "train_seq2seq: num_epochs must be >= 0, got ", num_epochs);
+  HEED_CHECK(options.micro_batches >= 1, ValueError, "train_seq2seq: micro_batches must be >= 1, got ",
+             options.micro_batches);
   HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
   // Training runs where the net is (net.to(device) first): each batch goes there, and
@@ -147,26 +159,34 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     index_t num_tokens = 0;
     for (const auto& batch : data_iter) {
       optimizer.zero_grad();
-      const IndexTensor X = trim_source ? detail::trim_padding(batch.X, batch.X_valid_len) : batch.X;
-      const IndexTensor Y = trim_target ? detail::trim_padding(batch.Y, batch.Y_valid_len) : batch.Y;
-      const IndexTensor dec_input = detail::shift_right(Y, bos);
-      Tensor<T> l;
-      if constexpr (detail::has_output_features<typename Net::DecoderType>::value) {
-        if (options.fuse_output_loss) {
-          const Tensor<T> H = net.features(X.to(device), dec_input.to(device), batch.X_valid_len.to(device));
-          const auto& dense = net.decoder().dense;
-          l = sum(masked_linear_ce_loss(H, dense.weight, dense.bias, Y.to(device), batch.Y_valid_len.to(device),
-                                        batch.Y.shape()[1]));
+      // Rows [begin, end) of the batch: forward, loss and backward; the loss comes back.
+      const auto step = [&](index_t begin, index_t end) {
+        const auto rows = [&](const IndexTensor& t) { return t.narrow(0, begin, end - begin); };
+        const IndexTensor X_valid_len = rows(batch.X_valid_len), Y_valid_len = rows(batch.Y_valid_len);
+        const IndexTensor X = trim_source ? detail::trim_padding(rows(batch.X), X_valid_len) : rows(batch.X);
+        const IndexTensor Y = trim_target ? detail::trim_padding(rows(batch.Y), Y_valid_len) : rows(batch.Y);
+        const IndexTensor dec_input = detail::shift_right(Y, bos);
+        Tensor<T> l;
+        if constexpr (detail::has_output_features<typename Net::DecoderType>::value) {
+          if (options.fuse_output_loss) {
+            const Tensor<T> H = net.features(X.to(device), dec_input.to(device), X_valid_len.to(device));
+            const auto& dense = net.decoder().dense;
+            l = sum(masked_linear_ce_loss(H, dense.weight, dense.bias, Y.to(device), Y_valid_len.to(device),
+                                          batch.Y.shape()[1]));
+          }
         }
-      }
-      if (!l.defined()) {
-        const Tensor<T> Y_hat = net(X.to(device), dec_input.to(device), batch.X_valid_len.to(device));
-        l = sum(loss(Y_hat, Y.to(device), batch.Y_valid_len.to(device), batch.Y.shape()[1]));
-      }
-      l.backward();
+        if (!l.defined()) {
+          const Tensor<T> Y_hat = net(X.to(device), dec_input.to(device), X_valid_len.to(device));
+          l = sum(loss(Y_hat, Y.to(device), Y_valid_len.to(device), batch.Y.shape()[1]));
+        }
+        l.backward();
+        return l.item();
+      };
+      const index_t batch_rows = batch.X.shape()[0];
+      loss_sum +=
+          accumulate_micro_batches<T>(batch_rows, std::min(options.micro_batches, batch_rows), step, device.is_cpu());
       if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
       optimizer.step();
-      loss_sum += static_cast<double>(l.item());
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
     }
     EpochStats stats;
