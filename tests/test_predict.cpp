@@ -128,7 +128,7 @@ TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's value
   const heed::Tensor<float> expected =
       heed::log_softmax(heed::tensor<float>({0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f}), 0);
   std::vector<heed::detail::TopToken<float>> top(3);
-  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, top) == 3);
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, top.data(), top.size()) == 3);
   const std::vector<index_t> order = {1, 3, 4};
   for (std::size_t j = 0; j < 3; ++j) {
     CHECK(top[j].token == order[j]);
@@ -136,20 +136,20 @@ TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's value
   }
   // More wanted than there are tokens: all of them, best first.
   std::vector<heed::detail::TopToken<float>> all(8);
-  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, all) == 6);
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, all.data(), all.size()) == 6);
   const std::vector<index_t> full_order = {1, 3, 4, 0, 2, 5};
   for (std::size_t j = 0; j < 6; ++j) CHECK(all[j].token == full_order[j]);
   // Greedy (one wanted) takes its own path: the first of the tied best, the same value.
   std::vector<heed::detail::TopToken<float>> best(1);
-  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, best) == 1);
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 6, best.data(), best.size()) == 1);
   CHECK(best[0].token == 1);
   CHECK(best[0].log_prob == expected.data()[1]);
   // A NaN logit: what the general path gives (its max is not found by value).
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> with_nan = {nan, 1.0f, 2.0f};
-  REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, best) == 1);
+  REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, best.data(), best.size()) == 1);
   std::vector<heed::detail::TopToken<float>> general(2);
-  REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, general) == 2);
+  REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, general.data(), general.size()) == 2);
   CHECK(best[0].token == general[0].token);
   CHECK(std::isnan(best[0].log_prob) == std::isnan(general[0].log_prob));
 }

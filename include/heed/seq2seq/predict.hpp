@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "heed/detail/parallel.hpp"
 #include "heed/ops/softmax.hpp"
 #include "heed/seq2seq/bahdanau_decoder.hpp"
 #include "heed/seq2seq/data.hpp"
@@ -156,16 +157,17 @@ struct TopToken {
   index_t token;
 };
 
-/// The top.size() most probable tokens of a row of V logits, best first (ties: the
-/// lower token first), with log P = logit − log Σ exp(logits), computed as log_softmax
-/// computes it; returns how many were found (min(top.size(), V)). Reads the row three
-/// times, writes nothing: greedy decoding needs neither a log-softmax tensor nor a sort.
+/// The `count` most probable tokens of a row of V logits into top[0..), best first
+/// (ties: the lower token first), with log P = logit − log Σ exp(logits), computed as
+/// log_softmax computes it; returns how many were found (min(count, V)). Reads the row
+/// three times, writes nothing else and allocates nothing: greedy decoding needs
+/// neither a log-softmax tensor nor a sort, and the rows of a step run on many threads.
 template <typename T>
-std::size_t top_log_probs(const T* logits, index_t V, std::vector<TopToken<T>>& top) {
+std::size_t top_log_probs(const T* logits, index_t V, TopToken<T>* top, std::size_t count) {
   const ConstVecMap<T> row(logits, V);
   const T max = row.maxCoeff();
   const T log_normaliser = max + std::log((row - max).exp().sum());
-  if (top.size() == 1) {  // greedy: the first maximum, found by value (not found when the max is NaN)
+  if (count == 1) {  // greedy: the first maximum, found by value (not found when the max is NaN)
     const T* first = std::find(logits, logits + V, max);
     if (first != logits + V) {
       top[0] = {*first - log_normaliser, static_cast<index_t>(first - logits)};
@@ -175,8 +177,8 @@ std::size_t top_log_probs(const T* logits, index_t V, std::vector<TopToken<T>>& 
   std::size_t n = 0;
   for (index_t v = 0; v < V; ++v) {
     const T log_prob = logits[v] - log_normaliser;
-    if (n == top.size() && !(log_prob > top[n - 1].log_prob)) continue;
-    std::size_t at = n < top.size() ? n++ : n - 1;  // the last slot is dropped when full
+    if (n == count && !(log_prob > top[n - 1].log_prob)) continue;
+    std::size_t at = n < count ? n++ : n - 1;  // the last slot is dropped when full
     for (; at > 0 && log_prob > top[at - 1].log_prob; --at) top[at] = top[at - 1];
     top[at] = {log_prob, v};
   }
@@ -293,7 +295,10 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   };
   IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab["<bos>"]);
   const index_t V = tgt_vocab.size();
-  std::vector<detail::TopToken<T>> top(static_cast<std::size_t>(std::min(K, V)));
+  // Only the best min(K, V) tokens of a beam can be among the K best continuations.
+  const auto per_row = static_cast<std::size_t>(std::min(K, V));
+  std::vector<detail::TopToken<T>> top;
+  std::vector<std::size_t> found;
   for (index_t step = 0; step < num_steps && !active.empty(); ++step) {
     Tensor<T> logits = net.decoder()(dec_X, state);  // (rows, 1, V)
     if (!logits.device().is_cpu()) logits = logits.to(Device::cpu());
@@ -302,6 +307,19 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
     const std::vector<Tensor<T>> self =
         options.save_attention_weights ? detail::step_self_attention(net.decoder()) : std::vector<Tensor<T>>();
     const auto num_active = static_cast<index_t>(active.size());
+    // The best tokens of every live row first, the rows split across threads (each row
+    // on one thread: the same bits for any thread count).
+    top.resize(static_cast<std::size_t>(num_active * K) * per_row);
+    found.assign(static_cast<std::size_t>(num_active * K), 0);
+    const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
+    detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first, index_t last) {
+      for (index_t row = first; row < last; ++row) {
+        const auto r = static_cast<std::size_t>(row);
+        if (row % K <
+            static_cast<index_t>(live[static_cast<std::size_t>(active[r / static_cast<std::size_t>(K)])].size()))
+          found[r] = detail::top_log_probs(logits.data() + row * V, V, top.data() + r * per_row, per_row);
+      }
+    });
     std::vector<index_t> parents(static_cast<std::size_t>(num_active * K)), tokens(parents.size());
     std::vector<index_t> still_active;
     for (index_t i = 0; i < num_active; ++i) {
@@ -316,11 +334,12 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
       std::vector<Candidate> candidates;
       const auto num_live = static_cast<index_t>(beams.size());
       for (index_t k = 0; k < num_live; ++k) {
-        // Only the K best tokens of a beam can be among the K best continuations.
-        const auto n = detail::top_log_probs(logits.data() + (i * K + k) * V, V, top);
-        for (std::size_t j = 0; j < n; ++j)
+        const auto row = static_cast<std::size_t>(i * K + k);
+        for (std::size_t j = 0; j < found[row]; ++j) {
+          const detail::TopToken<T>& t = top[row * per_row + j];
           candidates.push_back(
-              {beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(top[j].log_prob), k, top[j].token});
+              {beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(t.log_prob), k, t.token});
+        }
       }
       std::stable_sort(candidates.begin(), candidates.end(),
                        [](const Candidate& a, const Candidate& c) { return a.log_prob > c.log_prob; });
