@@ -472,9 +472,21 @@ TEST_CASE("LeafGradients takes the leaves' gradients of backward on its thread w
   // Uninstalled: backward writes .grad() again.
   (x * w).sum().backward();
   CHECK(values(x.grad()) == std::vector<double>{3, 4});
-  const Tensord taken = outer.take(x);
-  CHECK(values(taken) == std::vector<double>{5, 6});
-  CHECK(!outer.of(x).defined());
+  // A leaf with a sum stays alive as long as the sum: its identity cannot be reused.
+  {
+    const heed::autograd::LeafGradientsScope<double> scope(inner);
+    auto temporary = heed::tensor<double>({1, 1}).requires_grad_();
+    (temporary * 3.0).sum().backward();
+  }
+  std::size_t leaves = 0;
+  inner.for_each([&](const Tensord& leaf, const Tensord& sum) {
+    ++leaves;
+    CHECK(leaf.requires_grad());
+    CHECK(sum.shape() == leaf.shape());
+  });
+  CHECK(leaves == 2);  // x and the temporary
+  inner.clear();
+  CHECK(!inner.of(x).defined());
 }
 
 TEST_CASE("a graph of 200000 ops is dropped without recursion", "[autograd]") {

@@ -301,6 +301,14 @@ TEST_CASE("accumulate_micro_batches adds the parts in order and rethrows the fir
   CHECK(w.grad().to_vector() == std::vector<double>{7, 7, 7});
   CHECK(heed::accumulate_micro_batches<double>(2, 2, step) == 2.0);  // added to what was there
   CHECK(w.grad().to_vector() == std::vector<double>{9, 9, 9});
+  // A leaf made inside a part lives until its gradient has been added.
+  const auto with_temporary = [&](index_t begin, index_t end) {
+    auto temporary = heed::tensor<double>({1, 2}).requires_grad_();
+    (temporary * w.narrow(0, 0, 2)).sum().backward();
+    return static_cast<double>(end - begin);
+  };
+  CHECK(heed::accumulate_micro_batches<double>(4, 2, with_temporary) == 4.0);
+  CHECK(w.grad().to_vector() == std::vector<double>{11, 13, 9});
 
   w.zero_grad();
   const auto failing = [&](index_t begin, index_t end) {

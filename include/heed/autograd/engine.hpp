@@ -66,34 +66,27 @@ void accumulate_gradient(Tensor<T>& sum, Tensor<T>&& g) {
 }  // namespace detail
 
 /// The gradients one thread's backward passes computed for leaves, summed per leaf,
-/// apart from the leaves' .grad() (see the top of this file).
+/// apart from the leaves' .grad() (see the top of this file). It holds each leaf it has
+/// a sum for, so that the leaf outlives the sum.
 template <typename T>
 class LeafGradients {
  public:
   /// The sum for `leaf`; undefined when no gradient reached it.
   Tensor<T> of(const Tensor<T>& leaf) const {
     const auto it = sums_.find(&heed::detail::impl(leaf));
-    return it == sums_.end() ? Tensor<T>() : it->second;
-  }
-  /// Forgets the sum for `leaf` and returns it (undefined when there was none), so that
-  /// the caller may own its buffer.
-  Tensor<T> take(const Tensor<T>& leaf) {
-    const auto it = sums_.find(&heed::detail::impl(leaf));
-    if (it == sums_.end()) return Tensor<T>();
-    Tensor<T> sum = std::move(it->second);
-    sums_.erase(it);
-    return sum;
+    return it == sums_.end() ? Tensor<T>() : it->second.sum;
   }
   void clear() { sums_.clear(); }
-  /// Calls f(leaf, sum) for every leaf a gradient reached (TensorImpl pointers: the
-  /// leaves' identities; in no particular order).
+  /// Calls f(leaf, sum) for every leaf a gradient reached, in no particular order.
   template <typename F>
   void for_each(F&& f) {
-    for (auto& [leaf, sum] : sums_) f(leaf, sum);
+    for (auto& [impl, entry] : sums_) f(entry.leaf, entry.sum);
   }
-  /// Adds g into the sum for the leaf `leaf` (backward's part).
-  void add(const heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
-    detail::accumulate_gradient(sums_[&leaf], std::move(g));
+  /// Adds g into the sum for `leaf` (backward's part).
+  void add(const Tensor<T>& leaf, Tensor<T>&& g) {
+    Entry& entry = sums_[&heed::detail::impl(leaf)];
+    if (!entry.leaf.defined()) entry.leaf = leaf;
+    detail::accumulate_gradient(entry.sum, std::move(g));
   }
 
   /// The LeafGradients installed on this thread, or null.
@@ -103,7 +96,10 @@ class LeafGradients {
   }
 
  private:
-  std::unordered_map<const heed::detail::TensorImpl<T>*, Tensor<T>> sums_;
+  struct Entry {
+    Tensor<T> leaf, sum;
+  };
+  std::unordered_map<const heed::detail::TensorImpl<T>*, Entry> sums_;
 };
 
 /// Installs `sums` on this thread for the scope's lifetime (and the previous one after).
@@ -126,11 +122,11 @@ namespace detail {
 /// Adds g into the leaf's .grad(), or into this thread's LeafGradients when one is
 /// installed.
 template <typename T>
-void accumulate_into_leaf(heed::detail::TensorImpl<T>& leaf, Tensor<T>&& g) {
+void accumulate_into_leaf(const Tensor<T>& leaf, Tensor<T>&& g) {
   if (LeafGradients<T>* sums = LeafGradients<T>::current())
     sums->add(leaf, std::move(g));
   else
-    accumulate_gradient(leaf.grad, std::move(g));
+    accumulate_gradient(heed::detail::impl(leaf).grad, std::move(g));
 }
 
 /// Sums gradients arriving at a node: in place when the node holds the only handle to
@@ -171,7 +167,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
   NoGradGuard no_grad;
   Node<T>* root_node = heed::detail::impl(root).grad_fn.get();
   if (root_node == nullptr) {  // a leaf: its gradient is the seed itself
-    accumulate_into_leaf(heed::detail::impl(root), std::move(seed));
+    accumulate_into_leaf(root, std::move(seed));
     return;
   }
 
@@ -226,7 +222,7 @@ void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_
       if (i < grads.size() && grads[i].defined()) {
         check_gradient_shape(grads[i], input.shape, node->name);
         if (next == nullptr)
-          accumulate_into_leaf(heed::detail::impl(input.leaf), std::move(grads[i]));
+          accumulate_into_leaf(input.leaf, std::move(grads[i]));
         else
           accumulate_into_node(*next, std::move(grads[i]));
       }

@@ -90,15 +90,16 @@ class MicroBatchScope {
 template <typename T>
 void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
   struct Target {
-    TensorImpl<T>* leaf;
+    TensorImpl<T>* leaf;  // held alive by `holder`
+    Tensor<T> holder;
     std::vector<Tensor<T>> addends;  // in part order
   };
   std::vector<Target> targets;
   std::unordered_map<const TensorImpl<T>*, std::size_t> index;
   for (autograd::LeafGradients<T>& part : parts)
-    part.for_each([&](const TensorImpl<T>* leaf, Tensor<T>& sum) {
-      auto [it, added] = index.emplace(leaf, targets.size());
-      if (added) targets.push_back({const_cast<TensorImpl<T>*>(leaf), {}});
+    part.for_each([&](const Tensor<T>& leaf, Tensor<T>& sum) {
+      auto [it, added] = index.emplace(&impl(leaf), targets.size());
+      if (added) targets.push_back({&impl(leaf), leaf, {}});
       targets[it->second].addends.push_back(std::move(sum));
     });
   for (autograd::LeafGradients<T>& part : parts) part.clear();
