@@ -37,7 +37,7 @@ class DotProductAttention : public Module<T> {
                     const AttentionMask<T>& mask = {}) {
     detail::check_attention_inputs(queries, keys, values, "DotProductAttention", true, true);
     if (!keep_weights_ && supports(queries.device(), Capability::fused_attention)) {  // no weights to keep
-      if (detail::keeps_forward_records()) attention_weights_ = Tensor<T>();
+      record(Tensor<T>());
       return scaled_dot_product_attention(queries, keys, values, mask, dropout_.is_training() ? dropout_.p() : 0.0,
                                           dropout_.generator());
     }
@@ -45,7 +45,7 @@ class DotProductAttention : public Module<T> {
     const T scale = T(1) / static_cast<T>(std::sqrt(static_cast<double>(queries.shape()[-1])));
     if (queries.dim() == 3) {
       const Tensor<T> weights = masked_softmax(matmul(queries * scale, keys, false, true), mask);
-      if (detail::keeps_forward_records()) attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
+      record(weights);
       return matmul(dropout_(weights), values);
     }
     // Grouped heads: the `group` query heads that share a key/value head are stacked
@@ -57,7 +57,7 @@ class DotProductAttention : public Module<T> {
     const Tensor<T> scores =
         matmul((queries * scale).reshape({batch, kv_heads, group * num_queries, q[3]}), keys, false, true);
     const Tensor<T> weights = masked_softmax(scores.reshape({batch, heads, num_queries, num_keys}), mask);
-    if (detail::keeps_forward_records()) attention_weights_ = keep_weights_ ? weights.detach() : Tensor<T>();
+    record(weights);
     const Tensor<T> out = matmul(dropout_(weights).reshape({batch, kv_heads, group * num_queries, num_keys}), values);
     return out.reshape({batch, heads, num_queries, values.shape()[3]});
   }
@@ -74,6 +74,13 @@ class DotProductAttention : public Module<T> {
   bool keeps_attention_weights() const { return keep_weights_; }
 
  private:
+  /// Keeps `weights`, cut from the graph, as attention_weights() when keeping is on
+  /// (none when off), unless this thread keeps no records (detail::keeps_forward_records).
+  void record(const Tensor<T>& weights) {
+    if (detail::keeps_forward_records())
+      attention_weights_ = keep_weights_ && weights.defined() ? weights.detach() : Tensor<T>();
+  }
+
   Dropout<T> dropout_;
   Tensor<T> attention_weights_;
   bool keep_weights_ = true;

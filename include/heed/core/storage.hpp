@@ -52,21 +52,21 @@ namespace heed::detail {
 class SpinMutex {
  public:
   void lock() noexcept {
-    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins)
-      while (locked_.load(std::memory_order_relaxed)) {
-        if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-          __builtin_ia32_pause();
-#endif
-          ++spins;
-        } else {
+    for (int spins = 0; locked_.exchange(true, std::memory_order_acquire);)
+      while (locked_.load(std::memory_order_relaxed))
+        if (++spins > 64)
           std::this_thread::yield();
-        }
-      }
+        else
+          pause();
   }
   void unlock() noexcept { locked_.store(false, std::memory_order_release); }
 
  private:
+  static void pause() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();  // tells the core this is a spin: less power, no memory-order stall on exit
+#endif
+  }
   std::atomic<bool> locked_{false};
 };
 

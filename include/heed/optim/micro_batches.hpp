@@ -90,8 +90,7 @@ class MicroBatchScope {
 template <typename T>
 void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
   struct Target {
-    TensorImpl<T>* leaf;  // held alive by `holder`
-    Tensor<T> holder;
+    Tensor<T> leaf;
     std::vector<Tensor<T>> addends;  // in part order
   };
   std::vector<Target> targets;
@@ -99,29 +98,30 @@ void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
   for (autograd::LeafGradients<T>& part : parts)
     part.for_each([&](const Tensor<T>& leaf, Tensor<T>& sum) {
       auto [it, added] = index.emplace(&impl(leaf), targets.size());
-      if (added) targets.push_back({&impl(leaf), leaf, {}});
+      if (added) targets.push_back({leaf, {}});
       targets[it->second].addends.push_back(std::move(sum));
     });
   for (autograd::LeafGradients<T>& part : parts) part.clear();
   std::vector<index_t> sizes;
-  std::vector<Target*> on_cpu;
+  std::vector<const Target*> on_cpu;
   for (Target& target : targets) {
-    if (!target.leaf->grad.defined()) {
-      target.leaf->grad = std::move(target.addends.front());
+    Tensor<T>& grad = impl(target.leaf).grad;
+    if (!grad.defined()) {
+      grad = std::move(target.addends.front());
       target.addends.erase(target.addends.begin());
     }
     if (target.addends.empty()) continue;
-    impl(target.leaf->grad).storage->bump_version();  // changed in place, as backward's own additions
-    if (!target.leaf->grad.device().is_cpu()) {
-      for (const Tensor<T>& g : target.addends) autograd::detail::add_into(target.leaf->grad, g);
+    impl(grad).storage->bump_version();  // changed in place, as backward's own additions
+    if (!grad.device().is_cpu()) {
+      for (const Tensor<T>& g : target.addends) autograd::detail::add_into(grad, g);
       continue;
     }
     on_cpu.push_back(&target);
-    sizes.push_back(target.leaf->grad.numel());
+    sizes.push_back(grad.numel());
   }
   parallel_chunks(chunks_of(sizes), [&](std::size_t, const Chunk& chunk) {
     const Target& target = *on_cpu[chunk.item];
-    T* out = target.leaf->grad.data() + chunk.begin;
+    T* out = impl(target.leaf).grad.data() + chunk.begin;
     const index_t n = chunk.end - chunk.begin;
     for (const Tensor<T>& g : target.addends) {
       const T* in = g.data() + chunk.begin;
