@@ -1,7 +1,9 @@
 // bench_gemm_shapes — the matrix products heed's models run, at their shapes: Eigen's
-// GEMM (what heed uses by default), OpenBLAS's cblas_sgemm on one thread, and
+// GEMM (what heed uses by default), OpenBLAS's cblas_sgemm on one thread,
 // heed::detail::gemm as it is configured (HEED_WITH_BLAS or not), which picks its path
-// per shape. This is the measurement behind that choice (heed/ops/gemm.hpp).
+// per shape, and, for the forward products x·Wᵀ, heed's kernel against a weight packed
+// once (inference, heed/ops/packed_gemm.hpp). This is the measurement behind those
+// choices (heed/ops/gemm.hpp).
 //
 //   build/bench/benchmarks/bench_gemm_shapes --benchmark_min_time=0.2
 //
@@ -93,6 +95,21 @@ void BM_Heed(benchmark::State& state) {
   set_flops(state, s);
 }
 
+// x·Wᵀ against the weight packed once (heed/ops/packed_gemm.hpp: what linear() runs
+// inside a PackedWeightsGuard, as predict_seq2seq holds one), on the calling thread.
+void BM_Packed(benchmark::State& state) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  const heed::detail::PackedWeight<float> packed(x.b.data(), s.n, s.k);
+  for (auto _ : state) {
+    const heed::detail::SerialGemmScope serial(true);
+    packed.apply(x.a.data(), s.m, nullptr, x.c.data());
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+
 #ifdef HEED_BENCH_OPENBLAS
 void BM_OpenBLAS(benchmark::State& state) {
   const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
@@ -114,8 +131,15 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->ArgName("shape")->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+void forward_shapes(benchmark::internal::Benchmark* b) {
+  for (std::size_t i = 0; i < kShapes.size(); ++i)
+    if (kShapes[i].trans_b && !kShapes[i].trans_a) b->Arg(static_cast<std::int64_t>(i));
+  b->ArgName("shape")->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 BENCHMARK(BM_Eigen)->Apply(shapes);
 BENCHMARK(BM_Heed)->Apply(shapes);
+BENCHMARK(BM_Packed)->Apply(forward_shapes);
 #ifdef HEED_BENCH_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 #endif

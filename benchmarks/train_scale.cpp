@@ -14,7 +14,8 @@
 // vocabularies from all of them; --train-subset K trains on K evenly spaced pairs (row
 // i·n/K), as the peer does. heed's own flags: --save FILE keeps the trained weights,
 // --load FILE starts from them (with --epochs 0: decoding alone), --micro-batches K
-// trains each batch as K parts on parallel threads (TrainOptions::micro_batches). The time is
+// trains each batch as K parts on parallel threads (TrainOptions::micro_batches) and
+// decodes each as K groups (PredictOptions::micro_batches). The time is
 // train_seq2seq's alone (the peer's too); tokens are the targets' valid lengths, as d2l
 // counts them.
 #include <heed/heed.hpp>
@@ -241,6 +242,7 @@ int run(const Args& a) {
   }
   heed::PredictOptions predict_options;
   predict_options.save_attention_weights = false;
+  predict_options.micro_batches = a.micro_batches;  // each decode batch as K groups, on parallel threads
   const std::uint64_t allocations_before_decoding = heed::buffer_allocations();  // after saving, if asked
   const double t1 = now_s();
   for (std::size_t b = 0; b < sentences.size(); b += static_cast<std::size_t>(a.decode_batch)) {

@@ -30,6 +30,18 @@ TEMPLATE_TEST_CASE("GRU matches torch.nn.GRU", "[gru][golden]", float, double) {
   }
 }
 
+TEMPLATE_TEST_CASE("GRU inside a PackedWeightsGuard matches torch.nn.GRU", "[gru][golden]", float, double) {
+  using T = TestType;
+  heed::GRU<T> gru(/*input_size=*/5, /*num_hiddens=*/6, /*num_layers=*/2);
+  heed_test::load_parameters(golden(), gru, "gru");
+  // Without gradients the input and recurrent products take the packed weights.
+  heed::NoGradGuard no_grad;
+  heed::PackedWeightsGuard packed;
+  const heed::GRUOutput<T> out = gru.forward(golden().tensor<T>("gru.inputs"), golden().tensor<T>("gru.state"));
+  check_close(out.outputs, golden().tensor<T>("gru.outputs"), tolerance<T>());
+  check_close(out.state, golden().tensor<T>("gru.final_state"), tolerance<T>());
+}
+
 TEST_CASE("GRU gradients match finite differences", "[gru][gradcheck]") {
   heed::Generator gen(7);
   for (index_t num_layers : {1, 2}) {

@@ -160,3 +160,78 @@ TEST_CASE("gradcheck of linear", "[ops]") {
     CHECK(heed::linear(x, w, b).grad_fn_name() == "AddmmBackward");
   }
 }
+
+// ---- packed weights (heed/ops/packed_gemm.hpp) ------------------------------------------------
+
+TEMPLATE_TEST_CASE("linear inside a PackedWeightsGuard equals linear without one", "[ops]", float, double) {
+  using T = TestType;
+  heed::Generator gen(5);
+  const index_t panel = heed::detail::kPackedPanel<T>;
+  // Rows on both sides of a tile (8 with AVX-512, 6 below) and of two; out_features on
+  // both sides of a panel and of several (the last panel is partly padding).
+  for (const index_t rows : {index_t(1), index_t(5), index_t(6), index_t(8), index_t(9), index_t(17), index_t(40)})
+    for (const index_t out : {index_t(1), panel - 1, panel, panel + 1, 3 * panel + 5})
+      for (const index_t in : {index_t(1), index_t(7), index_t(128)}) {
+        INFO("rows " << rows << ", out " << out << ", in " << in);
+        const heed::Tensor<T> x = heed::randn<T>({rows, in}, gen), w = heed::randn<T>({out, in}, gen),
+                              b = heed::randn<T>({out}, gen);
+        const heed::Tensor<T> expected = heed::linear(x, w, b), expected_no_bias = heed::linear(x, w);
+        heed::NoGradGuard no_grad;
+        heed::PackedWeightsGuard packed;
+        const double margin = std::is_same_v<T, float> ? 1e-4 : 1e-12;
+        check_close(heed::linear(x, w, b), expected, margin);
+        check_close(heed::linear(x, w), expected_no_bias, margin);
+        check_close(heed::linear(x, w, b), expected, margin);  // the packed copy, reused
+      }
+}
+
+TEST_CASE("PackedWeightsGuard packs a weight again after an in-place change, and records autograd as before", "[ops]") {
+  heed::Generator gen(6);
+  Tensorf w = heed::randn<float>({40, 16}, gen).requires_grad_();
+  const Tensorf x = heed::randn<float>({9, 16}, gen), b = heed::randn<float>({40}, gen);
+  heed::PackedWeightsGuard packed;
+  REQUIRE(heed::detail::current_packed_weights() != nullptr);
+  {
+    heed::NoGradGuard no_grad;
+    const Tensorf before = heed::linear(x, w, b);
+    check_close(before, heed::linear(x, w.detach(), b), 1e-5);
+    w.mul_(2.0f);  // bumps the version: the packed copy is stale
+    check_close(heed::linear(x, w, b), (before - b) * 2.0f + b, 1e-4);
+  }
+  // With gradients to record, linear multiplies as without a guard and records the op.
+  const Tensorf y = heed::linear(x, w, b);
+  REQUIRE(y.requires_grad());
+  y.sum().backward();
+  REQUIRE(w.grad().defined());
+  // d Σy / dW[o][i] = Σ_rows x[r][i]
+  const Tensorf column_sums = x.sum(0);
+  for (index_t o = 0; o < 40; o += 13)
+    for (index_t i = 0; i < 16; ++i) CHECK(w.grad().at({o, i}) == Approx(column_sums.at({i})).epsilon(1e-5));
+  {
+    heed::PackedWeightsGuard nested;  // shares the outer guard's copies
+    CHECK(heed::detail::current_packed_weights() != nullptr);
+  }
+  CHECK(heed::detail::current_packed_weights() != nullptr);
+}
+
+TEST_CASE("PackedWeightsGuard ends with its scope", "[ops]") {
+  { heed::PackedWeightsGuard packed; }
+  CHECK(heed::detail::current_packed_weights() == nullptr);
+}
+
+#ifdef _OPENMP
+TEST_CASE("a packed product gives the same bits on any thread count", "[ops]") {
+  heed::Generator gen(7);
+  const Tensorf x = heed::randn<float>({37, 128}, gen), w = heed::randn<float>({700, 128}, gen),
+                b = heed::randn<float>({700}, gen);
+  const int threads = omp_get_max_threads();
+  heed::NoGradGuard no_grad;
+  heed::PackedWeightsGuard packed;
+  omp_set_num_threads(1);
+  const std::vector<float> one = heed::linear(x, w, b).to_vector();
+  omp_set_num_threads(3);
+  const std::vector<float> three = heed::linear(x, w, b).to_vector();
+  omp_set_num_threads(threads);
+  CHECK(one == three);
+}
+#endif

@@ -122,6 +122,71 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
               heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 0));
 }
 
+TEMPLATE_TEST_CASE("predict_seq2seq decodes groups of sentences on parallel threads as one batch", "[seq2seq][predict]",
+                   BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(80);
+  heed::Generator gen(12);
+  const std::unique_ptr<Net> net = small_net<Net>(data, gen);
+  heed::TrainOptions train_options;
+  train_options.generator = &gen;
+  heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, train_options);
+  const std::vector<std::string> sentences = {"go .",     "i'm home .", "he's calm .", "we are not tired at all .",
+                                              "i lost .", "he ran .",   "i'm fine .",  "wait ."};
+  heed::PredictOptions options;
+  options.save_attention_weights = false;
+  const auto whole = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+  const auto same_as_whole = [&](const std::vector<heed::Translation<float>>& got) {
+    REQUIRE(got.size() == whole.size());
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      INFO(sentences[i] << " => " << whole[i].text);
+      CHECK(got[i].tokens == whole[i].tokens);
+      CHECK(got[i].text == whole[i].text);
+      CHECK(got[i].log_prob == Approx(whole[i].log_prob).epsilon(1e-5));
+    }
+  };
+  // Uneven groups (3, 2, 3), more groups than sentences, and groups that keep attention
+  // weights (run one after another): each sentence decodes as in the whole batch.
+  for (const index_t parts : {index_t(3), index_t(20)}) {
+    INFO(parts << " groups");
+    options.micro_batches = parts;
+    same_as_whole(heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options));
+  }
+  heed::PredictOptions with_weights;
+  with_weights.micro_batches = 3;
+  const auto weighted = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, with_weights);
+  same_as_whole(weighted);
+  for (const auto& t : weighted) CHECK(t.cross_attention.defined());
+  // Beam search in groups: the n-best lists of the whole batch.
+  heed::PredictOptions beam;
+  beam.beam_size = 3;
+  beam.n_best = 2;
+  beam.save_attention_weights = false;
+  const auto beams = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, beam);
+  beam.micro_batches = 2;
+  const auto grouped = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, beam);
+  for (std::size_t i = 0; i < sentences.size(); ++i)
+    for (std::size_t k = 0; k < 2; ++k) CHECK(grouped[i].n_best[k].tokens == beams[i].n_best[k].tokens);
+#ifdef _OPENMP
+  // The groups fix the results, not the threads.
+  const int threads = omp_get_max_threads();
+  options.micro_batches = 3;
+  omp_set_num_threads(1);
+  const auto one = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+  omp_set_num_threads(3);
+  const auto three = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+  omp_set_num_threads(threads);
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    CHECK(one[i].tokens == three[i].tokens);
+    CHECK(one[i].log_prob == three[i].log_prob);
+  }
+#endif
+  heed::PredictOptions bad;
+  bad.micro_batches = 0;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: micro_batches must be >= 1, got 0",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+}
+
 TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's values", "[seq2seq][predict]") {
   // Ties go to the lower token, as a stable sort of the log-probabilities would order them.
   const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f};

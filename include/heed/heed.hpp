@@ -43,6 +43,7 @@
 #include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
+#include "heed/ops/packed_gemm.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/scaled_dot_product_attention.hpp"
 #include "heed/ops/sequence_mask.hpp"

@@ -42,6 +42,18 @@ inline bool& keeps_forward_records() {
   return keep;
 }
 
+/// Sets keeps_forward_records on this thread for its lifetime.
+class ForwardRecordsScope {
+ public:
+  explicit ForwardRecordsScope(bool keep) : saved_(keeps_forward_records()) { keeps_forward_records() = keep; }
+  ~ForwardRecordsScope() { keeps_forward_records() = saved_; }
+  ForwardRecordsScope(const ForwardRecordsScope&) = delete;
+  ForwardRecordsScope& operator=(const ForwardRecordsScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 }  // namespace detail
 
 template <typename T>

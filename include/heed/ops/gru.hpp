@@ -23,6 +23,7 @@
 #include <array>
 
 #include "heed/ops/matmul.hpp"
+#include "heed/ops/packed_gemm.hpp"
 
 namespace heed {
 namespace detail {
@@ -64,10 +65,16 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
   // Per step and row: r | z | n | W_hn h + b_hn, what backward reads.
   Tensor<T> gates = detail::make_tensor<T>(Shape{S, B, 4 * H});
   Tensor<T> gh = detail::make_tensor<T>(Shape{B, 3 * H});
+  const bool records = autograd::needs_grad(gi, h0, weight_hh, bias_hh);
+  const auto packed = detail::packed_weight_for(weight_hh, records);  // inside a PackedWeightsGuard
   for (index_t t = 0; t < S; ++t) {
     const T* h_prev = t == 0 ? h0.data() : out.data() + (t - 1) * B * H;
-    detail::gemm(h_prev, false, weight_hh.data(), true, gh.data(), B, 3 * H, H);
-    gh.matrix(B, 3 * H).rowwise() += bias_hh.matrix(1, 3 * H).row(0);
+    if (packed) {
+      packed->apply(h_prev, B, bias_hh.data(), gh.data());
+    } else {
+      detail::gemm(h_prev, false, weight_hh.data(), true, gh.data(), B, 3 * H, H);
+      gh.matrix(B, 3 * H).rowwise() += bias_hh.matrix(1, 3 * H).row(0);
+    }
     const T* gi_t = gi.data() + t * B * 3 * H;
     T* g = gates.data() + t * B * 4 * H;
     GateMap r(g, B, H, s4), z(g + H, B, H, s4), n(g + 2 * H, B, H, s4), hn(g + 3 * H, B, H, s4);
@@ -78,7 +85,7 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
     GateMap(out.data() + t * B * H, B, H, s1) = n + z * (ConstGateMap(h_prev, B, H, s1) - n);
   }
 
-  if (autograd::needs_grad(gi, h0, weight_hh, bias_hh))
+  if (records)
     autograd::record(
         out, "GruLayerBackward", {gi, h0, weight_hh, bias_hh},
         [S, B, H, gates, saved_out = autograd::save(out), saved_h0 = autograd::save(h0),

@@ -12,6 +12,7 @@
 
 #include "heed/ops/broadcast.hpp"
 #include "heed/ops/matmul.hpp"
+#include "heed/ops/packed_gemm.hpp"
 
 namespace heed {
 
@@ -32,6 +33,11 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   using detail::device_data;
   const Device device = detail::common_device("linear", x, weight, bias);
   Tensor<T> out = detail::make_tensor<T>(shape, device);
+  const bool records = autograd::needs_grad(x, weight, bias);
+  if (const auto packed = detail::packed_weight_for(weight, records)) {  // inside a PackedWeightsGuard
+    packed->apply(x.data(), rows, bias.defined() ? bias.data() : nullptr, out.data());
+    return out;
+  }
   detail::gemm_on(device, device_data(x), false, device_data(weight), true, device_data(out), rows, out_features, in);
   if (bias.defined()) {
     if (!device.is_cpu()) {  // out += bias, row by row, in place
@@ -45,7 +51,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     }
   }
 
-  if (autograd::needs_grad(x, weight, bias)) {
+  if (records) {
     autograd::record(out, "AddmmBackward", {x, weight, bias},
                      [=, saved = detail::SavedProduct<T>(x, weight), x_shape = x.shape(), w_shape = weight.shape(),
                       need_b = bias.defined() && bias.requires_grad()](const Tensor<T>& g) {

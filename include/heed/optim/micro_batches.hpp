@@ -63,15 +63,13 @@ class MicroBatchScope {
  public:
   MicroBatchScope(Generator& part_generator, autograd::LeafGradients<T>& sums, bool grad_enabled, bool keep_records)
       : gradients_(sums),
+        records_(keep_records),
         generator_(part_generator),
-        saved_grad_mode_(autograd::GradMode::is_enabled()),
-        saved_records_(keeps_forward_records()) {
+        saved_grad_mode_(autograd::GradMode::is_enabled()) {
     std::swap(default_generator(), generator_);
     autograd::GradMode::set_enabled(grad_enabled);
-    keeps_forward_records() = keep_records;
   }
   ~MicroBatchScope() {
-    keeps_forward_records() = saved_records_;
     autograd::GradMode::set_enabled(saved_grad_mode_);
     std::swap(default_generator(), generator_);
   }
@@ -80,8 +78,9 @@ class MicroBatchScope {
 
  private:
   autograd::LeafGradientsScope<T> gradients_;
+  ForwardRecordsScope records_;
   Generator& generator_;  // the part's while it runs, then this thread's default until restored
-  bool saved_grad_mode_, saved_records_;
+  bool saved_grad_mode_;
 };
 
 /// Adds each part's sums into the leaves' .grad(), in part order: the first sum that

@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <string>
 #include <utility>
@@ -49,6 +50,10 @@ struct PredictOptions {
   index_t n_best = 1;            // hypotheses returned per sentence (<= beam_size)
   double length_penalty = 0.75;  // α in log P / L^α (beam search only)
   bool save_attention_weights = true;
+  // The sentences are decoded as this many groups, in order, each on a thread of its
+  // own when attention weights are not kept (one after another when they are, or on a
+  // device). The groups, not the thread count, fix the results.
+  index_t micro_batches = 1;
 };
 
 template <typename T>
@@ -228,28 +233,18 @@ struct LiveHypothesis {
 
 }  // namespace detail
 
-/// Translates a batch of sentences; returns one Translation per sentence.
+namespace detail {
+
+/// predict_seq2seq's work for the sentences [first, last) of all_sentences, into the
+/// same places of all_results, under the caller's settings (no grad, eval mode, packed
+/// weights, attention weights kept or not).
 template <typename T, typename Net>
-std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::string>& src_sentences,
-                                            const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
-                                            const PredictOptions& options = {}) {
-  HEED_CHECK(num_steps > 0, ValueError, "predict_seq2seq: num_steps must be positive, got ", num_steps);
-  HEED_CHECK(options.beam_size >= 1 && options.n_best >= 1 && options.n_best <= options.beam_size, ValueError,
-             "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = ", options.n_best,
-             ", beam_size = ", options.beam_size);
-  HEED_CHECK(options.length_penalty >= 0.0, ValueError, "predict_seq2seq: length_penalty must be >= 0, got ",
-             options.length_penalty);
-  for (const char* token : {"<pad>", "<bos>", "<eos>"}) {
-    HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
-    HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
-  }
-  std::vector<Translation<T>> results(src_sentences.size());
-  if (src_sentences.empty()) return results;
-  NoGradGuard no_grad;
-  net.eval();
-  const detail::NoAttentionWeightsScope encoder_weights(net.encoder(), options.save_attention_weights);
-  const detail::NoAttentionWeightsScope decoder_weights(net.decoder(), options.save_attention_weights);
-  const index_t batch = static_cast<index_t>(src_sentences.size()), K = options.beam_size;
+void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, std::size_t first, std::size_t last,
+                      const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps, const PredictOptions& options,
+                      std::vector<Translation<T>>& all_results) {
+  const std::string* src_sentences = all_sentences.data() + first;
+  Translation<T>* results = all_results.data() + first;
+  const index_t batch = static_cast<index_t>(last - first), K = options.beam_size;
   const index_t eos = tgt_vocab["<eos>"];
 
   // ---- encode the batch once ----
@@ -433,6 +428,66 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
     }
     static_cast<Hypothesis<T>&>(r) = r.n_best.front();
   }
+}
+
+}  // namespace detail
+
+/// Translates a batch of sentences; returns one Translation per sentence.
+template <typename T, typename Net>
+std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::string>& src_sentences,
+                                            const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
+                                            const PredictOptions& options = {}) {
+  HEED_CHECK(num_steps > 0, ValueError, "predict_seq2seq: num_steps must be positive, got ", num_steps);
+  HEED_CHECK(options.beam_size >= 1 && options.n_best >= 1 && options.n_best <= options.beam_size, ValueError,
+             "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = ", options.n_best,
+             ", beam_size = ", options.beam_size);
+  HEED_CHECK(options.micro_batches >= 1, ValueError, "predict_seq2seq: micro_batches must be >= 1, got ",
+             options.micro_batches);
+  HEED_CHECK(options.length_penalty >= 0.0, ValueError, "predict_seq2seq: length_penalty must be >= 0, got ",
+             options.length_penalty);
+  for (const char* token : {"<pad>", "<bos>", "<eos>"}) {
+    HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
+    HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
+  }
+  std::vector<Translation<T>> results(src_sentences.size());
+  if (src_sentences.empty()) return results;
+  NoGradGuard no_grad;
+  PackedWeightsGuard packed_weights;  // every step multiplies by the same weights
+  net.eval();
+  const detail::NoAttentionWeightsScope encoder_weights(net.encoder(), options.save_attention_weights);
+  const detail::NoAttentionWeightsScope decoder_weights(net.decoder(), options.save_attention_weights);
+  const std::size_t count = src_sentences.size();
+  const auto parts = static_cast<std::size_t>(std::min<index_t>(options.micro_batches, static_cast<index_t>(count)));
+  if (parts == 1) {
+    detail::decode_sentences<T>(net, src_sentences, 0, count, src_vocab, tgt_vocab, num_steps, options, results);
+    return results;
+  }
+  // Each group on a thread of its own, with this thread's settings; the first group's
+  // error, if any, rethrown once all have finished.
+  // The modules keep attention weights in members: groups that keep them take turns;
+  // groups on parallel threads keep no records at all (detail::keeps_forward_records),
+  // not even the empty ones that would race.
+  const bool parallel = !options.save_attention_weights && net.device().is_cpu();
+  detail::PackedWeights* const packed = detail::current_packed_weights();
+  std::vector<std::exception_ptr> errors(parts);
+  const auto run_part = [&](index_t part) {
+    const auto at = static_cast<std::size_t>(part);
+    try {
+      const NoGradGuard no_grad_here;
+      const detail::PackedWeightsScope packed_here(packed);
+      const detail::ForwardRecordsScope records_here(!parallel && detail::keeps_forward_records());
+      detail::decode_sentences<T>(net, src_sentences, count * at / parts, count * (at + 1) / parts, src_vocab,
+                                  tgt_vocab, num_steps, options, results);
+    } catch (...) {
+      errors[at] = std::current_exception();
+    }
+  };
+  if (parallel)
+    detail::parallel_tasks(static_cast<index_t>(parts), detail::kParallelTaskWork, run_part);
+  else
+    for (std::size_t part = 0; part < parts; ++part) run_part(static_cast<index_t>(part));
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
   return results;
 }
 
