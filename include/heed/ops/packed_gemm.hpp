@@ -113,7 +113,9 @@ class PackedWeight {
       : out_features_(out_features),
         in_features_(in_features),
         panels_((out_features + kPackedPanel<T> - 1) / kPackedPanel<T>),
-        packed_(static_cast<std::size_t>(panels_ * in_features * kPackedPanel<T>), T(0)) {
+        // A tensor's buffer: after training, an idle one of the buffer cache, not more memory.
+        packed_(make_tensor<T>(Shape{panels_ * in_features * kPackedPanel<T>}, Device::cpu(), "PackedWeight")) {
+    packed_.array().setZero();
     for (index_t p = 0; p < panels_; ++p) {
       T* panel = packed_.data() + p * in_features * kPackedPanel<T>;
       const index_t cols = std::min(kPackedPanel<T>, out_features - p * kPackedPanel<T>);
@@ -214,7 +216,7 @@ class PackedWeight {
   }
 
   index_t out_features_, in_features_, panels_;
-  std::vector<T> packed_;
+  Tensor<T> packed_;
 };
 
 /// The packed weights of one PackedWeightsGuard, by weight: shared by the threads that
