@@ -245,6 +245,7 @@ int run(const Args& a) {
   predict_options.micro_batches = a.micro_batches;  // each decode batch as K groups, on parallel threads
   const std::uint64_t allocations_before_decoding = heed::buffer_allocations();  // after saving, if asked
   const double t1 = now_s();
+  const heed::PackedWeightsGuard packed_weights;  // the weights packed once for all batches, not once per batch
   for (std::size_t b = 0; b < sentences.size(); b += static_cast<std::size_t>(a.decode_batch)) {
     const auto last = std::min(sentences.size(), b + static_cast<std::size_t>(a.decode_batch));
     const std::vector<std::string> chunk(sentences.begin() + static_cast<long>(b),

@@ -80,11 +80,13 @@ struct FusedLinearCE {
     std::vector<T> partial(static_cast<std::size_t>(num_tiles * rows * 2));
     std::vector<T> target(static_cast<std::size_t>(rows));
     // Heed's buffers, aligned alike in every run: where Eigen's vectorised loops start
-    // depends on the alignment, and with it the last bits of exp.
-    Tensor<T> buffers = make_tensor<T>(Shape{num_groups * std::min(rows, kRowTile) * kClassTile});
+    // depends on the alignment, and with it the last bits of exp. Their size depends on
+    // no batch's row count, so that every step reuses the same cached buffer (sized by
+    // the rows, each batch of a new size allocated afresh: 10 buffers of 5.9-6.6 MB).
+    Tensor<T> buffers = make_tensor<T>(Shape{num_groups * kRowTile * kClassTile});
     parallel_tasks(num_groups, rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
-      T* tile = buffers.data() + g * std::min(rows, kRowTile) * kClassTile;
+      T* tile = buffers.data() + g * kRowTile * kClassTile;
       for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
         const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
         for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
@@ -127,18 +129,18 @@ struct FusedLinearCE {
   /// when asked.
   autograd::Grads<T> backward(const std::vector<T>& coef, const Shape& x_shape, bool need_x, bool need_weight,
                               bool need_bias) const {
-    const index_t num_groups = groups(), block = std::min(rows, kRowTile);
+    const index_t num_groups = groups();
     autograd::Grads<T> grads(3);
     if (need_weight) grads[1] = rows > 0 ? make_tensor<T>(weight.shape()) : zeros<T>(weight.shape());
     if (need_bias) grads[2] = rows > 0 ? make_tensor<T>(bias.shape()) : zeros<T>(bias.shape());
     // dx of each group, summed in group order below; aligned buffers, as in forward.
     Tensor<T> dx_parts = make_tensor<T>(Shape{need_x ? num_groups * rows * in : 0});
-    const index_t per_group = block * kClassTile + kClassTile * in + block * in;
+    const index_t per_group = kRowTile * kClassTile + kClassTile * in + kRowTile * in;  // whatever the rows: see forward
     Tensor<T> buffers = make_tensor<T>(Shape{num_groups * per_group});
     parallel_tasks(num_groups, rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
       T* tile = buffers.data() + g * per_group;
-      T* dw_block = tile + block * kClassTile;  // one row block's share of a tile's dW
+      T* dw_block = tile + kRowTile * kClassTile;  // one row block's share of a tile's dW
       T* dx_block = dw_block + kClassTile * in;
       T* dx = need_x ? dx_parts.data() + g * rows * in : nullptr;
       for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {

@@ -17,7 +17,11 @@
 // tokens. Greedy decoding equals beam search with beam_size 1. A sentence that is done
 // leaves the batch, so later steps cost only the sentences still decoding; each step
 // takes its best tokens from the logits in one pass (no log-softmax tensor, no sort);
-// with save_attention_weights off, no attention weights are computed at all.
+// with save_attention_weights off, no attention weights are computed at all. Each call
+// multiplies by its weights packed once (a PackedWeightsGuard, heed/ops/packed_gemm.hpp;
+// hold one around a loop of calls to pack them once for all). With
+// options.micro_batches = k and no attention weights kept, the sentences are decoded as
+// k groups on parallel threads, each sentence's translation that of one batch.
 //
 // Beam search keeps, per sentence, the beam_size best partial hypotheses by summed
 // log-probability; a hypothesis that emits <eos> is finished and scored
@@ -462,11 +466,11 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
     detail::decode_sentences<T>(net, src_sentences, 0, count, src_vocab, tgt_vocab, num_steps, options, results);
     return results;
   }
-  // Each group on a thread of its own, with this thread's settings; the first group's
-  // error, if any, rethrown once all have finished.
-  // The modules keep attention weights in members: groups that keep them take turns;
-  // groups on parallel threads keep no records at all (detail::keeps_forward_records),
-  // not even the empty ones that would race.
+  // The groups run on parallel threads, with this thread's settings, unless they keep
+  // attention weights: the modules keep those in members, so such groups take turns (as
+  // on a device). Parallel groups keep no records at all (detail::keeps_forward_records),
+  // not even the empty ones that would race. The first group's error, if any, is
+  // rethrown once all have finished.
   const bool parallel = !options.save_attention_weights && net.device().is_cpu();
   detail::PackedWeights* const packed = detail::current_packed_weights();
   std::vector<std::exception_ptr> errors(parts);
