@@ -135,7 +135,8 @@ struct FusedLinearCE {
     if (need_bias) grads[2] = rows > 0 ? make_tensor<T>(bias.shape()) : zeros<T>(bias.shape());
     // dx of each group, summed in group order below; aligned buffers, as in forward.
     Tensor<T> dx_parts = make_tensor<T>(Shape{need_x ? num_groups * rows * in : 0});
-    const index_t per_group = kRowTile * kClassTile + kClassTile * in + kRowTile * in;  // whatever the rows: see forward
+    // Whatever the rows, as in forward.
+    const index_t per_group = kRowTile * kClassTile + kClassTile * in + kRowTile * in;
     Tensor<T> buffers = make_tensor<T>(Shape{num_groups * per_group});
     parallel_tasks(num_groups, rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
