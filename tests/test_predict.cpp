@@ -5,15 +5,26 @@
 
 #include "seq2seq_common.hpp"
 
+namespace {
+
+/// small_net trained for 5 epochs on `data`, from a generator seeded with `seed`.
+template <typename Net>
+std::unique_ptr<Net> trained_small_net(heed::NmtData& data, std::uint64_t seed) {
+  heed::Generator gen(seed);
+  std::unique_ptr<Net> net = small_net<Net>(data, gen);
+  heed::TrainOptions options;
+  options.generator = &gen;
+  heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, options);
+  return net;
+}
+
+}  // namespace
+
 TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam search", "[seq2seq][predict]",
                    BahdanauNet<float>, TransformerNet<float>) {
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
-  heed::Generator gen(11);
-  const std::unique_ptr<Net> net = small_net<Net>(data, gen);
-  heed::TrainOptions options;
-  options.generator = &gen;
-  heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, options);
+  const std::unique_ptr<Net> net = trained_small_net<Net>(data, 11);
   const std::vector<std::string> sentences = {"go .", "i'm home .", "he's calm .", "we are not tired at all ."};
 
   // Greedy: each step's token is the argmax, its log-probability what the decoder gives.
@@ -126,11 +137,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes groups of sentences on parallel thre
                    BahdanauNet<float>, TransformerNet<float>) {
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
-  heed::Generator gen(12);
-  const std::unique_ptr<Net> net = small_net<Net>(data, gen);
-  heed::TrainOptions train_options;
-  train_options.generator = &gen;
-  heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 5, data.tgt_vocab, train_options);
+  const std::unique_ptr<Net> net = trained_small_net<Net>(data, 12);
   const std::vector<std::string> sentences = {"go .",     "i'm home .", "he's calm .", "we are not tired at all .",
                                               "i lost .", "he ran .",   "i'm fine .",  "wait ."};
   heed::PredictOptions options;

@@ -47,40 +47,24 @@ namespace detail {
 /// many rows a tile holds: 2 · rows accumulators stay in registers (32 of them with
 /// AVX-512, 16 below).
 template <typename T>
-struct PackedSimd;
+struct PackedSimd {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "PackedSimd: float or double");
+  // Overloads for float and double; V is what broadcast returns for T.
 #if defined(__AVX512F__)
-template <>
-struct PackedSimd<float> {
-  using V = __m512;
-  static V broadcast(float a) { return _mm512_set1_ps(a); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static __m512 broadcast(float a) { return _mm512_set1_ps(a); }
+  static __m512d broadcast(double a) { return _mm512_set1_pd(a); }
+  static __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+  static __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
+  using V = decltype(broadcast(T()));
   static constexpr index_t rows = 8;
-};
-template <>
-struct PackedSimd<double> {
-  using V = __m512d;
-  static V broadcast(double a) { return _mm512_set1_pd(a); }
-  static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
-  static constexpr index_t rows = 8;
-};
 #elif defined(__AVX2__) && defined(__FMA__)
-template <>
-struct PackedSimd<float> {
-  using V = __m256;
-  static V broadcast(float a) { return _mm256_set1_ps(a); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static __m256 broadcast(float a) { return _mm256_set1_ps(a); }
+  static __m256d broadcast(double a) { return _mm256_set1_pd(a); }
+  static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+  static __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
+  using V = decltype(broadcast(T()));
   static constexpr index_t rows = 6;
-};
-template <>
-struct PackedSimd<double> {
-  using V = __m256d;
-  static V broadcast(double a) { return _mm256_set1_pd(a); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_pd(a, b, c); }
-  static constexpr index_t rows = 6;
-};
 #else
-template <typename T>
-struct PackedSimdGeneric {
   typedef T V __attribute__((vector_size(16)));
   static V broadcast(T a) {
     V v;
@@ -89,12 +73,8 @@ struct PackedSimdGeneric {
   }
   static V fma(V a, V b, V c) { return a * b + c; }
   static constexpr index_t rows = 6;
-};
-template <>
-struct PackedSimd<float> : PackedSimdGeneric<float> {};
-template <>
-struct PackedSimd<double> : PackedSimdGeneric<double> {};
 #endif
+};
 
 template <typename T>
 constexpr index_t kPackedLanes = static_cast<index_t>(sizeof(typename PackedSimd<T>::V) / sizeof(T));
