@@ -1,8 +1,9 @@
 // bench_gemm_shapes — the matrix products heed's models run, at their shapes: Eigen's
 // GEMM (what heed uses by default), OpenBLAS's cblas_sgemm on one thread,
 // heed::detail::gemm as it is configured (HEED_WITH_BLAS or not), which picks its path
-// per shape, and, for the forward products x·Wᵀ, heed's kernel against a weight packed
-// once (inference, heed/ops/packed_gemm.hpp). This is the measurement behind those
+// per shape, heed's small-product kernel where it fits (heed/ops/small_gemm.hpp) and, for
+// the forward products x·Wᵀ, heed's kernel against a weight packed once (inference,
+// heed/ops/packed_gemm.hpp). This is the measurement behind those
 // choices (heed/ops/gemm.hpp).
 //
 //   build/bench/benchmarks/bench_gemm_shapes --benchmark_min_time=0.2
@@ -110,6 +111,19 @@ void BM_Packed(benchmark::State& state) {
   set_flops(state, s);
 }
 
+// heed's kernel for few columns and a short inner dim (heed/ops/small_gemm.hpp), at the
+// shapes it takes, on the calling thread.
+void BM_Small(benchmark::State& state) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  for (auto _ : state) {
+    heed::detail::small_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k, 0, s.m, 0, s.n);
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+}
+
 #ifdef HEED_BENCH_OPENBLAS
 void BM_OpenBLAS(benchmark::State& state) {
   const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
@@ -137,9 +151,16 @@ void forward_shapes(benchmark::internal::Benchmark* b) {
   b->ArgName("shape")->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
+void small_shapes(benchmark::internal::Benchmark* b) {
+  for (std::size_t i = 0; i < kShapes.size(); ++i)
+    if (heed::detail::small_gemm_fits<float>(kShapes[i].n, kShapes[i].k)) b->Arg(static_cast<std::int64_t>(i));
+  b->ArgName("shape")->Unit(benchmark::kMicrosecond)->UseRealTime();
+}
+
 BENCHMARK(BM_Eigen)->Apply(shapes);
 BENCHMARK(BM_Heed)->Apply(shapes);
 BENCHMARK(BM_Packed)->Apply(forward_shapes);
+BENCHMARK(BM_Small)->Apply(small_shapes);
 #ifdef HEED_BENCH_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 #endif

@@ -158,3 +158,79 @@ TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thre
   check_gemm<float>(96, 4096, 48, 1e-4);  // wider than tall: panels of columns
   check_gemm<double>(4, 3, 0, 0.0);       // k = 0: zeros
 }
+
+namespace {
+
+/// small_gemm over every block of a product against the definition, writing only its
+/// block, with the bits of the whole product in each block.
+template <typename T>
+void check_small_gemm(index_t m, index_t n, index_t k, double tolerance) {
+  heed::Generator gen(static_cast<std::uint64_t>(m * 131 + n * 17 + k));
+  std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
+  for (auto* v : {&a, &b})
+    for (T& x : *v) x = static_cast<T>(gen.uniform() - 0.5);
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO(m << " x " << n << " x " << k << ", transpose_a " << ta << ", transpose_b " << tb);
+      std::vector<T> whole(static_cast<std::size_t>(m * n), nan);
+      heed::detail::small_gemm(a.data(), ta, b.data(), tb, whole.data(), m, n, k, 0, m, 0, n);
+      const std::vector<T> expected = reference_gemm(a, ta, b, tb, m, n, k);
+      for (std::size_t i = 0; i < whole.size(); ++i)
+        REQUIRE(std::abs(static_cast<double>(whole[i]) - static_cast<double>(expected[i])) <= tolerance);
+      // One block in the middle: the same bits there, nothing written around it.
+      const index_t r0 = m / 3, rows = m - m / 3 - m / 4, c0 = n / 3, cols = n - n / 3 - n / 4;
+      std::vector<T> block(static_cast<std::size_t>(m * n), nan);
+      heed::detail::small_gemm(a.data(), ta, b.data(), tb, block.data(), m, n, k, r0, rows, c0, cols);
+      for (index_t i = 0; i < m; ++i)
+        for (index_t j = 0; j < n; ++j) {
+          const T got = block[static_cast<std::size_t>(i * n + j)];
+          if (i >= r0 && i < r0 + rows && j >= c0 && j < c0 + cols)
+            REQUIRE(std::memcmp(&got, &whole[static_cast<std::size_t>(i * n + j)], sizeof(T)) == 0);
+          else
+            REQUIRE(std::isnan(got));
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("small_gemm computes every block of op(a) · op(b) and writes nothing else", "[ops]") {
+  // Tiles of 12 / vectors rows; the last vector of a row masked (n not a multiple of 8
+  // floats or 4 doubles); 1 to 4 vectors of columns; k from 1 to kSmallGemmMaxDepth.
+  using heed::detail::kSmallGemmMaxCols;
+  for (const index_t m : {1, 5, 12, 13, 40})
+    for (const index_t n : {1, 3, 8, 9, 16, 17, 25, 32})
+      for (const index_t k : {1, 8, 33, 128}) {
+        if (n <= kSmallGemmMaxCols<float>) check_small_gemm<float>(m, n, k, 1e-4);
+        if (n <= kSmallGemmMaxCols<double>) check_small_gemm<double>(m, n, k, 1e-12);
+      }
+  std::vector<float> c(6, 1.0f);  // k = 0: zeros
+  heed::detail::small_gemm<float>(nullptr, false, nullptr, true, c.data(), 2, 3, 0, 0, 2, 0, 3);
+  CHECK(c == std::vector<float>(6, 0.0f));
+}
+
+TEST_CASE("gemm takes the small kernel for few columns and a short inner dim", "[ops]") {
+#ifdef HEED_WITH_OPENBLAS
+  constexpr bool with_openblas = true;
+#else
+  constexpr bool with_openblas = false;
+#endif
+  using heed::detail::gemm_uses_small, heed::detail::kSmallGemmMaxCols;
+  // 4 vectors of columns: 32 floats and 16 doubles with AVX2, 16 and 8 on the baseline.
+  CHECK((kSmallGemmMaxCols<float> == 32 || kSmallGemmMaxCols<float> == 16));
+  CHECK(kSmallGemmMaxCols<double> * 2 == kSmallGemmMaxCols<float>);
+  CHECK(gemm_uses_small<float>(10, 10, 8, true));  // d2l's attention per head
+  CHECK(gemm_uses_small<float>(10, 8, 10, false));
+  CHECK(gemm_uses_small<float>(640, kSmallGemmMaxCols<float>, 32, true));
+  CHECK(gemm_uses_small<double>(640, kSmallGemmMaxCols<double>, 128, false));
+  CHECK_FALSE(gemm_uses_small<float>(640, kSmallGemmMaxCols<float> + 1, 32, false));
+  CHECK_FALSE(gemm_uses_small<double>(640, kSmallGemmMaxCols<double> + 1, 32, false));
+  CHECK_FALSE(gemm_uses_small<float>(640, 32, 129, false));  // too deep for the panel
+  // With OpenBLAS: not for a transposed b with k > 16 and fewer than 64 rows.
+  CHECK(gemm_uses_small<float>(12, 12, 32, true) == !with_openblas);
+  CHECK(gemm_uses_small<float>(12, 12, 32, false));
+  // Through gemm, whose panels split a large product: 1 and 3 threads, the same bits.
+  for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{10, 10, 8}, {12, 12, 32}, {8192, 32, 128}})
+    check_gemm<double>(m, n, k, 1e-12), check_gemm<float>(m, n, k, 1e-4);
+}

@@ -1,10 +1,12 @@
 // heed/ops/gemm.hpp — the CPU's matrix product, c = op(a) · op(b) on row-major
 // buffers, under every op that multiplies matrices (matmul, linear, the GRU's gates).
 //
-// Two kernels: Eigen's GEMM (always there) and, when heed is built with
-// HEED_WITH_OPENBLAS (CMake option of that name; it defines the macro and links
-// OpenBLAS), OpenBLAS's cblas_sgemm / cblas_dgemm for the products where
-// bench_gemm_shapes measures it faster on one thread (gemm_uses_blas). Threads are
+// Three kernels: heed's own for products with few columns and a short inner dim
+// (heed/ops/small_gemm.hpp: attention per head, thin layers; gemm_uses_small), Eigen's
+// GEMM (always there) and, when heed is built with HEED_WITH_OPENBLAS (CMake option of
+// that name; it defines the macro and links OpenBLAS), OpenBLAS's cblas_sgemm /
+// cblas_dgemm for the products where bench_gemm_shapes measures it faster on one
+// thread (gemm_uses_blas). Threads are
 // heed's either way: a large product is cut into panels whose edges depend only on its
 // sizes, and each panel is computed by one thread, so the bits of a result do not depend
 // on the thread count (they do depend on the kernel: a build with OpenBLAS and one
@@ -23,6 +25,7 @@
 
 #include "heed/detail/parallel.hpp"
 #include "heed/ops/kernels.hpp"
+#include "heed/ops/small_gemm.hpp"
 
 namespace heed {
 namespace detail {
@@ -123,9 +126,10 @@ void blas_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t
 /// when heed is built with HEED_WITH_OPENBLAS, for float and double, with every
 /// dimension within OpenBLAS's int, and where bench_gemm_shapes measures it faster than
 /// Eigen on one thread (OpenBLAS 0.3.21's SkylakeX kernels against Eigen 3.4 with
-/// -march=native, AMD Zen 4): at least kBlasMinRows rows and kBlasMinCols columns.
-/// OpenBLAS wins from the smallest products heed runs (attention per head: 10×8×10 at
-/// 0.04 µs against 0.16, 10×10×8 at 0.13 against 0.20, 12×32×12 at 0.06 against 0.26)
+/// -march=native, AMD Zen 4): at least kBlasMinRows rows and kBlasMinCols columns,
+/// among the products heed's small kernel does not take (gemm_uses_small, asked first).
+/// OpenBLAS wins from small products (12×12×32 a·bᵀ, the realistic model's attention
+/// per head; 10×8×10 at 0.04 µs against Eigen's 0.16, before the small kernel took it)
 /// to the largest (1536×128×9807: 162 GFLOP/s against 122), but loses the ones with few
 /// rows (8×512×128: 49 GFLOP/s against 82; greedy decoding's vocabulary projection at 4
 /// live rows, 4×9807×128: 33 against 43; 1×10×8: 0.11 µs against 0.04).
@@ -140,12 +144,33 @@ constexpr bool gemm_uses_blas([[maybe_unused]] index_t m, [[maybe_unused]] index
 #endif
 }
 
+/// Whether heed's small-product kernel computes a product of m × n × k (row-major
+/// c = op(a) · op(b)): wherever it fits (n ≤ 32 floats or 16 doubles, k ≤ 128), except,
+/// when OpenBLAS is built in, a product with b transposed, k > 16 and fewer than 64
+/// rows, where copying b's columns costs as much as the product: 12×12×32 a·bᵀ (the
+/// realistic model's attention per head) took 0.27 µs against OpenBLAS's 0.20. It beats
+/// Eigen at every shape bench_gemm_shapes runs.
+template <typename T>
+constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, [[maybe_unused]] bool trans_b) {
+  if (!small_gemm_fits<T>(n, k)) return false;
+#ifdef HEED_WITH_OPENBLAS
+  if (trans_b && k > 16 && m < 64) return false;
+#else
+  (void)m;
+#endif
+  return true;
+}
+
 /// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
-/// the kernel gemm_uses_blas picks for the whole product (m × n × k): so that every
-/// panel of one product takes the same path.
+/// the kernel gemm_uses_small or gemm_uses_blas picks for the whole product (m × n × k):
+/// so that every panel of one product takes the same path.
 template <typename T>
 void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
                 index_t rows, index_t c0, index_t cols) {
+  if (gemm_uses_small<T>(m, n, k, trans_b)) {
+    small_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
+    return;
+  }
 #ifdef HEED_WITH_OPENBLAS
   if (k > 0 && gemm_uses_blas<T>(m, n, k)) {
     blas_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
