@@ -118,6 +118,15 @@ TEST_CASE("dropout of a tensor cut to a prefix of its extents is the cut of the 
   const Tensord whole = heed::dropout(x, 0.4, true, g1);
   const Tensord cut = heed::dropout(x.narrow(0, 0, 2).narrow(1, 0, 4).narrow(3, 0, 5), 0.4, true, g2);
   check_close(cut, whole.narrow(0, 0, 2).narrow(1, 0, 4).narrow(3, 0, 5), 0.0);
+  // Rows under 16 elements draw their hashes as one vector; longer ones one by one.
+  for (const index_t length : {1, 10, 15, 16}) {
+    INFO("rows of " << length);
+    const heed::Tensor<float> long_rows = heed::randn<float>({5, 40}, gen);
+    heed::Generator g4(23), g5(23);
+    const heed::Tensor<float> long_out = heed::dropout(long_rows, 0.3, true, g4);
+    const heed::Tensor<float> short_out = heed::dropout(long_rows.narrow(1, 0, length), 0.3, true, g5);
+    check_close(short_out, long_out.narrow(1, 0, length), 0.0);
+  }
   // Rows and columns are not all alike: the masks of different rows differ.
   const Tensord rows = heed::dropout(heed::ones<double>({64, 16}), 0.5, true, gen);
   index_t equal_to_first = 0;

@@ -65,19 +65,21 @@ TEMPLATE_TEST_CASE("masked_softmax and fused attention weigh a -inf score exactl
   // Eigen's vectorised exp gives a subnormal for -inf where its scalar tail gives 0.
   using T = TestType;
   const T inf = std::numeric_limits<T>::infinity();
-  const index_t n = 37;  // past several packets and a scalar tail, at any ISA
-  for (index_t at = 0; at < n; ++at) {
-    INFO("-inf at key " << at);
-    std::vector<T> scores(static_cast<std::size_t>(n), T(0.5));
-    scores[static_cast<std::size_t>(at)] = -inf;
-    const heed::Tensor<T> x(scores, {1, 1, n});
-    for (const auto& w : {heed::masked_softmax(x, lens({n}, {1})), heed::masked_softmax(x)}) {
-      CHECK(w.at({0, 0, at}) == T(0));
-      CHECK(w.at({0, 0, (at + 1) % n}) == Approx(1.0 / static_cast<double>(n - 1)));
+  // 37: past several packets and a scalar tail, at any ISA; under 16, one padded block.
+  for (const index_t n : {2, 10, 15, 37})
+    for (index_t at = 0; at < n; ++at) {
+      INFO(n << " keys, -inf at key " << at);
+      std::vector<T> scores(static_cast<std::size_t>(n), T(0.5));
+      scores[static_cast<std::size_t>(at)] = -inf;
+      const heed::Tensor<T> x(scores, {1, 1, n});
+      for (const auto& w : {heed::masked_softmax(x, lens({n}, {1})), heed::masked_softmax(x)}) {
+        CHECK(w.at({0, 0, at}) == T(0));
+        CHECK(w.at({0, 0, (at + 1) % n}) == Approx(1.0 / static_cast<double>(n - 1)));
+      }
     }
-  }
   // Fused attention: a key of +inf meets queries of either sign; where the score is -inf
   // the weight is 0, so the queries' gradient is NaN (0 · inf) as on the classic path.
+  const index_t n = 37;
   heed::Tensor<T> keys = heed::zeros<T>({1, n, 1});
   keys.data()[5] = inf;
   const heed::Tensor<T> queries = heed::tensor<T>({-1, 1}).reshape({1, 2, 1}).requires_grad_();
@@ -87,6 +89,33 @@ TEMPLATE_TEST_CASE("masked_softmax and fused attention weigh a -inf score exactl
   CHECK(std::isnan(out.at({0, 1, 0})));     // query +1: score +inf, NaN as softmax makes it
   out.sum().backward();
   CHECK(std::isnan(queries.grad().at({0, 0, 0})));
+}
+
+TEMPLATE_TEST_CASE("masked_softmax of short and long rows is the definition, NaN kept", "[attention]", float, double) {
+  // Rows under 16 keys are computed in one padded block, longer ones over their length.
+  using T = TestType;
+  const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
+  heed::Generator gen(11);
+  for (const index_t n : {1, 7, 10, 15, 16, 23}) {
+    INFO(n << " keys");
+    const heed::Tensor<T> x = heed::randn<T>({1, 3, n}, gen) * T(4);
+    const heed::Tensor<T> w = heed::masked_softmax(x);
+    for (index_t r = 0; r < 3; ++r) {
+      long double max = -INFINITY, sum = 0;
+      for (index_t k = 0; k < n; ++k) max = std::max<long double>(max, x.at({0, r, k}));
+      for (index_t k = 0; k < n; ++k) sum += std::exp(static_cast<long double>(x.at({0, r, k})) - max);
+      for (index_t k = 0; k < n; ++k)
+        CHECK(static_cast<double>(w.at({0, r, k})) ==
+              Approx(static_cast<double>(std::exp(static_cast<long double>(x.at({0, r, k})) - max) / sum))
+                  .margin(tolerance));
+    }
+    // A NaN score makes its whole row NaN, as softmax does; the other rows are untouched.
+    heed::Tensor<T> with_nan = x.clone();
+    with_nan.data()[n / 2] = std::numeric_limits<T>::quiet_NaN();
+    const heed::Tensor<T> w_nan = heed::masked_softmax(with_nan);
+    for (index_t k = 0; k < n; ++k) CHECK(std::isnan(w_nan.at({0, 0, k})));
+    CHECK(w_nan.at({0, 1, 0}) == w.at({0, 1, 0}));
+  }
 }
 
 TEST_CASE("masked_softmax obeys the mask contract on every path", "[attention][autograd]") {

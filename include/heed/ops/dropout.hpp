@@ -29,6 +29,27 @@
 namespace heed {
 namespace detail {
 
+/// dropout_rows for one row of n < 16 elements: the 16 hashes of dropout_drops as one
+/// vector, and no branch per element (over n, the loop ran scalar, with a branch on each
+/// draw; d2l's attention weights are rows of 10 keys).
+template <typename T>
+void dropout_short_row(T* out, std::uint8_t* kept, const T* in, index_t n, std::uint32_t row_seed,
+                       std::uint32_t threshold, T scale) {
+  typedef std::uint32_t Lanes __attribute__((vector_size(64)));
+  typedef T Values __attribute__((vector_size(16 * sizeof(T))));
+  constexpr Lanes kPosition = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};  // j + 1
+  Lanes h = row_seed + 0x9E3779B9u * kPosition;
+  h = (h ^ (h >> 16)) * 0x85EBCA6Bu;
+  h = (h ^ (h >> 13)) * 0xC2B2AE35u;
+  h ^= h >> 16;
+  const Lanes kept_lanes = __builtin_convertvector(h >= threshold, Lanes) & 1u;  // dropout_drops: h < threshold
+  const Values factor = __builtin_convertvector(kept_lanes, Values) * scale;
+  for (index_t j = 0; j < n; ++j) {
+    kept[j] = static_cast<std::uint8_t>(kept_lanes[j]);
+    out[j] = in[j] * factor[j];
+  }
+}
+
 /// out = in · mask over a contiguous tensor of `shape`, the mask being dropout's for the
 /// call whose key is `key` (0 where dropped, `scale` elsewhere), and kept[i] = whether
 /// element i was kept.
@@ -62,10 +83,14 @@ void dropout_rows(T* out, std::uint8_t* kept, const T* in, const Shape& shape, s
       T* row_out = out + row * n;
       std::uint8_t* row_kept = kept + row * n;
       const T* row_in = in + row * n;
-      for (index_t j = 0; j < n; ++j) {
-        const bool drop = dropout_drops(row_seed, j, limit);
-        row_kept[j] = drop ? 0 : 1;
-        row_out[j] = row_in[j] * (drop ? T(0) : keep);
+      if (n < 16) {
+        dropout_short_row(row_out, row_kept, row_in, n, row_seed, limit, keep);
+      } else {
+        for (index_t j = 0; j < n; ++j) {
+          const bool drop = dropout_drops(row_seed, j, limit);
+          row_kept[j] = drop ? 0 : 1;
+          row_out[j] = row_in[j] * (drop ? T(0) : keep);
+        }
       }
       // The next row: an odometer over the leading coordinates.
       int d = leading - 1;

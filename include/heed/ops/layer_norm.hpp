@@ -105,13 +105,16 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
   Tensor<T> mean = detail::make_tensor<T>(Shape{rows}), rstd = detail::make_tensor<T>(Shape{rows});
   const T* w = weight.defined() ? weight.data() : nullptr;
   const T* b = bias.defined() ? bias.data() : nullptr;
+  // The pointers once, not per row: data() checks the device, out of line.
+  const T* x_data = x.data();
+  T *out_data = out.data(), *mean_data = mean.data(), *rstd_data = rstd.data();
   detail::parallel_for(rows, detail::kParallelGrain / std::max<index_t>(n, 1) + 1, [&](index_t begin, index_t end) {
     for (index_t r = begin; r < end; ++r) {
-      const detail::ConstVecMap<T> in(x.data() + r * n, n);
-      detail::VecMap<T> y(out.data() + r * n, n);
+      const detail::ConstVecMap<T> in(x_data + r * n, n);
+      detail::VecMap<T> y(out_data + r * n, n);
       const auto [mu, sigma_inv] = detail::layer_norm_moments(in, static_cast<T>(eps));
-      mean.data()[r] = mu;
-      rstd.data()[r] = sigma_inv;
+      mean_data[r] = mu;
+      rstd_data[r] = sigma_inv;
       y = (in - mu) * sigma_inv;
       if (w) y *= detail::ConstVecMap<T>(w, n);
       if (b) y += detail::ConstVecMap<T>(b, n);
@@ -132,16 +135,22 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
           Eigen::Array<T, Eigen::Dynamic, 1> dw = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_w ? n : 0);
           Eigen::Array<T, Eigen::Dynamic, 1> db = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_b ? n : 0);
           Eigen::Array<T, Eigen::Dynamic, 1> x_hat(n), g_hat(n);
+          const T *g_data = g.data(), *in_data = in.data(), *mean_data = mean.data(), *rstd_data = rstd.data();
+          const T* w_data = w.defined() ? w.data() : nullptr;
+          T* dx_data = need_x ? grads[0].data() : nullptr;
           // Serial over rows: dweight and dbias sum over all of them.
           for (index_t r = 0; r < rows; ++r) {
-            const detail::ConstVecMap<T> gr(g.data() + r * n, n);
-            x_hat = (detail::ConstVecMap<T>(in.data() + r * n, n) - mean.data()[r]) * rstd.data()[r];
+            const detail::ConstVecMap<T> gr(g_data + r * n, n);
+            x_hat = (detail::ConstVecMap<T>(in_data + r * n, n) - mean_data[r]) * rstd_data[r];
             if (need_w) dw += gr * x_hat;
             if (need_b) db += gr;
             if (!need_x) continue;
-            g_hat = w.defined() ? (gr * detail::ConstVecMap<T>(w.data(), n)).eval() : gr.eval();
-            detail::VecMap<T>(grads[0].data() + r * n, n) =
-                rstd.data()[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
+            if (w_data)  // into g_hat's buffer: .eval() allocated a temporary per row
+              g_hat = gr * detail::ConstVecMap<T>(w_data, n);
+            else
+              g_hat = gr;
+            detail::VecMap<T>(dx_data + r * n, n) =
+                rstd_data[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
           }
           if (need_w) grads[1] = detail::make_tensor<T>(normalized_shape), grads[1].array() = dw;
           if (need_b) grads[2] = detail::make_tensor<T>(normalized_shape), grads[2].array() = db;
