@@ -222,14 +222,20 @@ TEST_CASE("gemm takes the small kernel for few columns and a short inner dim", "
   CHECK(kSmallGemmMaxCols<double> * 2 == kSmallGemmMaxCols<float>);
   CHECK(gemm_uses_small<float>(10, 10, 8, true));  // d2l's attention per head
   CHECK(gemm_uses_small<float>(10, 8, 10, false));
-  CHECK(gemm_uses_small<float>(640, kSmallGemmMaxCols<float>, 32, true));
-  CHECK(gemm_uses_small<double>(640, kSmallGemmMaxCols<double>, 128, false));
+  CHECK(gemm_uses_small<float>(640, kSmallGemmMaxCols<float> / 2, 32, true));
+  CHECK(gemm_uses_small<double>(640, kSmallGemmMaxCols<double> / 2, 128, false));
   CHECK_FALSE(gemm_uses_small<float>(640, kSmallGemmMaxCols<float> + 1, 32, false));
   CHECK_FALSE(gemm_uses_small<double>(640, kSmallGemmMaxCols<double> + 1, 32, false));
   CHECK_FALSE(gemm_uses_small<float>(640, 32, 129, false));  // too deep for the panel
-  // With OpenBLAS: not for a transposed b with k > 16 and fewer than 64 rows.
-  CHECK(gemm_uses_small<float>(12, 12, 32, true) == !with_openblas);
+  // Not for a transposed b with k > 16 and fewer than 64 rows.
+  CHECK_FALSE(gemm_uses_small<float>(12, 12, 32, true));
+  CHECK_FALSE(gemm_uses_small<float>(1, 10, 32, true));
   CHECK(gemm_uses_small<float>(12, 12, 32, false));
+  CHECK(gemm_uses_small<float>(64, 12, 32, true));
+  // With OpenBLAS, more than 2 vectors of columns where OpenBLAS takes the product (at
+  // least 10 rows); a product with fewer rows takes the small kernel on any build.
+  CHECK(gemm_uses_small<float>(640, kSmallGemmMaxCols<float>, 32, true) == !with_openblas);
+  CHECK(gemm_uses_small<float>(1, kSmallGemmMaxCols<float>, 32, false));
   // Through gemm, whose panels split a large product: 1 and 3 threads, the same bits.
   for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{10, 10, 8}, {12, 12, 32}, {8192, 32, 128}})
     check_gemm<double>(m, n, k, 1e-12), check_gemm<float>(m, n, k, 1e-4);

@@ -145,19 +145,19 @@ constexpr bool gemm_uses_blas([[maybe_unused]] index_t m, [[maybe_unused]] index
 }
 
 /// Whether heed's small-product kernel computes a product of m × n × k (row-major
-/// c = op(a) · op(b)): wherever it fits (n ≤ 32 floats or 16 doubles, k ≤ 128), except,
-/// when OpenBLAS is built in, a product with b transposed, k > 16 and fewer than 64
-/// rows, where copying b's columns costs as much as the product: 12×12×32 a·bᵀ (the
-/// realistic model's attention per head) took 0.27 µs against OpenBLAS's 0.20. It beats
-/// Eigen at every shape bench_gemm_shapes runs.
+/// c = op(a) · op(b)): where it fits (n ≤ 32 floats or 16 doubles, k ≤ 128), except
+/// - b transposed, k > 16 and fewer than 64 rows, where copying b's columns costs as
+///   much as the product (16×16×128 a·bᵀ: 1.50 µs against OpenBLAS's 0.82; the d2l
+///   Bahdanau model's 1×10×32 attention backward);
+/// - when OpenBLAS is built in and takes the product (gemm_uses_blas), more than 2
+///   vectors of columns (n > 16 floats), where OpenBLAS is as fast or faster: 12×32×12
+///   took 0.24 µs against 0.16, 640×32×32 a·bᵀ 21.1 against 20.3.
+/// Elsewhere it beats both at every shape bench_gemm_shapes runs.
 template <typename T>
-constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, [[maybe_unused]] bool trans_b) {
-  if (!small_gemm_fits<T>(n, k)) return false;
-#ifdef HEED_WITH_OPENBLAS
-  if (trans_b && k > 16 && m < 64) return false;
-#else
-  (void)m;
-#endif
+constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, bool trans_b) {
+  if (!small_gemm_fits<T>(n, k) || (trans_b && k > 16 && m < 64)) return false;
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>)
+    if (n > 2 * SmallSimd<T>::lanes && gemm_uses_blas<T>(m, n, k)) return false;
   return true;
 }
 
