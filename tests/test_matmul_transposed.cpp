@@ -220,20 +220,22 @@ TEST_CASE("gemm takes the small kernel for few columns and a short inner dim", "
   // 4 vectors of columns: 32 floats and 16 doubles with AVX2, 16 and 8 on the baseline.
   CHECK((kSmallGemmMaxCols<float> == 32 || kSmallGemmMaxCols<float> == 16));
   CHECK(kSmallGemmMaxCols<double> * 2 == kSmallGemmMaxCols<float>);
-  CHECK(gemm_uses_small<float>(10, 10, 8, true));  // d2l's attention per head
+  const index_t two_vectors = kSmallGemmMaxCols<float> / 2;  // 16 floats with AVX2, 8 on the baseline
+  // Up to two vectors of columns, wherever it fits (d2l's attention per head).
+  CHECK(gemm_uses_small<float>(10, two_vectors, 8, true));
   CHECK(gemm_uses_small<float>(10, 8, 10, false));
-  CHECK(gemm_uses_small<float>(640, kSmallGemmMaxCols<float> / 2, 32, true));
+  CHECK(gemm_uses_small<float>(640, two_vectors, 32, true));
   CHECK(gemm_uses_small<double>(640, kSmallGemmMaxCols<double> / 2, 128, false));
-  CHECK_FALSE(gemm_uses_small<float>(640, kSmallGemmMaxCols<float> + 1, 32, false));
+  CHECK_FALSE(gemm_uses_small<float>(640, kSmallGemmMaxCols<float> + 1, 32, false));  // too wide
   CHECK_FALSE(gemm_uses_small<double>(640, kSmallGemmMaxCols<double> + 1, 32, false));
-  CHECK_FALSE(gemm_uses_small<float>(640, 32, 129, false));  // too deep for the panel
+  CHECK_FALSE(gemm_uses_small<float>(640, 8, 129, false));  // too deep for the panel
   // Not for a transposed b with k > 16 and fewer than 64 rows.
-  CHECK_FALSE(gemm_uses_small<float>(12, 12, 32, true));
-  CHECK_FALSE(gemm_uses_small<float>(1, 10, 32, true));
-  CHECK(gemm_uses_small<float>(12, 12, 32, false));
-  CHECK(gemm_uses_small<float>(64, 12, 32, true));
-  // With OpenBLAS, more than 2 vectors of columns where OpenBLAS takes the product (at
-  // least 10 rows); a product with fewer rows takes the small kernel on any build.
+  CHECK_FALSE(gemm_uses_small<float>(12, 8, 32, true));
+  CHECK_FALSE(gemm_uses_small<float>(1, 8, 32, true));
+  CHECK(gemm_uses_small<float>(12, 8, 32, false));
+  CHECK(gemm_uses_small<float>(64, 8, 32, true));
+  // More than two vectors: only where OpenBLAS does not take the product (fewer than
+  // 10 rows), or without OpenBLAS.
   CHECK(gemm_uses_small<float>(640, kSmallGemmMaxCols<float>, 32, true) == !with_openblas);
   CHECK(gemm_uses_small<float>(1, kSmallGemmMaxCols<float>, 32, false));
   // Through gemm, whose panels split a large product: 1 and 3 threads, the same bits.
