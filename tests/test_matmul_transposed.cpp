@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstring>
+#include <utility>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -100,12 +101,19 @@ std::vector<T> reference_gemm(const std::vector<T>& a, bool ta, const std::vecto
   return c;
 }
 
+/// Operands a (m × k elements) and b (k × n) drawn uniformly from [-0.5, 0.5).
 template <typename T>
-void check_gemm(index_t m, index_t n, index_t k, double tolerance) {
-  heed::Generator gen(static_cast<std::uint64_t>(m * 31 + n * 7 + k));
+std::pair<std::vector<T>, std::vector<T>> random_operands(index_t m, index_t n, index_t k, std::uint64_t seed) {
+  heed::Generator gen(seed);
   std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
   for (auto* v : {&a, &b})
     for (T& x : *v) x = static_cast<T>(gen.uniform() - 0.5);
+  return {a, b};
+}
+
+template <typename T>
+void check_gemm(index_t m, index_t n, index_t k, double tolerance) {
+  const auto [a, b] = random_operands<T>(m, n, k, static_cast<std::uint64_t>(m * 31 + n * 7 + k));
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
       INFO(m << " x " << n << " x " << k << ", transpose_a " << ta << ", transpose_b " << tb);
@@ -165,10 +173,7 @@ namespace {
 /// block, with the bits of the whole product in each block.
 template <typename T>
 void check_small_gemm(index_t m, index_t n, index_t k, double tolerance) {
-  heed::Generator gen(static_cast<std::uint64_t>(m * 131 + n * 17 + k));
-  std::vector<T> a(static_cast<std::size_t>(m * k)), b(static_cast<std::size_t>(k * n));
-  for (auto* v : {&a, &b})
-    for (T& x : *v) x = static_cast<T>(gen.uniform() - 0.5);
+  const auto [a, b] = random_operands<T>(m, n, k, static_cast<std::uint64_t>(m * 131 + n * 17 + k));
   const T nan = std::numeric_limits<T>::quiet_NaN();
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {

@@ -29,14 +29,17 @@
 namespace heed {
 namespace detail {
 
-/// dropout_rows for one row of n < 16 elements: the 16 hashes of dropout_drops as one
+/// Rows shorter than this take dropout_short_row.
+constexpr index_t kShortDropoutRow = 16;
+
+/// dropout_rows for one row of n < kShortDropoutRow elements: the 16 hashes of dropout_drops as one
 /// vector, and no branch per element (over n, the loop ran scalar, with a branch on each
 /// draw; d2l's attention weights are rows of 10 keys).
 template <typename T>
 void dropout_short_row(T* out, std::uint8_t* kept, const T* in, index_t n, std::uint32_t row_seed,
                        std::uint32_t threshold, T scale) {
-  typedef std::uint32_t Lanes __attribute__((vector_size(64)));
-  typedef T Values __attribute__((vector_size(16 * sizeof(T))));
+  typedef std::uint32_t Lanes __attribute__((vector_size(kShortDropoutRow * sizeof(std::uint32_t))));
+  typedef T Values __attribute__((vector_size(kShortDropoutRow * sizeof(T))));
   constexpr Lanes kPosition = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};  // j + 1
   Lanes h = row_seed + 0x9E3779B9u * kPosition;
   h = (h ^ (h >> 16)) * 0x85EBCA6Bu;
@@ -83,7 +86,7 @@ void dropout_rows(T* out, std::uint8_t* kept, const T* in, const Shape& shape, s
       T* row_out = out + row * n;
       std::uint8_t* row_kept = kept + row * n;
       const T* row_in = in + row * n;
-      if (n < 16) {
+      if (n < kShortDropoutRow) {
         dropout_short_row(row_out, row_kept, row_in, n, row_seed, limit, keep);
       } else {
         for (index_t j = 0; j < n; ++j) {
