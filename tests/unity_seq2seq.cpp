@@ -4,6 +4,7 @@
 // a family compile together: tests/CMakeLists.txt lists this file, not them. Their
 // shared helpers are in seq2seq_common.hpp.
 
+#include "test_attention_gru.cpp"
 #include "test_gru.cpp"
 #include "test_predict.cpp"
 #include "test_seq2seq_models.cpp"

@@ -32,6 +32,7 @@
 #include "heed/autograd/gradcheck.hpp"
 #include "heed/autograd/node.hpp"
 
+#include "heed/ops/attention_gru.hpp"
 #include "heed/ops/cross_entropy.hpp"
 #include "heed/ops/device.hpp"
 #include "heed/ops/dropout.hpp"

@@ -75,6 +75,8 @@ class AdditiveAttention : public Module<T> {
   const Tensor<T>& attention_weights() const { return attention_weights_; }
   void keep_attention_weights(bool keep) { keep_weights_ = keep; }
   bool keeps_attention_weights() const { return keep_weights_; }
+  /// The dropout on the attention weights (its probability, mode and generator).
+  const Dropout<T>& dropout_module() const { return dropout_; }
 
   Linear<T> W_k, W_q, w_v;  // NOLINT(readability-identifier-naming): d2l's parameter names
 

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <vector>
 
+#include "heed/ops/attention_gru.hpp"
 #include "heed/ops/broadcast.hpp"
 #include "heed/ops/cross_entropy.hpp"
 #include "heed/ops/dropout.hpp"
@@ -66,20 +67,23 @@
   EXT template Tensor<T> log_softmax<T>(const Tensor<T> &, int);
 
 // Attention and the layers' ops.
-#define HEED_COMPILED_OPS_LAYERS(EXT, T)                                                                           \
-  EXT template class AttentionMask<T>;                                                                             \
-  EXT template Tensor<T> masked_softmax<T>(const Tensor<T> &, const AttentionMask<T> &);                           \
-  EXT template Tensor<T> scaled_dot_product_attention<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,  \
-                                                         const AttentionMask<T> &, double, Generator &);           \
-  EXT template Tensor<T> sequence_mask<T>(const Tensor<T> &, const IndexTensor &, double);                         \
-  EXT template Tensor<T> cross_entropy<T>(const Tensor<T> &, const IndexTensor &, Reduction);                      \
-  EXT template Tensor<T> dropout<T>(const Tensor<T> &, double, bool, Generator &);                                 \
-  EXT template Tensor<T> embedding<T>(const Tensor<T> &, const IndexTensor &);                                     \
-  EXT template Tensor<T> gru_layer<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &, const Tensor<T> &); \
-  EXT template Tensor<T> layer_norm<T>(const Tensor<T> &, const Shape &, const Tensor<T> &, const Tensor<T> &,     \
-                                       double);                                                                    \
-  EXT template Tensor<T> linear<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);                       \
-  EXT template Tensor<T> linear_cross_entropy<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,          \
+#define HEED_COMPILED_OPS_LAYERS(EXT, T)                                                                            \
+  EXT template class AttentionMask<T>;                                                                              \
+  EXT template Tensor<T> masked_softmax<T>(const Tensor<T> &, const AttentionMask<T> &);                            \
+  EXT template Tensor<T> scaled_dot_product_attention<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,   \
+                                                         const AttentionMask<T> &, double, Generator &);            \
+  EXT template Tensor<T> sequence_mask<T>(const Tensor<T> &, const IndexTensor &, double);                          \
+  EXT template Tensor<T> cross_entropy<T>(const Tensor<T> &, const IndexTensor &, Reduction);                       \
+  EXT template Tensor<T> dropout<T>(const Tensor<T> &, double, bool, Generator &);                                  \
+  EXT template Tensor<T> embedding<T>(const Tensor<T> &, const IndexTensor &);                                      \
+  EXT template Tensor<T> gru_layer<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);  \
+  EXT template AttentionGruOutput<T> attention_gru<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,      \
+                                                      const Tensor<T> &, const IndexTensor &,                       \
+                                                      const AttentionGruWeights<T> &, const AttentionGruOptions &); \
+  EXT template Tensor<T> layer_norm<T>(const Tensor<T> &, const Shape &, const Tensor<T> &, const Tensor<T> &,      \
+                                       double);                                                                     \
+  EXT template Tensor<T> linear<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);                        \
+  EXT template Tensor<T> linear_cross_entropy<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,           \
                                                  const IndexTensor &, Reduction);
 
 // Shape ops and comparisons: float, double, std::int64_t and bool.

@@ -95,6 +95,8 @@ class GRU : public Module<T> {
   index_t input_size() const { return input_size_; }
   index_t num_hiddens() const { return num_hiddens_; }
   index_t num_layers() const { return num_layers_; }
+  /// The dropout on each layer's outputs but the last's, in training mode.
+  double dropout_probability() const { return dropout_; }
   std::string extra_repr() const override {
     std::string text = detail::concat(input_size_, ", ", num_hiddens_);
     if (num_layers_ != 1) text += detail::concat(", num_layers=", num_layers_);

@@ -21,6 +21,7 @@
 #include "heed/attention/additive.hpp"
 #include "heed/nn/embedding.hpp"
 #include "heed/nn/gru.hpp"
+#include "heed/ops/attention_gru.hpp"
 
 namespace heed {
 
@@ -80,10 +81,33 @@ class Seq2SeqAttentionDecoder : public Module<T> {
                state.enc_outputs.defined() ? to_string(state.enc_outputs.shape()) : std::string("(undefined)"),
                " must have the same batch; build the state with init_state");
     const Tensor<T> embedded = embedding(transpose(X, 0, 1));  // (num_steps, batch, embed_size)
-    const index_t num_steps = X.shape()[1], last_layer = rnn.num_layers() - 1;
-    std::vector<Tensor<T>> outputs;
     const bool keep_records = detail::keeps_forward_records();
     if (keep_records) attention_weights_.clear();
+    if (embedded.is_cpu() && state.hidden_state.is_cpu()) {
+      // All steps as one op (heed/ops/attention_gru.hpp): the same outputs and dropout
+      // masks as the loop below, without twenty graph nodes per step.
+      AttentionGruOptions options;
+      options.attention_dropout = attention.dropout_module().p();
+      options.attention_training = attention.dropout_module().is_training();
+      options.attention_generator = &attention.dropout_module().generator();
+      options.dropout = rnn.dropout_probability();
+      options.training = rnn.is_training();
+      options.keep_attention_weights = keep_records && attention.keeps_attention_weights();
+      AttentionGruOutput<T> result =
+          attention_gru(embedded, state.hidden_state, state.enc_outputs, state.projected_keys, state.enc_valid_lens,
+                        AttentionGruWeights<T>{attention.W_q.weight, attention.w_v.weight, rnn.weight_ih, rnn.weight_hh,
+                                               rnn.bias_ih, rnn.bias_hh},
+                        options);
+      state.hidden_state = result.state;
+      if (keep_records)
+        for (index_t t = 0; t < X.shape()[1]; ++t)
+          attention_weights_.push_back(
+              options.keep_attention_weights ? unsqueeze(select(result.attention_weights, 0, t), 1) : Tensor<T>());
+      return transpose(dense(result.outputs), 0, 1);
+    }
+    // Elsewhere (a device backend), step by step through the modules.
+    const index_t num_steps = X.shape()[1], last_layer = rnn.num_layers() - 1;
+    std::vector<Tensor<T>> outputs;
     for (index_t t = 0; t < num_steps; ++t) {
       const Tensor<T> query = unsqueeze(select(state.hidden_state, 0, last_layer), 1);  // (batch, 1, H)
       const Tensor<T> context = attention.attend(query, state.projected_keys, state.enc_outputs,
