@@ -103,39 +103,48 @@ TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changi
   }
 }
 
-TEST_CASE("train_seq2seq runs the Transformer's output layer and loss fused, as unfused to rounding",
-          "[seq2seq][train]") {
+TEST_CASE("train_seq2seq runs the decoders' output layer and loss fused, as unfused to rounding", "[seq2seq][train]") {
   static_assert(heed::detail::has_output_features<heed::TransformerDecoder<double>>::value &&
-                    !heed::detail::has_output_features<heed::Seq2SeqAttentionDecoder<double>>::value,
-                "the Transformer's decoder exposes its output layer, the Bahdanau decoder does not");
-  const auto train = [](bool fuse) {
+                    heed::detail::has_output_features<heed::Seq2SeqAttentionDecoder<double>>::value,
+                "both decoders expose their output layer");
+  const auto train = [](bool transformer, bool fuse) {
     heed::NmtData data = small_corpus(60);
     heed::Generator gen(21);
+    const auto run = [&](auto& model) {
+      heed::TrainOptions options;
+      heed::Generator init_gen(4);
+      options.generator = &init_gen;
+      options.fuse_output_loss = fuse;
+      heed::manual_seed(8);  // dropout's generator
+      const heed::TrainResult result =
+          heed::train_seq2seq<double>(model, data.data_iter, 0.01, 3, data.tgt_vocab, options);
+      return std::pair{result, model.named_parameters()};
+    };
+    if (!transformer) {
+      const auto bahdanau = bahdanau_net<double>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 16, 2, 0.2, gen);
+      return run(*bahdanau);
+    }
     heed::TransformerOptions init;
     init.generator = &gen;
-    auto net = std::make_unique<TransformerNet<double>>(
+    TransformerNet<double> transformer_net(
         std::make_unique<heed::TransformerEncoder<double>>(data.src_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4,
                                                            2, 0.2, false, init),
         std::make_unique<heed::TransformerDecoder<double>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4,
                                                            2, 0.2, init));
-    heed::TrainOptions options;
-    heed::Generator init_gen(4);
-    options.generator = &init_gen;
-    options.fuse_output_loss = fuse;
-    heed::manual_seed(8);  // dropout's generator
-    const heed::TrainResult result =
-        heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 3, data.tgt_vocab, options);
-    return std::pair{result, net->named_parameters()};
+    return run(transformer_net);
   };
-  const auto [fused, fused_params] = train(true);
-  const auto [unfused, unfused_params] = train(false);
-  REQUIRE(fused.losses.size() == 3);
-  CHECK(fused.losses[2] < fused.losses[0]);
-  for (std::size_t i = 0; i < 3; ++i) CHECK(fused.losses[i] == Approx(unfused.losses[i]).epsilon(1e-10));
-  REQUIRE(fused_params.size() == unfused_params.size());
-  for (std::size_t i = 0; i < fused_params.size(); ++i) {
-    INFO(fused_params[i].first);
-    check_close(fused_params[i].second, unfused_params[i].second, 1e-9);
+  for (const bool transformer : {true, false}) {
+    INFO((transformer ? "Transformer" : "Bahdanau"));
+    const auto [fused, fused_params] = train(transformer, true);
+    const auto [unfused, unfused_params] = train(transformer, false);
+    REQUIRE(fused.losses.size() == 3);
+    CHECK(fused.losses[2] < fused.losses[0]);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(fused.losses[i] == Approx(unfused.losses[i]).epsilon(1e-10));
+    REQUIRE(fused_params.size() == unfused_params.size());
+    for (std::size_t i = 0; i < fused_params.size(); ++i) {
+      INFO(fused_params[i].first);
+      check_close(fused_params[i].second, unfused_params[i].second, 1e-9);
+    }
   }
 }
 

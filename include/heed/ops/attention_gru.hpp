@@ -191,7 +191,7 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
   // What backward reads, per step: each layer's input, gates and state, the attention
   // features tanh(W_q q + W_k k), its weights before and after dropout, the masks.
   Tensor<T> x0 = make_tensor<T>(Shape{S, B, in0});
-  std::vector<Tensor<T>> x_above(layers), kept_above(layers), gates(layers), hs(layers);
+  std::vector<Tensor<T>> x_above(layers), gates(layers), hs(layers);
   for (std::size_t l = 0; l < layers; ++l) {
     gates[l] = make_tensor<T>(Shape{S, B, 4 * H});
     // The last layer's states are out's first rows (a handle without out's graph node,
@@ -298,9 +298,8 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
           const auto previous = [&](std::size_t l, index_t t) -> const T* {
             return t == 0 ? state0 + static_cast<index_t>(l) * BH : hs[l].data() + (t - 1) * BH;
           };
-          const auto input_of = [&](std::size_t l, index_t t) -> const T* {
-            if (l == 0) return x0.data() + t * B * in0;
-            return (layer_drop.active ? x_above[l] : hs[l - 1]).data() + t * BH;
+          const auto inputs_of = [&](std::size_t l) -> const T* {  // layer l's input at every step, (S, B, in_l)
+            return l == 0 ? x0.data() : (layer_drop.active ? x_above[l] : hs[l - 1]).data();
           };
           // dh: (L, B, H), d loss / d each layer's state at the step being undone.
           Tensor<T> dh = make_tensor<T>(Shape{L, B, H});
@@ -393,11 +392,7 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
           for (std::size_t l = 0; l < layers; ++l) {
             const std::size_t at = 6 + 4 * l;
             const index_t in = l == 0 ? in0 : H;
-            if (need[at]) {
-              Tensor<T> x = make_tensor<T>(Shape{S, B, in});
-              for (index_t t = 0; t < S; ++t) std::copy_n(input_of(l, t), B * in, x.data() + t * B * in);
-              grads[at] = weight_grad(dgi[l].data(), 3 * H, x.data(), in);
-            }
+            if (need[at]) grads[at] = weight_grad(dgi[l].data(), 3 * H, inputs_of(l), in);
             if (need[at + 1])
               grads[at + 1] = weight_grad(
                   dgh[l].data(), 3 * H,

@@ -72,7 +72,13 @@ class Seq2SeqAttentionDecoder : public Module<T> {
   }
 
   // X: (batch, num_steps) tokens -> logits (batch, num_steps, vocab_size); state advances
-  Tensor<T> forward(const IndexTensor& X, Seq2SeqAttentionState<T>& state) {
+  Tensor<T> forward(const IndexTensor& X, Seq2SeqAttentionState<T>& state) { return dense(features(X, state)); }
+  Tensor<T> operator()(const IndexTensor& X, Seq2SeqAttentionState<T>& state) { return forward(X, state); }
+
+  /// forward() up to the output layer: the last GRU layer's state after each step,
+  /// (batch, num_steps, num_hiddens), which dense turns into logits. train_seq2seq runs
+  /// dense with the loss, over the valid steps only (masked_linear_ce_loss).
+  Tensor<T> features(const IndexTensor& X, Seq2SeqAttentionState<T>& state) {
     HEED_CHECK(X.defined() && X.dim() == 2 && X.shape()[1] > 0, ShapeError,
                "Seq2SeqAttentionDecoder: X must be (batch, num_steps >= 1), got ",
                X.defined() ? to_string(X.shape()) : std::string("undefined"));
@@ -103,7 +109,7 @@ class Seq2SeqAttentionDecoder : public Module<T> {
         for (index_t t = 0; t < X.shape()[1]; ++t)
           attention_weights_.push_back(
               options.keep_attention_weights ? unsqueeze(select(result.attention_weights, 0, t), 1) : Tensor<T>());
-      return transpose(dense(result.outputs), 0, 1);
+      return transpose(result.outputs, 0, 1);
     }
     // Elsewhere (a device backend), step by step through the modules.
     const index_t num_steps = X.shape()[1], last_layer = rnn.num_layers() - 1;
@@ -119,9 +125,8 @@ class Seq2SeqAttentionDecoder : public Module<T> {
       state.hidden_state = step.state;
       if (keep_records) attention_weights_.push_back(attention.attention_weights());
     }
-    return transpose(dense(cat(outputs, 0)), 0, 1);
+    return transpose(cat(outputs, 0), 0, 1);
   }
-  Tensor<T> operator()(const IndexTensor& X, Seq2SeqAttentionState<T>& state) { return forward(X, state); }
 
   /// The attention weights of each step of the last forward, (batch, 1, num_enc_steps)
   /// each (undefined when keep_attention_weights(false)).

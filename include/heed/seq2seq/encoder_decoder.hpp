@@ -44,8 +44,8 @@ class EncoderDecoder : public Module<T> {
     return forward(enc_X, dec_X, enc_valid_lens);
   }
   /// forward up to the decoder's output layer, for decoders that have features() (the
-  /// Transformer's): (batch, num_dec_steps, num_hiddens), which decoder().dense maps to
-  /// the logits.
+  /// Transformer's and the Bahdanau decoder): (batch, num_dec_steps, num_hiddens), which
+  /// decoder().dense maps to the logits.
   template <typename D = Decoder>
   Tensor<T> features(const IndexTensor& enc_X, const IndexTensor& dec_X, const IndexTensor& enc_valid_lens) {
     auto state = decoder_->init_state(encoder_->forward(enc_X, enc_valid_lens), enc_valid_lens);

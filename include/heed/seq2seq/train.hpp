@@ -25,7 +25,7 @@
 // random stream of the batches after). Losses and gradients are the same as without
 // cutting, dropout included (tested).
 //
-// For a decoder whose output layer is exposed (features() and dense: the Transformer's),
+// For a decoder whose output layer is exposed (features() and dense: both of heed's),
 // that layer and the loss run as one op, masked_linear_ce_loss, which never holds the
 // (batch, steps, vocab) logits nor their gradient and computes the valid steps only: at
 // the realistic size (compare_scale.py) that is 115 MiB less at the peak and a faster
