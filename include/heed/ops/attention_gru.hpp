@@ -79,11 +79,29 @@ struct DropoutDraw {
   }
   template <typename T>
   T scale() const {
-    return p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    return dropout_scale<T>(p);
   }
   template <typename T>
   void apply(T* out, std::uint8_t* kept, const T* in, const Shape& shape, Generator& gen) const {
     dropout_rows(out, kept, in, shape, dropout_mix(gen.next_u64()), threshold, scale<T>());
+  }
+};
+
+/// Each GRU layer's inputs and states at every step, as forward writes them and
+/// backward reads them.
+template <typename T>
+struct GruStackSteps {
+  index_t BH = 0, x0_step = 0;         // B · H, and B · in_0
+  bool dropped = false;                // dropout between layers is on
+  Tensor<T> x0;                        // layer 0's inputs, context ⊕ embedding (S, B, in_0)
+  std::vector<Tensor<T>> x_above, hs;  // dropout(h of the layer below) where dropped; states; (S, B, H)
+
+  /// Layer l's input at every step, (S, B, in_l) in a row.
+  const T* inputs(std::size_t l) const { return l == 0 ? x0.data() : (dropped ? x_above[l] : hs[l - 1]).data(); }
+  const T* input(std::size_t l, index_t t) const { return inputs(l) + t * (l == 0 ? x0_step : BH); }
+  /// Layer l's state before step t; `initial` is the (L, B, H) state before the first.
+  const T* previous(const T* initial, std::size_t l, index_t t) const {
+    return t == 0 ? initial + static_cast<index_t>(l) * BH : hs[l].data() + (t - 1) * BH;
   }
 };
 
@@ -190,14 +208,17 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
   Tensor<T> out = make_tensor<T>(Shape{S + L, B, H});
   // What backward reads, per step: each layer's input, gates and state, the attention
   // features tanh(W_q q + W_k k), its weights before and after dropout, the masks.
-  Tensor<T> x0 = make_tensor<T>(Shape{S, B, in0});
-  std::vector<Tensor<T>> x_above(layers), gates(layers), hs(layers);
+  detail::GruStackSteps<T> steps;
+  steps.BH = BH, steps.x0_step = B * in0, steps.dropped = layer_drop.active;
+  steps.x0 = make_tensor<T>(Shape{S, B, in0});
+  steps.x_above.resize(layers), steps.hs.resize(layers);
+  std::vector<Tensor<T>> gates(layers);
   for (std::size_t l = 0; l < layers; ++l) {
     gates[l] = make_tensor<T>(Shape{S, B, 4 * H});
     // The last layer's states are out's first rows (a handle without out's graph node,
     // which backward keeps).
-    hs[l] = l + 1 == layers ? out.detach() : make_tensor<T>(Shape{S, B, H});
-    if (l > 0 && layer_drop.active) x_above[l] = make_tensor<T>(Shape{S, B, H});
+    steps.hs[l] = l + 1 == layers ? out.detach() : make_tensor<T>(Shape{S, B, H});
+    if (l > 0 && layer_drop.active) steps.x_above[l] = make_tensor<T>(Shape{S, B, H});
   }
   Tensor<std::uint8_t> layer_kept =
       layer_drop.active && L > 1 ? make_tensor<std::uint8_t>(Shape{L - 1, S, B, H}) : Tensor<std::uint8_t>();
@@ -216,19 +237,13 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
     step_ih.emplace_back(weights.weight_ih[l], records);
     step_hh.emplace_back(weights.weight_hh[l], records);
   }
-  const auto layer_input = [&](std::size_t l, index_t t) -> const T* {  // dropout(h_{l−1}) at step t
-    if (l == 0) return x0.data() + t * B * in0;
-    return (layer_drop.active ? x_above[l] : hs[l - 1]).data() + t * BH;
-  };
-  const auto previous_state = [&](std::size_t l, index_t t) -> const T* {
-    return t == 0 ? state.data() + static_cast<index_t>(l) * BH : hs[l].data() + (t - 1) * BH;
-  };
   const Tensor<T> no_bias;
   const T* keys = projected_keys.data();
 
   for (index_t t = 0; t < S; ++t) {
     // scores = w_vᵀ tanh(W_q q + W_k k), as linear, tanh and linear compute them.
-    detail::affine_rows(previous_state(layers - 1, t), B, weights.W_q, no_bias, step_q, query_proj.data());
+    detail::affine_rows(steps.previous(state.data(), layers - 1, t), B, weights.W_q, no_bias, step_q,
+                        query_proj.data());
     T* feature = features.data() + t * B * K * A;
     using RowArray = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     for (index_t b = 0; b < B; ++b)
@@ -251,7 +266,7 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
       attention_drop.apply(dropped.data() + t * B * K, attention_kept.data() + t * B * K, weight, Shape{B, 1, K},
                            attention_gen);
     // x0 = context ⊕ embedding: bmm's per-row products, then cat.
-    T* x = x0.data() + t * B * in0;
+    T* x = steps.x0.data() + t * B * in0;
     {
       const detail::SerialGemmScope serial(true);
       detail::parallel_for(B, (index_t(1) << 18) / std::max<index_t>(K * V, 1) + 1, [&](index_t begin, index_t end) {
@@ -263,17 +278,20 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
       });
     }
     for (std::size_t l = 0; l < layers; ++l) {
-      detail::affine_rows(layer_input(l, t), B, weights.weight_ih[l], weights.bias_ih[l], step_ih[l], gi.data());
-      detail::affine_rows(previous_state(l, t), B, weights.weight_hh[l], weights.bias_hh[l], step_hh[l], gh.data());
-      T* h = hs[l].data() + t * BH;
-      detail::gru_cell_forward(gi.data(), gh.data(), previous_state(l, t), gates[l].data() + t * B * 4 * H, h, B, H);
+      detail::affine_rows(steps.input(l, t), B, weights.weight_ih[l], weights.bias_ih[l], step_ih[l], gi.data());
+      detail::affine_rows(steps.previous(state.data(), l, t), B, weights.weight_hh[l], weights.bias_hh[l], step_hh[l],
+                          gh.data());
+      T* h = steps.hs[l].data() + t * BH;
+      detail::gru_cell_forward(gi.data(), gh.data(), steps.previous(state.data(), l, t),
+                               gates[l].data() + t * B * 4 * H, h, B, H);
       if (l + 1 < layers && layer_drop.active)
-        layer_drop.apply(x_above[l + 1].data() + t * BH, layer_kept.data() + (static_cast<index_t>(l) * S + t) * BH, h,
-                         Shape{1, B, H}, default_generator());
+        layer_drop.apply(steps.x_above[l + 1].data() + t * BH,
+                         layer_kept.data() + (static_cast<index_t>(l) * S + t) * BH, h, Shape{1, B, H},
+                         default_generator());
     }
   }
   for (std::size_t l = 0; l < layers; ++l)
-    std::copy_n(hs[l].data() + (S - 1) * BH, BH, out.data() + (S + static_cast<index_t>(l)) * BH);
+    std::copy_n(steps.hs[l].data() + (S - 1) * BH, BH, out.data() + (S + static_cast<index_t>(l)) * BH);
 
   AttentionGruOutput<T> result;
   if (options.keep_attention_weights) result.attention_weights = attention.clone();
@@ -295,12 +313,6 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
           const T* value = saved_values.get().data();
           const T* W_q = saved_W_q.get().data();
           const T* w_v = saved_w_v.get().data();
-          const auto previous = [&](std::size_t l, index_t t) -> const T* {
-            return t == 0 ? state0 + static_cast<index_t>(l) * BH : hs[l].data() + (t - 1) * BH;
-          };
-          const auto inputs_of = [&](std::size_t l) -> const T* {  // layer l's input at every step, (S, B, in_l)
-            return l == 0 ? x0.data() : (layer_drop.active ? x_above[l] : hs[l - 1]).data();
-          };
           // dh: (L, B, H), d loss / d each layer's state at the step being undone.
           Tensor<T> dh = make_tensor<T>(Shape{L, B, H});
           std::copy_n(g.data() + S * BH, L * BH, dh.data());
@@ -325,8 +337,8 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
               T* dh_l = dh.data() + li * BH;
               T* dgi_t = dgi[l].data() + t * B * 3 * H;
               T* dgh_t = dgh[l].data() + t * B * 3 * H;
-              detail::gru_cell_backward(gates[l].data() + t * B * 4 * H, previous(l, t), dh_l, dgi_t, dgh_t,
-                                        dh_direct.data(), B, H);
+              detail::gru_cell_backward(gates[l].data() + t * B * 4 * H, steps.previous(state0, l, t), dh_l, dgi_t,
+                                        dgh_t, dh_direct.data(), B, H);
               // d h_{t−1} = dh ⊙ z + dgh W_hh;  d x_t = dgi W_ih
               detail::gemm(dgh_t, false, saved_hh[l].get().data(), false, dh_l, B, H, 3 * H);
               Vec(dh_l, BH) += ConstVec(dh_direct.data(), BH);
@@ -383,7 +395,7 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
             return grad;
           };
           const Tensor<T> last_previous =
-              detail::previous_states(state0 + (L - 1) * BH, hs[layers - 1].data(), S, BH);  // every query
+              detail::previous_states(state0 + (L - 1) * BH, steps.hs[layers - 1].data(), S, BH);  // every query
           if (need[4]) grads[4] = weight_grad(dquery_proj.data(), A, last_previous.data(), H);
           if (need[5]) {
             grads[5] = make_tensor<T>(Shape{1, A});
@@ -392,11 +404,11 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
           for (std::size_t l = 0; l < layers; ++l) {
             const std::size_t at = 6 + 4 * l;
             const index_t in = l == 0 ? in0 : H;
-            if (need[at]) grads[at] = weight_grad(dgi[l].data(), 3 * H, inputs_of(l), in);
+            if (need[at]) grads[at] = weight_grad(dgi[l].data(), 3 * H, steps.inputs(l), in);
             if (need[at + 1])
               grads[at + 1] = weight_grad(
                   dgh[l].data(), 3 * H,
-                  detail::previous_states(state0 + static_cast<index_t>(l) * BH, hs[l].data(), S, BH).data(), H);
+                  detail::previous_states(state0 + static_cast<index_t>(l) * BH, steps.hs[l].data(), S, BH).data(), H);
             if (need[at + 2]) grads[at + 2] = bias_grad(dgi[l], 3 * H);
             if (need[at + 3]) grads[at + 3] = bias_grad(dgh[l], 3 * H);
           }

@@ -103,6 +103,12 @@ void dropout_rows(T* out, std::uint8_t* kept, const T* in, const Shape& shape, s
   });
 }
 
+/// What dropout multiplies a kept element by: 1 / (1 − p), or 0 when p = 1.
+template <typename T>
+T dropout_scale(double p) {
+  return p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+}
+
 }  // namespace detail
 
 template <typename T>
@@ -112,7 +118,7 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   if (!training || p == 0.0) return x;
   // The mask holds 0 or 1 / (1 − p) (0 everywhere when p = 1), so out = x · mask and
   // dx = g · mask.
-  const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+  const T scale = detail::dropout_scale<T>(p);
   const std::uint32_t threshold = detail::dropout_threshold(p);
   if (!x.is_cpu()) {  // the same masks, one element per thread (heed/detail/rules.hpp)
     Tensor<T> out = detail::make_tensor<T>(x.shape(), x.device());
