@@ -11,6 +11,7 @@
 #include <heed/seq2seq/loss.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <string>
@@ -303,6 +304,56 @@ TEST_CASE("masked_linear_ce_loss equals the output layer then MaskedSoftmaxCELos
     return heed::masked_linear_ce_loss(in[0], in[1], Tensord(), small_label, lens({3, 5, 4}, {3})).sum();
   };
   CHECK_GRADIENTS(no_bias, {uniform_leaf({3, 5, 3}, 17), uniform_leaf({4, 3}, 18)});
+}
+
+TEST_CASE("masked_linear_ce_loss forms its gradient with the forward for a uniform upstream gradient",
+          "[loss][gradcheck]") {
+  // 40 sequences of 9 steps, 300 classes: the counted rows (221) make two row blocks of
+  // kRowTile, the classes two tiles. The last sequence counts no step.
+  static_assert(heed::detail::kRowTile < 221 && heed::detail::kClassTile < 300);
+  Tensord hidden = uniform_leaf({40, 9, 4}, 21), weight = uniform_leaf({300, 4}, 22), bias = uniform_leaf({300}, 23);
+  IndexTensor label = heed::detail::make_tensor<std::int64_t>(Shape{40, 9});
+  for (index_t i = 0; i < label.numel(); ++i) label.data()[i] = (i * 131) % 300;
+  IndexTensor valid = heed::detail::make_tensor<std::int64_t>(Shape{40});
+  for (index_t b = 0; b < 40; ++b) valid.data()[b] = b == 39 ? 0 : 1 + (b * 7) % 11;  // some past num_steps
+  const auto gradients = [&](const Tensord& out, const Tensord& upstream, bool retain_graph = false) {
+    out.backward(upstream, retain_graph);
+    std::vector<Tensord> grads;
+    for (Tensord* p : {&hidden, &weight, &bias}) grads.push_back(p->grad()), p->zero_grad();
+    return grads;
+  };
+  const auto fused = [&] { return heed::masked_linear_ce_loss(hidden, weight, bias, label, valid); };
+  const Tensord composed = heed::masked_softmax_ce_loss(heed::linear(hidden, weight, bias), label, valid);
+  check_close(fused(), composed, 1e-12);
+
+  Tensord ones = heed::ones<double>({40}), quarters = heed::full<double>({40}, 0.25);
+  Tensord uneven = heed::ones<double>({40});
+  uneven.data()[39] = 7.0;  // not uniform, but the sequence it scales counts no step
+  const std::vector<Tensord> reference = gradients(composed, ones);
+  const std::vector<Tensord> formed = gradients(fused(), ones), scaled = gradients(fused(), quarters);
+  const std::vector<Tensord> recomputed = gradients(fused(), uneven);
+  for (std::size_t i = 0; i < 3; ++i) {
+    check_close(formed[i], reference[i], 1e-12);
+    check_close(scaled[i], heed::mul(reference[i], 0.25), 1e-12);
+    // The same products on the same tiles in the same order: the same bits.
+    REQUIRE(std::memcmp(formed[i].data(), recomputed[i].data(), sizeof(double) * formed[i].numel()) == 0);
+  }
+  // A second backward through a retained graph computes the logits again: the same bits.
+  const Tensord out = fused();
+  const std::vector<Tensord> first = gradients(out, ones, true), second = gradients(out, ones);
+  for (std::size_t i = 0; i < 3; ++i)
+    REQUIRE(std::memcmp(first[i].data(), second[i].data(), sizeof(double) * first[i].numel()) == 0);
+  // Without a gradient the forward keeps a tile at a time; its losses are the same bits.
+  Tensord no_grad;
+  {
+    const heed::NoGradGuard guard;
+    no_grad = fused();
+  }
+  CHECK(!no_grad.requires_grad());
+  REQUIRE(std::memcmp(no_grad.data(), out.data(), sizeof(double) * out.numel()) == 0);
+  CHECK_GRADIENTS(
+      [&](const GradInputs& in) { return heed::masked_linear_ce_loss(in[0], in[1], in[2], label, valid).sum(); },
+      {uniform_leaf({40, 9, 2}, 24), uniform_leaf({300, 2}, 25), uniform_leaf({300}, 26)});
 }
 
 TEST_CASE("masked_linear_ce_loss checks its inputs", "[loss][errors]") {

@@ -11,11 +11,14 @@
 // Why: a translation model's last layer maps every target position onto the
 // vocabulary. At the realistic size (1,536 positions × 9,807 words) the logits and
 // their gradient are 57 MiB each, the two largest tensors of a training step. Here the
-// classes are cut into tiles of kClassTile (and the rows into blocks of kRowTile): the
-// forward computes a tile's logits, folds them into each row's max and Σ exp, and drops
-// them; the backward computes them again, turns them into that tile of the gradient and
-// multiplies it into dW, db and dx while it is in cache. One more product (the logits
-// twice) buys the two full-size tensors. The masked loss of heed/seq2seq/loss.hpp
+// classes are cut into tiles of kClassTile and the rows into blocks of kRowTile. When a
+// gradient is wanted, each row block's logits (kRowTile × classes, 5 MiB at the
+// realistic size) are computed, folded into each row's max and Σ exp, turned into the
+// gradient of the loss for an upstream gradient of ones and multiplied into dW, db and
+// dx, before the next block: three products per tile, the unfused path's count. The
+// backward hands these out, scaled when its upstream gradient is uniform (sum or mean of
+// the loss), and otherwise computes the logits again, tile by tile. Without a gradient
+// the forward keeps only a tile at a time. The masked loss of heed/seq2seq/loss.hpp
 // computes only the rows that count, where the unfused path computes the padding too.
 //
 // The tiles are shared among a fixed number of groups (kClassGroups), each summing its
@@ -41,8 +44,8 @@
 namespace heed {
 namespace detail {
 
-constexpr index_t kClassTile = 256;  // logits of 512 rows × 256 classes: 512 KiB in float
-constexpr index_t kRowTile = 512;
+constexpr index_t kClassTile = 256;  // logits of 128 rows × 256 classes: 128 KiB in float
+constexpr index_t kRowTile = 128;
 constexpr index_t kClassGroups = 8;  // enough for 8 threads; fixed, for the bits
 
 /// The rows of x that count (all, or the prefixes of a masked loss), gathered, with the
@@ -72,12 +75,47 @@ struct FusedLinearCE {
           ConstVecMap<T>(bias.data() + c0, width).matrix().transpose();
   }
 
-  /// Fills stats and returns the loss of each row (log Σ exp − the label's logit, both
-  /// relative to the row's max).
+  /// Folds a tile's logits of rows [r0, r0 + block_rows) into `partial` (per tile and
+  /// row: the tile's max and Σ exp(logit − that max)) and `target` (the label's logit).
+  void tile_stats(const T* tile, index_t t, index_t r0, index_t block_rows, index_t c0, index_t width,
+                  std::vector<T>& partial, std::vector<T>& target) const {
+    for (index_t i = 0; i < block_rows; ++i) {
+      const ConstVecMap<T> row(tile + i * width, width);
+      const T max = row.maxCoeff();
+      T* p = partial.data() + (t * rows + r0 + i) * 2;
+      p[0] = max;
+      // A tile all −inf adds nothing (not the NaN of −inf − −inf).
+      p[1] = max == -std::numeric_limits<T>::infinity() ? T(0) : (row.array() - max).exp().sum();
+      const std::int64_t y = labels[static_cast<std::size_t>(r0 + i)];
+      if (y >= c0 && y < c0 + width) target[static_cast<std::size_t>(r0 + i)] = row[y - c0];
+    }
+  }
+
+  /// Rows [r0, r1): their stats from the tiles' partials, and their losses (log Σ exp −
+  /// the label's logit, both relative to the row's max).
+  void row_stats(index_t r0, index_t r1, const std::vector<T>& partial, const std::vector<T>& target,
+                 std::vector<T>& loss) {
+    const index_t num_tiles = tiles();
+    for (index_t r = r0; r < r1; ++r) {
+      T max = partial[static_cast<std::size_t>(r * 2)];
+      for (index_t t = 1; t < num_tiles; ++t)
+        max = std::max(max, partial[static_cast<std::size_t>((t * rows + r) * 2)]);
+      T sum = 0;
+      for (index_t t = 0; t < num_tiles; ++t) {
+        const T* p = partial.data() + (t * rows + r) * 2;
+        sum += p[1] * std::exp(p[0] - max);
+      }
+      const T log_sum = std::log(sum);
+      stats[static_cast<std::size_t>(r * 2)] = max;
+      stats[static_cast<std::size_t>(r * 2 + 1)] = log_sum;
+      loss[static_cast<std::size_t>(r)] = log_sum - (target[static_cast<std::size_t>(r)] - max);
+    }
+  }
+
+  /// Fills stats and returns the loss of each row.
   std::vector<T> forward() {
-    const index_t num_tiles = tiles(), num_groups = groups();
-    // Per tile and row: the tile's max and Σ exp(logit − that max); the label's logit.
-    std::vector<T> partial(static_cast<std::size_t>(num_tiles * rows * 2));
+    const index_t num_groups = groups();
+    std::vector<T> partial(static_cast<std::size_t>(tiles() * rows * 2));
     std::vector<T> target(static_cast<std::size_t>(rows));
     // Heed's buffers, aligned alike in every run: where Eigen's vectorised loops start
     // depends on the alignment, and with it the last bits of exp. Their size depends on
@@ -92,107 +130,155 @@ struct FusedLinearCE {
         for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
           const index_t block_rows = std::min(kRowTile, rows - r0);
           logits(r0, block_rows, c0, width, tile);
-          for (index_t i = 0; i < block_rows; ++i) {
-            const ConstVecMap<T> row(tile + i * width, width);
-            const T max = row.maxCoeff();
-            T* p = partial.data() + (t * rows + r0 + i) * 2;
-            p[0] = max;
-            // A tile all −inf adds nothing (not the NaN of −inf − −inf).
-            p[1] = max == -std::numeric_limits<T>::infinity() ? T(0) : (row.array() - max).exp().sum();
-            const std::int64_t y = labels[static_cast<std::size_t>(r0 + i)];
-            if (y >= c0 && y < c0 + width) target[static_cast<std::size_t>(r0 + i)] = row[y - c0];
-          }
+          tile_stats(tile, t, r0, block_rows, c0, width, partial, target);
         }
       }
     });
     stats.resize(static_cast<std::size_t>(rows * 2));
     std::vector<T> loss(static_cast<std::size_t>(rows));
-    for (index_t r = 0; r < rows; ++r) {
-      T max = partial[static_cast<std::size_t>(r * 2)];
-      for (index_t t = 1; t < num_tiles; ++t)
-        max = std::max(max, partial[static_cast<std::size_t>((t * rows + r) * 2)]);
-      T sum = 0;
-      for (index_t t = 0; t < num_tiles; ++t) {
-        const T* p = partial.data() + (t * rows + r) * 2;
-        sum += p[1] * std::exp(p[0] - max);
-      }
-      const T log_sum = std::log(sum);
-      stats[static_cast<std::size_t>(r * 2)] = max;
-      stats[static_cast<std::size_t>(r * 2 + 1)] = log_sum;
-      loss[static_cast<std::size_t>(r)] = log_sum - (target[static_cast<std::size_t>(r)] - max);
-    }
+    row_stats(0, rows, partial, target, loss);
     return loss;
   }
 
+  /// Where backward puts its results while it runs: the gradients asked for, and the
+  /// per-group parts of dx (for rows [dx_row0, dx_row0 + dx_rows)) with each group's
+  /// scratch for one tile.
+  struct Backward {
+    autograd::Grads<T> grads{3};
+    Tensor<T> dx_parts;  // (groups, dx_rows, in), summed in group order into grads[0]
+    index_t dx_rows = 0, dx_row0 = 0;
+    Tensor<T> scratch;  // per group: one row block's share of a tile's dW and of dx
+    bool need_x = false, need_weight = false, need_bias = false;
+  };
+
+  /// dx_rows: rows (every part over all rows) or kRowTile (one row block at a time).
+  Backward start_backward(bool need_x, bool need_weight, bool need_bias, const Shape& x_shape, index_t dx_rows) const {
+    Backward b;
+    b.need_x = need_x, b.need_weight = need_weight, b.need_bias = need_bias;
+    if (need_x) {
+      b.grads[0] = make_tensor<T>(x_shape);
+      if (gathered) std::fill_n(b.grads[0].data(), x_shape.numel(), T(0));
+    }
+    if (need_weight) b.grads[1] = rows > 0 ? make_tensor<T>(weight.shape()) : zeros<T>(weight.shape());
+    if (need_bias) b.grads[2] = rows > 0 ? make_tensor<T>(bias.shape()) : zeros<T>(bias.shape());
+    // Aligned buffers whatever the rows, as in forward.
+    b.dx_rows = dx_rows;
+    b.dx_parts = make_tensor<T>(Shape{need_x ? groups() * dx_rows * in : 0});
+    b.scratch = make_tensor<T>(Shape{groups() * (kClassTile + kRowTile) * in});
+    return b;
+  }
+
+  /// Turns a tile's logits (rows [r0, r0 + block_rows), classes [c0, c0 + width), in
+  /// `tile`) into d loss / d logit = coef · (softmax − one_hot(label)), in place, and
+  /// multiplies it into db, dW and group g's dx while it is in cache. The row blocks of a
+  /// tile come in order, and so do the tiles of a group for a row block.
+  void tile_backward(T* tile, index_t g, index_t t, index_t r0, index_t block_rows, const std::vector<T>& coef,
+                     Backward& b) const {
+    const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
+    for (index_t i = 0; i < block_rows; ++i) {
+      const index_t r = r0 + i;
+      const T k = coef[static_cast<std::size_t>(r)];
+      const T* s = stats.data() + r * 2;
+      VecMap<T> row(tile + i * width, width);
+      row = ((row.array() - s[0]) - s[1]).exp() * k;
+      const std::int64_t y = labels[static_cast<std::size_t>(r)];
+      if (y >= c0 && y < c0 + width) row[y - c0] -= k;
+    }
+    const auto d_logits = Eigen::Map<const RowMajorMatrix<T>>(tile, block_rows, width);
+    if (b.need_bias) {
+      auto db = VecMap<T>(b.grads[2].data() + c0, width);
+      if (r0 == 0)
+        db = d_logits.colwise().sum().transpose().array();
+      else
+        db += d_logits.colwise().sum().transpose().array();
+    }
+    T* dw_block = b.scratch.data() + g * (kClassTile + kRowTile) * in;
+    T* dx_block = dw_block + kClassTile * in;
+    if (b.need_weight) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
+      T* dw = b.grads[1].data() + c0 * in;
+      gemm_in_scope(tile, true, x.data() + r0 * in, false, r0 == 0 ? dw : dw_block, width, in, block_rows);
+      if (r0 > 0) VecMap<T>(dw, width * in) += ConstVecMap<T>(dw_block, width * in);
+    }
+    if (b.need_x) {  // group g's dx over the rows of the block += d_logits W[c0 : c0 + width]
+      T* out = b.dx_parts.data() + (g * b.dx_rows + r0 - b.dx_row0) * in;
+      const bool first_tile_of_group = t == first_tile(g);
+      gemm_in_scope(tile, false, weight.data() + c0 * in, false, first_tile_of_group ? out : dx_block, block_rows, in,
+                    width);
+      if (!first_tile_of_group) VecMap<T>(out, block_rows * in) += ConstVecMap<T>(dx_block, block_rows * in);
+    }
+  }
+
+  /// dx of rows [r0, r1) (held by the parts) into grads[0], at the rows of the op's
+  /// input, summed over the groups in order.
+  void add_dx_parts(Backward& b, index_t r0, index_t r1) const {
+    if (!b.need_x) return;
+    for (index_t r = r0; r < r1; ++r) {
+      VecMap<T> dst(b.grads[0].data() + (gathered ? row_of[static_cast<std::size_t>(r)] : r) * in, in);
+      const T* part = b.dx_parts.data() + (r - b.dx_row0) * in;
+      dst = ConstVecMap<T>(part, in);
+      for (index_t g = 1; g < groups(); ++g) dst += ConstVecMap<T>(part + g * b.dx_rows * in, in);
+    }
+  }
+
   /// The gradients of Σ_r coef[r] · loss_r with respect to x (in the op's input shape,
-  /// `x_shape`, zero at rows that do not count), the weight and the bias; each only
-  /// when asked.
+  /// `x_shape`, zero at rows that do not count), the weight and the bias, each only when
+  /// asked; after forward, computing the logits again.
   autograd::Grads<T> backward(const std::vector<T>& coef, const Shape& x_shape, bool need_x, bool need_weight,
                               bool need_bias) const {
-    const index_t num_groups = groups();
-    autograd::Grads<T> grads(3);
-    if (need_weight) grads[1] = rows > 0 ? make_tensor<T>(weight.shape()) : zeros<T>(weight.shape());
-    if (need_bias) grads[2] = rows > 0 ? make_tensor<T>(bias.shape()) : zeros<T>(bias.shape());
-    // dx of each group, summed in group order below; aligned buffers, as in forward.
-    Tensor<T> dx_parts = make_tensor<T>(Shape{need_x ? num_groups * rows * in : 0});
-    // Whatever the rows, as in forward.
-    const index_t per_group = kRowTile * kClassTile + kClassTile * in + kRowTile * in;
-    Tensor<T> buffers = make_tensor<T>(Shape{num_groups * per_group});
-    parallel_tasks(num_groups, rows * classes * in, [&](index_t g) {
+    Backward b = start_backward(need_x, need_weight, need_bias, x_shape, rows);
+    Tensor<T> buffers = make_tensor<T>(Shape{groups() * kRowTile * kClassTile});  // as in forward
+    parallel_tasks(groups(), rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
-      T* tile = buffers.data() + g * per_group;
-      T* dw_block = tile + kRowTile * kClassTile;  // one row block's share of a tile's dW
-      T* dx_block = dw_block + kClassTile * in;
-      T* dx = need_x ? dx_parts.data() + g * rows * in : nullptr;
+      T* tile = buffers.data() + g * kRowTile * kClassTile;
       for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
         const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
-        const bool first_tile_of_group = t == first_tile(g);
         for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
           const index_t block_rows = std::min(kRowTile, rows - r0);
           logits(r0, block_rows, c0, width, tile);
-          // d loss / d logit = coef · (softmax − one_hot(label)), in place.
-          for (index_t i = 0; i < block_rows; ++i) {
-            const index_t r = r0 + i;
-            const T k = coef[static_cast<std::size_t>(r)];
-            const T* s = stats.data() + r * 2;
-            VecMap<T> row(tile + i * width, width);
-            row = ((row.array() - s[0]) - s[1]).exp() * k;
-            const std::int64_t y = labels[static_cast<std::size_t>(r)];
-            if (y >= c0 && y < c0 + width) row[y - c0] -= k;
-          }
-          const auto d_logits = Eigen::Map<const RowMajorMatrix<T>>(tile, block_rows, width);
-          if (need_bias) {
-            auto db = VecMap<T>(grads[2].data() + c0, width);
-            if (r0 == 0)
-              db = d_logits.colwise().sum().transpose().array();
-            else
-              db += d_logits.colwise().sum().transpose().array();
-          }
-          if (need_weight) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
-            T* dw = grads[1].data() + c0 * in;
-            gemm_in_scope(tile, true, x.data() + r0 * in, false, r0 == 0 ? dw : dw_block, width, in, block_rows);
-            if (r0 > 0) VecMap<T>(dw, width * in) += ConstVecMap<T>(dw_block, width * in);
-          }
-          if (need_x) {  // this group's dx over the rows of the block += d_logits W[c0 : c0 + width]
-            T* out = dx + r0 * in;
-            gemm_in_scope(tile, false, weight.data() + c0 * in, false, first_tile_of_group ? out : dx_block, block_rows,
-                          in, width);
-            if (!first_tile_of_group) VecMap<T>(out, block_rows * in) += ConstVecMap<T>(dx_block, block_rows * in);
-          }
+          tile_backward(tile, g, t, r0, block_rows, coef, b);
         }
       }
     });
-    if (need_x) {
-      grads[0] = make_tensor<T>(x_shape);
-      T* out = grads[0].data();
-      if (gathered) std::fill_n(out, x_shape.numel(), T(0));
-      for (index_t r = 0; r < rows; ++r) {
-        VecMap<T> dst(out + (gathered ? row_of[static_cast<std::size_t>(r)] : r) * in, in);
-        dst = ConstVecMap<T>(dx_parts.data() + r * in, in);
-        for (index_t g = 1; g < num_groups; ++g) dst += ConstVecMap<T>(dx_parts.data() + (g * rows + r) * in, in);
-      }
+    add_dx_parts(b, 0, rows);
+    return std::move(b.grads);
+  }
+
+  /// forward and backward(coef) in one pass over the logits: a block of rows has all its
+  /// classes' logits computed (in parallel over the groups), its stats and losses formed,
+  /// and then its gradient multiplied out (in parallel again) from the logits kept. One
+  /// product fewer than forward + backward, the same bits: the same products on the same
+  /// tiles, in the same order. Returns the losses; the gradients go to `grads`.
+  std::vector<T> forward_backward(const std::vector<T>& coef, const Shape& x_shape, bool need_x, bool need_weight,
+                                  bool need_bias, autograd::Grads<T>& grads) {
+    std::vector<T> partial(static_cast<std::size_t>(tiles() * rows * 2));
+    std::vector<T> target(static_cast<std::size_t>(rows));
+    stats.resize(static_cast<std::size_t>(rows * 2));
+    std::vector<T> loss(static_cast<std::size_t>(rows));
+    Backward b = start_backward(need_x, need_weight, need_bias, x_shape, kRowTile);
+    // A row block's logits, tile after tile: tile t at kRowTile · c0, so that every
+    // tile starts as aligned as forward's.
+    Tensor<T> block = make_tensor<T>(Shape{kRowTile * classes});
+    for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
+      const index_t block_rows = std::min(kRowTile, rows - r0);
+      parallel_tasks(groups(), block_rows * classes * in, [&](index_t g) {
+        const SerialGemmScope serial(true);
+        for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
+          const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
+          logits(r0, block_rows, c0, width, block.data() + kRowTile * c0);
+          tile_stats(block.data() + kRowTile * c0, t, r0, block_rows, c0, width, partial, target);
+        }
+      });
+      row_stats(r0, r0 + block_rows, partial, target, loss);
+      b.dx_row0 = r0;
+      parallel_tasks(groups(), block_rows * classes * in, [&](index_t g) {
+        const SerialGemmScope serial(true);
+        for (index_t t = first_tile(g); t < first_tile(g + 1); ++t)
+          tile_backward(block.data() + kRowTile * t * kClassTile, g, t, r0, block_rows, coef, b);
+      });
+      add_dx_parts(b, r0, r0 + block_rows);
     }
-    return grads;
+    grads = std::move(b.grads);
+    return loss;
   }
 };
 
@@ -217,11 +303,13 @@ void check_linear_ce(const char* op, const Tensor<T>& x, const Tensor<T>& weight
   check_labels(labels, weight.shape()[0], op);
 }
 
-/// The fused op over the rows of x that `counts` (all when lens is empty), recording a
-/// backward that gives row r the coefficient coef(g, r) (g the upstream gradient).
+/// The fused op over the rows of x that `counts` (all when lens is empty), whose output
+/// (of out_shape) `reduce` makes from the rows' losses, recording a backward that gives
+/// row r the coefficient coef(g, r) (g the upstream gradient).
 template <typename T, typename Reduce, typename Coef>
 Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
-                          const IndexTensor& labels, const CrossEntropyRows& counted, Reduce&& reduce, Coef&& coef) {
+                          const IndexTensor& labels, const CrossEntropyRows& counted, const Shape& out_shape,
+                          Reduce&& reduce, Coef&& coef) {
   FusedLinearCE<T> ce;
   ce.in = weight.shape()[1];
   ce.classes = weight.shape()[0];
@@ -245,24 +333,45 @@ Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>&
       ce.labels.push_back(y[r]);
     }
   }
-  const std::vector<T> losses = ce.forward();
+  // The coefficient of each row of ce for an upstream gradient g.
+  const auto coefficients = [coef](const FusedLinearCE<T>& ce, const Tensor<T>& g) {
+    std::vector<T> k(static_cast<std::size_t>(ce.rows));
+    for (index_t i = 0; i < ce.rows; ++i)
+      k[static_cast<std::size_t>(i)] = coef(g, ce.gathered ? ce.row_of[static_cast<std::size_t>(i)] : i);
+    return k;
+  };
+  const bool need_x = x.requires_grad(), need_w = weight.requires_grad(),
+             need_b = bias.defined() && bias.requires_grad();
+  // When a gradient is wanted, it is formed now for an upstream gradient of ones (the
+  // usual loss.sum().backward()), while the logits are at hand; the backward scales it
+  // if its upstream gradient is uniform, and computes the logits again otherwise.
+  const bool eager = autograd::needs_grad(x, weight, bias);
+  autograd::Grads<T> eager_grads;
+  const std::vector<T> losses =
+      eager ? ce.forward_backward(coefficients(ce, ones<T>(out_shape)), x.shape(), need_x, need_w, need_b, eager_grads)
+            : ce.forward();
   Tensor<T> out = reduce(losses, ce.row_of);
-  if (autograd::needs_grad(x, weight, bias)) {
+  if (eager) {
     // The versions of x, weight and bias are checked when the backward runs, as for
     // every saved tensor: an in-place change in between is an error, not a wrong gradient.
-    autograd::record(
-        out, name, {x, weight, bias},
-        [ce = std::move(ce), saved_x = autograd::save(x), saved_w = autograd::save(weight),
-         saved_b = bias.defined() ? autograd::save(bias) : autograd::SavedTensor<T>(), x_shape = x.shape(),
-         need_x = x.requires_grad(), need_w = weight.requires_grad(), need_b = bias.defined() && bias.requires_grad(),
-         bias_defined = bias.defined(), coef](const Tensor<T>& g) {
-          (void)saved_x.get(), (void)saved_w.get();
-          if (bias_defined) (void)saved_b.get();
-          std::vector<T> k(static_cast<std::size_t>(ce.rows));
-          for (index_t i = 0; i < ce.rows; ++i)
-            k[static_cast<std::size_t>(i)] = coef(g, ce.gathered ? ce.row_of[static_cast<std::size_t>(i)] : i);
-          return ce.backward(k, x_shape, need_x, need_w, need_b);
-        });
+    autograd::record(out, name, {x, weight, bias},
+                     [ce = std::move(ce), eager_grads = std::move(eager_grads), saved_x = autograd::save(x),
+                      saved_w = autograd::save(weight),
+                      saved_b = bias.defined() ? autograd::save(bias) : autograd::SavedTensor<T>(), x_shape = x.shape(),
+                      need_x, need_w, need_b, bias_defined = bias.defined(), coefficients](const Tensor<T>& g) mutable {
+                       (void)saved_x.get(), (void)saved_w.get();
+                       if (bias_defined) (void)saved_b.get();
+                       const T* gd = g.data();
+                       const bool uniform = std::all_of(gd, gd + g.numel(), [&](T v) { return v == gd[0]; });
+                       if (!uniform || eager_grads.empty())
+                         return ce.backward(coefficients(ce, g), x_shape, need_x, need_w, need_b);
+                       autograd::Grads<T> grads = std::move(eager_grads);
+                       eager_grads.clear();  // a second backward (retain_graph) computes afresh
+                       if (gd[0] != T(1))
+                         for (Tensor<T>& grad : grads)
+                           if (grad.defined()) VecMap<T>(grad.data(), grad.numel()) *= gd[0];
+                       return grads;
+                     });
   }
   return out;
 }
@@ -284,7 +393,7 @@ Tensor<T> linear_cross_entropy(const Tensor<T>& x, const Tensor<T>& weight, cons
   rows.rows = rows_shape.numel();
   const T count = reduction == Reduction::mean ? static_cast<T>(rows.rows) : T(1);
   return detail::fused_linear_ce(
-      "LinearCrossEntropyBackward", x, weight, bias, labels, rows,
+      "LinearCrossEntropyBackward", x, weight, bias, labels, rows, reduction == Reduction::none ? rows_shape : Shape{},
       [&](const std::vector<T>& losses, const std::vector<index_t>&) {
         if (reduction == Reduction::none) {
           Tensor<T> out = detail::make_tensor<T>(rows_shape);

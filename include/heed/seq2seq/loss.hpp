@@ -110,7 +110,7 @@ Tensor<T> masked_linear_ce_loss(const Tensor<T>& hidden, const Tensor<T>& weight
   rows.lens = detail::sequence_lens(valid_len, batch, num_steps, op);
   const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
   return detail::fused_linear_ce(
-      "MaskedLinearCELossBackward", hidden, weight, bias, label, rows,
+      "MaskedLinearCELossBackward", hidden, weight, bias, label, rows, Shape{batch},
       [&](const std::vector<T>& losses, const std::vector<index_t>& row_of) {
         // Σ over each sequence's valid steps / steps, as masked_softmax_ce_loss.
         Tensor<T> out = detail::make_tensor<T>(Shape{batch});
