@@ -351,6 +351,15 @@ TEST_CASE("masked_linear_ce_loss forms its gradient with the forward for a unifo
   }
   CHECK(!no_grad.requires_grad());
   REQUIRE(std::memcmp(no_grad.data(), out.data(), sizeof(double) * out.numel()) == 0);
+  // An empty batch: an upstream gradient of no elements, and gradients of zeros.
+  const Tensord nothing = uniform_leaf({0, 9, 4}, 27);
+  heed::masked_linear_ce_loss(nothing, weight, bias, heed::detail::make_tensor<std::int64_t>(Shape{0, 9}),
+                              heed::detail::make_tensor<std::int64_t>(Shape{0}))
+      .sum()
+      .backward();
+  CHECK(nothing.grad().shape() == Shape{0, 9, 4});
+  CHECK(heed::sum(heed::abs(weight.grad())).item() == 0.0);
+  CHECK(heed::sum(heed::abs(bias.grad())).item() == 0.0);
   CHECK_GRADIENTS(
       [&](const GradInputs& in) { return heed::masked_linear_ce_loss(in[0], in[1], in[2], label, valid).sum(); },
       {uniform_leaf({40, 9, 2}, 24), uniform_leaf({300, 2}, 25), uniform_leaf({300}, 26)});

@@ -362,7 +362,8 @@ Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>&
                        (void)saved_x.get(), (void)saved_w.get();
                        if (bias_defined) (void)saved_b.get();
                        const T* gd = g.data();
-                       const bool uniform = std::all_of(gd, gd + g.numel(), [&](T v) { return v == gd[0]; });
+                       const bool uniform =
+                           g.numel() > 0 && std::all_of(gd, gd + g.numel(), [&](T v) { return v == gd[0]; });
                        if (!uniform || eager_grads.empty())
                          return ce.backward(coefficients(ce, g), x_shape, need_x, need_w, need_b);
                        autograd::Grads<T> grads = std::move(eager_grads);
