@@ -140,21 +140,19 @@ struct FusedLinearCE {
     return loss;
   }
 
-  /// Where backward puts its results while it runs: the gradients asked for, and the
-  /// per-group parts of dx (for rows [dx_row0, dx_row0 + dx_rows)) with each group's
-  /// scratch for one tile.
+  /// Where backward puts its results while it runs: the gradients asked for (defined
+  /// when asked), and the per-group parts of dx (for rows [dx_row0, dx_row0 + dx_rows))
+  /// with each group's scratch for one tile.
   struct Backward {
     autograd::Grads<T> grads{3};
     Tensor<T> dx_parts;  // (groups, dx_rows, in), summed in group order into grads[0]
     index_t dx_rows = 0, dx_row0 = 0;
     Tensor<T> scratch;  // per group: one row block's share of a tile's dW and of dx
-    bool need_x = false, need_weight = false, need_bias = false;
   };
 
   /// dx_rows: rows (every part over all rows) or kRowTile (one row block at a time).
   Backward start_backward(bool need_x, bool need_weight, bool need_bias, const Shape& x_shape, index_t dx_rows) const {
     Backward b;
-    b.need_x = need_x, b.need_weight = need_weight, b.need_bias = need_bias;
     if (need_x) {
       b.grads[0] = make_tensor<T>(x_shape);
       if (gathered) std::fill_n(b.grads[0].data(), x_shape.numel(), T(0));
@@ -185,7 +183,7 @@ struct FusedLinearCE {
       if (y >= c0 && y < c0 + width) row[y - c0] -= k;
     }
     const auto d_logits = Eigen::Map<const RowMajorMatrix<T>>(tile, block_rows, width);
-    if (b.need_bias) {
+    if (b.grads[2].defined()) {
       auto db = VecMap<T>(b.grads[2].data() + c0, width);
       if (r0 == 0)
         db = d_logits.colwise().sum().transpose().array();
@@ -194,12 +192,12 @@ struct FusedLinearCE {
     }
     T* dw_block = b.scratch.data() + g * (kClassTile + kRowTile) * in;
     T* dx_block = dw_block + kClassTile * in;
-    if (b.need_weight) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
+    if (b.grads[1].defined()) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
       T* dw = b.grads[1].data() + c0 * in;
       gemm_in_scope(tile, true, x.data() + r0 * in, false, r0 == 0 ? dw : dw_block, width, in, block_rows);
       if (r0 > 0) VecMap<T>(dw, width * in) += ConstVecMap<T>(dw_block, width * in);
     }
-    if (b.need_x) {  // group g's dx over the rows of the block += d_logits W[c0 : c0 + width]
+    if (b.grads[0].defined()) {  // group g's dx over the rows of the block += d_logits W[c0 : c0 + width]
       T* out = b.dx_parts.data() + (g * b.dx_rows + r0 - b.dx_row0) * in;
       const bool first_tile_of_group = t == first_tile(g);
       gemm_in_scope(tile, false, weight.data() + c0 * in, false, first_tile_of_group ? out : dx_block, block_rows, in,
@@ -211,7 +209,7 @@ struct FusedLinearCE {
   /// dx of rows [r0, r1) (held by the parts) into grads[0], at the rows of the op's
   /// input, summed over the groups in order.
   void add_dx_parts(Backward& b, index_t r0, index_t r1) const {
-    if (!b.need_x) return;
+    if (!b.grads[0].defined()) return;
     for (index_t r = r0; r < r1; ++r) {
       VecMap<T> dst(b.grads[0].data() + (gathered ? row_of[static_cast<std::size_t>(r)] : r) * in, in);
       const T* part = b.dx_parts.data() + (r - b.dx_row0) * in;
