@@ -15,7 +15,9 @@
 // i·n/K), as the peer does. heed's own flags: --save FILE keeps the trained weights,
 // --load FILE starts from them (with --epochs 0: decoding alone), --micro-batches K
 // trains each batch as K parts on parallel threads (TrainOptions::micro_batches) and
-// decodes each as K groups (PredictOptions::micro_batches). The time is
+// decodes each as K groups (PredictOptions::micro_batches), --bucket W sorts by length
+// within windows of W batches (NmtDataLoader::set_bucketing; 0, the default, is d2l's
+// shuffle) and the first stderr line says how much of an epoch is padding. The time is
 // train_seq2seq's alone (the peer's too); tokens are the targets' valid lengths, as d2l
 // counts them.
 #include <heed/heed.hpp>
@@ -57,6 +59,7 @@ struct Args {
   int threads = 2;
   std::uint64_t seed = 0;
   bool quiet = false;
+  index_t bucket = 0;  // NmtDataLoader::set_bucketing: windows of this many batches sorted by length
   index_t batch_size = 128, num_steps = 12, num_hiddens = 128, num_layers = 2, embed_size = 128, ffn_num_hiddens = 512,
           num_heads = 4;
   double lr = 0.001, dropout = 0.1;
@@ -97,6 +100,8 @@ Args parse_args(int argc, char** argv) {
       a.threads = parse_number<int>(flag, next(), 1);
     else if (flag == "--micro-batches")
       a.micro_batches = parse_number<long>(flag, next(), 1);
+    else if (flag == "--bucket")
+      a.bucket = parse_number<long>(flag, next(), 0);
     else if (flag == "--seed")
       a.seed = static_cast<std::uint64_t>(parse_number<long>(flag, next(), 0));
     else if (flag == "--batch-size")
@@ -205,6 +210,8 @@ int run(const Args& a) {
     tgt = {heed::index_select(tgt.array, 0, rows), heed::index_select(tgt.valid_len, 0, rows)};
   }
   heed::NmtDataLoader loader(src.array, src.valid_len, tgt.array, tgt.valid_len, a.batch_size, a.seed);
+  loader.set_bucketing(a.bucket);
+  const heed::PaddingStats padding = heed::padding_of_next_epoch(loader);
   const double data_load_s = now_s() - t0;
 
   const auto net = make_net(a, src_vocab, tgt_vocab, static_cast<Net*>(nullptr));
@@ -214,10 +221,12 @@ int run(const Args& a) {
 #else
   const std::string gemm = "Eigen";
 #endif
-  std::fprintf(stderr, "heed: %lld pairs, vocab %lld/%lld, %lld params, %d threads, GEMM %s\n",
+  std::fprintf(stderr,
+               "heed: %lld pairs, vocab %lld/%lld, %lld params, %d threads, GEMM %s; bucketing %lld: %.1f %% of the "
+               "first epoch's positions are padding\n",
                static_cast<long long>(loader.num_examples()), static_cast<long long>(src_vocab.size()),
                static_cast<long long>(tgt_vocab.size()), static_cast<long long>(net->num_parameters()), a.threads,
-               gemm.c_str());
+               gemm.c_str(), static_cast<long long>(a.bucket), 100.0 * padding.fraction());
   heed::TrainOptions options;
   options.micro_batches = a.micro_batches;
   if (!a.quiet)
@@ -273,7 +282,8 @@ int run(const Args& a) {
   if (!a.out_path.empty()) {
     std::ostringstream js;
     js << "{\"impl\": \"heed\", \"model\": " << json_string(a.model) << ", \"threads\": " << a.threads
-       << ", \"micro_batches\": " << a.micro_batches << ", \"seed\": " << a.seed
+       << ", \"micro_batches\": " << a.micro_batches << ", \"bucket\": " << a.bucket
+       << ", \"padded_fraction\": " << json_number(padding.fraction()) << ", \"seed\": " << a.seed
        << ", \"train_file\": " << json_string(a.train_path) << ", \"max_pairs\": " << a.max_pairs
        << ", \"train_subset\": " << a.train_subset << ", \"n_pairs_read\": " << n_pairs_read
        << ", \"n_train_pairs\": " << loader.num_examples() << ", \"src_vocab\": " << src_vocab.size()
@@ -314,7 +324,7 @@ int main(int argc, char** argv) {
                  " [--train-subset K] [--epochs N] [--threads N] [--seed N] [--batch-size N] [--num-steps N] [--lr X]"
                  " [--num-hiddens N] [--embed-size N] [--ffn-num-hiddens N] [--num-heads N] [--num-layers N]"
                  " [--dropout X] [--test-src FILE --hyp FILE] [--decode-batch N] [--out FILE] [--quiet]"
-                 " [--save FILE] [--load FILE] [--micro-batches K]\n",
+                 " [--save FILE] [--load FILE] [--micro-batches K] [--bucket W]\n",
                  e.what());
     return 2;
   }

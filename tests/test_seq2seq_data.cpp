@@ -312,6 +312,77 @@ TEST_CASE("NmtDataLoader shuffles every epoch as d2l's DataLoader(shuffle=True)"
   CHECK(epoch(one).size() == 5);
 }
 
+TEST_CASE("NmtDataLoader buckets by length within windows of batches and shuffles the batches", "[data]") {
+  // 601 examples in batches of 64, windows of 3 batches (192 examples): the permutation
+  // is the unbucketed loader's (the same first draws), each window of it sorted.
+  heed::NmtDataLoader plain = numbered_loader(601, 64, 7), bucketed = numbered_loader(601, 64, 7);
+  CHECK(bucketed.bucketing() == 0);
+  bucketed.set_bucketing(3);
+  CHECK(bucketed.bucketing() == 3);
+  const std::vector<index_t> permutation = epoch(plain);
+  std::vector<index_t> sizes;
+  const std::vector<index_t> first = epoch(bucketed, &sizes);
+  CHECK(std::is_permutation(first.begin(), first.end(), permutation.begin()));
+  CHECK(bucketed.num_batches() == 10);
+  CHECK(std::count(sizes.begin(), sizes.end(), 64) == 9);
+  CHECK(std::count(sizes.begin(), sizes.end(), 25) == 1);
+  // Expected batches: each window of the permutation sorted by length (here the example
+  // number), cut into runs of 64.
+  std::vector<std::vector<index_t>> expected;
+  for (std::size_t w = 0; w < permutation.size(); w += 192) {
+    std::vector<index_t> window(permutation.begin() + static_cast<std::ptrdiff_t>(w),
+                                permutation.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(w + 192, 601)));
+    std::sort(window.begin(), window.end());
+    for (std::size_t b = 0; b < window.size(); b += 64)
+      expected.emplace_back(window.begin() + static_cast<std::ptrdiff_t>(b),
+                            window.begin() + static_cast<std::ptrdiff_t>(std::min(b + 64, window.size())));
+  }
+  std::vector<std::vector<index_t>> got;
+  const auto& starts = bucketed.batch_starts();
+  REQUIRE(starts.size() == 11);
+  for (std::size_t b = 0; b + 1 < starts.size(); ++b)
+    got.emplace_back(first.begin() + starts[b], first.begin() + starts[b + 1]);
+  CHECK(got != expected);  // the batch order is shuffled...
+  std::sort(got.begin(), got.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(got == expected);  // ...but the batches are the sorted windows'
+  // Deterministic per seed, fresh each epoch.
+  const std::vector<index_t> second = epoch(bucketed);
+  CHECK(second != first);
+  heed::NmtDataLoader same = numbered_loader(601, 64, 7);
+  same.set_bucketing(3);
+  CHECK(epoch(same) == first);
+  CHECK(epoch(same) == second);
+  // Without shuffling, each window is sorted in place.
+  heed::NmtDataLoader ordered = numbered_loader(5, 2, 7, /*shuffle=*/false);
+  ordered.set_bucketing(1);
+  CHECK(epoch(ordered) == std::vector<index_t>{0, 1, 2, 3, 4});
+  CHECK_ERROR(heed::ValueError, "NmtDataLoader::set_bucketing: window_batches must be >= 0, got -1",
+              ordered.set_bucketing(-1));
+}
+
+TEST_CASE("length bucketing cuts the padded positions of the built-in corpus by more than half", "[data]") {
+  heed::NmtData plain = heed::load_data_nmt_text(heed::builtin_fra_eng(), 32, 10, std::nullopt, 3);
+  heed::NmtData bucketed = heed::load_data_nmt_text(heed::builtin_fra_eng(), 32, 10, std::nullopt, 3);
+  bucketed.data_iter.set_bucketing(100);  // the whole epoch is one window
+  const heed::PaddingStats before = heed::padding_of_next_epoch(plain.data_iter);
+  const heed::PaddingStats after = heed::padding_of_next_epoch(bucketed.data_iter);
+  INFO("padded positions: " << before.padded << " shuffled, " << after.padded << " bucketed, of " << before.real
+                            << " real");
+  CHECK(after.real == before.real);
+  CHECK(before.padded > 0);
+  CHECK(2 * after.padded <= before.padded);
+  CHECK(before.fraction() == Approx(static_cast<double>(before.padded) / (before.padded + before.real)));
+  // Drawn on a copy: the loader's own next epoch is still its first.
+  heed::NmtData fresh = heed::load_data_nmt_text(heed::builtin_fra_eng(), 32, 10, std::nullopt, 3);
+  plain.data_iter.begin();
+  fresh.data_iter.begin();
+  CHECK(plain.data_iter.order() == fresh.data_iter.order());
+  CHECK(heed::padding_of_next_epoch(heed::NmtDataLoader(IndexTensor::empty({0, 2}), IndexTensor::empty({0}),
+                                                        IndexTensor::empty({0, 2}), IndexTensor::empty({0}), 4))
+            .fraction() == 0.0);
+}
+
 TEST_CASE("NmtDataLoader checks its arguments", "[data]") {
   const IndexTensor a({1, 2, 3, 4}, {2, 2}), len({2, 2}, {2}), b({1, 2, 3}, {3, 1}), len3({1, 1, 1}, {3});
   CHECK_ERROR(heed::ValueError, "NmtDataLoader: batch_size must be positive, got 0",

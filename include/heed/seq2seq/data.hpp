@@ -133,6 +133,16 @@ struct NmtBatch {
 ///   heed::NmtDataLoader loader(src, src_len, tgt, tgt_len, /*batch_size=*/64, /*seed=*/0);
 ///   for (int epoch = 0; epoch < 10; ++epoch)
 ///     for (const heed::NmtBatch& batch : loader) train_step(batch.X, batch.Y);
+///
+/// Length bucketing (set_bucketing(w), off by default): a batch of shuffled sentences is
+/// mostly padding once lengths vary (the realistic corpus: 1 to 12 steps), and training
+/// cuts each batch after its longest sequence only. With w > 0, each epoch's permutation
+/// is cut into windows of w batches; each window is sorted by target length, then source
+/// length (stably, so equal lengths stay in random order), and cut into batches; then the
+/// order of all the epoch's batches is shuffled, so that lengths do not rise through the
+/// epoch. Only the epoch's last window can leave a partial batch, which is shuffled with
+/// the rest. The draws are the permutation's, then the batch order's, from the same
+/// Generator; with bucketing off the batches are d2l's, draw for draw.
 class NmtDataLoader {
  public:
   class Iterator {
@@ -175,6 +185,11 @@ class NmtDataLoader {
   /// Reseeds the generator: the next epochs are those of a loader built with `seed`.
   void set_seed(std::uint64_t seed) { gen_.manual_seed(seed); }
 
+  /// Sorts by length within windows of `window_batches` batches from the next begin()
+  /// on (see above); 0 turns it off.
+  void set_bucketing(index_t window_batches);
+  index_t bucketing() const { return bucket_batches_; }
+
   /// Starts an epoch: draws a new random permutation of the examples (Fisher–Yates on
   /// 0..n-1, as torch.randperm each epoch), unless shuffle is off.
   Iterator begin();
@@ -183,6 +198,9 @@ class NmtDataLoader {
   /// The example indices of the current epoch, in batch order.
   const std::vector<index_t>& order() const { return order_; }
 
+  /// Where batch i of the current epoch starts in order() (num_batches() + 1 entries).
+  const std::vector<index_t>& batch_starts() const { return batch_starts_; }
+
   /// Batch i (0 <= i < num_batches()) of the current epoch.
   NmtBatch batch(index_t i) const;
 
@@ -190,9 +208,28 @@ class NmtDataLoader {
   IndexTensor src_, src_valid_len_, tgt_, tgt_valid_len_;
   index_t batch_size_;
   bool shuffle_;
+  index_t bucket_batches_ = 0;
   Generator gen_;
   std::vector<index_t> order_;
+  std::vector<index_t> batch_starts_;
+
+  void set_batch_starts();
+  void sort_into_buckets();
 };
+
+/// Positions of an epoch's batches, source and target together, once each batch is cut
+/// after its longest sequence (as train_seq2seq cuts the Transformer's).
+struct PaddingStats {
+  index_t real = 0;    // valid positions
+  index_t padded = 0;  // positions past a sequence's valid length, before its batch's longest
+  double fraction() const {
+    return real + padded > 0 ? static_cast<double>(padded) / static_cast<double>(real + padded) : 0.0;
+  }
+};
+
+/// The padding of the next epoch of `loader`, drawn on a copy: the loader itself is not
+/// advanced.
+PaddingStats padding_of_next_epoch(NmtDataLoader loader);
 
 // ---- load_data_nmt ---------------------------------------------------------------
 
@@ -328,6 +365,45 @@ HEED_INLINE NmtDataLoader::NmtDataLoader(IndexTensor src, IndexTensor src_valid_
              to_string(tgt_.shape()), ", ", to_string(tgt_valid_len_.shape()));
   order_.resize(static_cast<std::size_t>(num_examples()));
   for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<index_t>(i);
+  set_batch_starts();
+}
+
+HEED_INLINE void NmtDataLoader::set_bucketing(index_t window_batches) {
+  HEED_CHECK(window_batches >= 0, ValueError, "NmtDataLoader::set_bucketing: window_batches must be >= 0, got ",
+             window_batches);
+  bucket_batches_ = window_batches;
+}
+
+HEED_INLINE void NmtDataLoader::set_batch_starts() {
+  batch_starts_.clear();
+  for (index_t start = 0; start < num_examples(); start += batch_size_) batch_starts_.push_back(start);
+  batch_starts_.push_back(num_examples());
+}
+
+HEED_INLINE void NmtDataLoader::sort_into_buckets() {
+  const auto n = order_.size();
+  const auto window = static_cast<std::size_t>(bucket_batches_) * static_cast<std::size_t>(batch_size_);
+  const std::int64_t *tgt_len = tgt_valid_len_.data(), *src_len = src_valid_len_.data();
+  const auto shorter = [&](index_t a, index_t b) {
+    return tgt_len[a] != tgt_len[b] ? tgt_len[a] < tgt_len[b] : src_len[a] < src_len[b];
+  };
+  for (std::size_t begin = 0; begin < n; begin += window) {
+    const auto first = order_.begin() + static_cast<std::ptrdiff_t>(begin);
+    std::stable_sort(first, first + static_cast<std::ptrdiff_t>(std::min(window, n - begin)), shorter);
+  }
+  if (!shuffle_) return;
+  // Windows are whole batches, so the batches are the sorted order's runs of batch_size.
+  std::vector<index_t> batches(static_cast<std::size_t>(num_batches()));
+  for (std::size_t b = 0; b < batches.size(); ++b) batches[b] = static_cast<index_t>(b);
+  for (std::size_t i = batches.size(); i > 1; --i) std::swap(batches[i - 1], batches[gen_.uniform_int(i)]);
+  std::vector<index_t> sorted = order_;
+  batch_starts_.assign(1, 0);
+  auto out = order_.begin();
+  for (const index_t b : batches) {
+    const auto first = sorted.begin() + b * batch_size_;
+    out = std::copy(first, first + std::min(batch_size_, num_examples() - b * batch_size_), out);
+    batch_starts_.push_back(static_cast<index_t>(out - order_.begin()));
+  }
 }
 
 HEED_INLINE NmtDataLoader::Iterator NmtDataLoader::begin() {
@@ -335,13 +411,16 @@ HEED_INLINE NmtDataLoader::Iterator NmtDataLoader::begin() {
   if (shuffle_) {
     for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[gen_.uniform_int(i)]);
   }
+  set_batch_starts();
+  if (bucket_batches_ > 0) sort_into_buckets();
   return Iterator(this, 0);
 }
 
 HEED_INLINE NmtBatch NmtDataLoader::batch(index_t i) const {
   HEED_CHECK(i >= 0 && i < num_batches(), IndexError, "NmtDataLoader::batch: index ", i, " out of range for ",
              num_batches(), " batches");
-  const index_t start = i * batch_size_, size = std::min(batch_size_, num_examples() - start);
+  const auto at = static_cast<std::size_t>(i);
+  const index_t start = batch_starts_[at], size = batch_starts_[at + 1] - start;
   const auto rows = [&](const IndexTensor& from) {
     const index_t width = from.dim() == 2 ? from.size(1) : 1;
     IndexTensor to = IndexTensor::empty(from.dim() == 2 ? Shape{size, width} : Shape{size});
@@ -352,6 +431,20 @@ HEED_INLINE NmtBatch NmtDataLoader::batch(index_t i) const {
     return to;
   };
   return {rows(src_), rows(src_valid_len_), rows(tgt_), rows(tgt_valid_len_)};
+}
+
+HEED_INLINE PaddingStats padding_of_next_epoch(NmtDataLoader loader) {
+  PaddingStats stats;
+  for (const NmtBatch& batch : loader)
+    for (const IndexTensor* lens : {&batch.X_valid_len, &batch.Y_valid_len}) {
+      const std::int64_t* len = lens->data();
+      const index_t rows = lens->numel(), longest = rows > 0 ? *std::max_element(len, len + rows) : 0;
+      for (index_t r = 0; r < rows; ++r) {
+        stats.real += len[r];
+        stats.padded += longest - len[r];
+      }
+    }
+  return stats;
 }
 
 HEED_INLINE NmtData load_data_nmt_text(std::string_view raw_text, index_t batch_size, index_t num_steps,
