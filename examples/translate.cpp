@@ -4,11 +4,13 @@
 //   translate                                    the Transformer on the built-in corpus
 //   translate --model bahdanau --data ../shared/data/fra-eng/fra.txt --num-examples 600
 //   translate --load model.safetensors "i'm calm ." -     (- reads sentences from stdin)
+//   translate --load model.safetensors --evaluate pairs.txt   (corpus BLEU of a file of pairs)
 //
 // d2l's hyper-parameters: batch 64, 10 steps, lr 0.005; Bahdanau: embedding 32, hidden
 // 32, 2 layers, dropout 0.1, 250 epochs; Transformer: 32 hidden, 2 layers, 4 heads,
 // FFN 64, dropout 0.1, 200 epochs. After training it translates d2l's four sentences
-// with their BLEU, then the sentences given as arguments.
+// with their BLEU (or, with --evaluate, a file of pairs), then the sentences given as
+// arguments.
 #include <heed/heed.hpp>
 #include <heed/io/checkpoint.hpp>
 #include <heed/io/safetensors.hpp>
@@ -20,6 +22,7 @@
 #include <heed/seq2seq/train.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -39,7 +42,8 @@ using Float = float;
 const char* const kUsage =
     "usage: translate [--model bahdanau|transformer] [--data FILE] [--num-examples N] [--epochs N]\n"
     "                 [--beam K] [--save FILE] [--load FILE] [--heatmaps DIR] [--alignments FILE]\n"
-    "                 [--micro-batches K] [--seed S] [--quiet] [SENTENCE ... | -]\n"
+    "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
+    "                 [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"
     "four test sentences and the SENTENCEs given ('-' reads one per line from stdin).\n"
@@ -51,6 +55,11 @@ const char* const kUsage =
     "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
     "  --heatmaps       write the attention heatmaps of each translation (SVG) into DIR\n"
     "  --alignments     write 'source ||| translation ||| i-j links' per sentence to FILE\n"
+    "  --evaluate       translate the English side of a fra.txt-format FILE in batches and print\n"
+    "                   corpus BLEU-4 (sacreBLEU's, on d2l's tokens; every French line of an\n"
+    "                   English sentence is one of its references), sentences/s and the worst\n"
+    "                   translations, instead of d2l's four test sentences\n"
+    "  --worst          how many of the worst translations --evaluate prints (default 5)\n"
     "  --micro-batches  split each batch into K parts trained on parallel threads (default 1;\n"
     "                   K = the thread count trains fastest; K, not the threads, sets the bits)\n"
     "  --seed           random seed (default 1)\n"
@@ -63,8 +72,8 @@ struct UsageError : std::runtime_error {
 struct Args {
   std::string model = "transformer";
   bool model_given = false;
-  std::string data, save, load, heatmaps, alignments;
-  index_t num_examples = 600, epochs = -1, beam = 1, micro_batches = 1;
+  std::string data, save, load, heatmaps, alignments, evaluate;
+  index_t num_examples = 600, epochs = -1, beam = 1, micro_batches = 1, worst = 5;
   std::uint64_t seed = 1;
   bool quiet = false;
   std::vector<std::string> sentences;
@@ -106,6 +115,10 @@ Args parse_args(int argc, char** argv) {
       args.heatmaps = value();
     } else if (arg == "--alignments") {
       args.alignments = value();
+    } else if (arg == "--evaluate") {
+      args.evaluate = value();
+    } else if (arg == "--worst") {
+      args.worst = parse_count(arg, value(), 0);
     } else if (arg == "--micro-batches") {
       args.micro_batches = parse_count(arg, value(), 1);
     } else if (arg == "--seed") {
@@ -190,6 +203,70 @@ void write_heatmaps(const std::string& dir, std::size_t index, const heed::Trans
        "Key positions", "Query positions");
 }
 
+// ---- --evaluate -----------------------------------------------------------------------
+
+std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+/// Translates each distinct English sentence of `path` once, in batches, and scores the
+/// translations against all of that sentence's French lines.
+template <typename Net>
+void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab, const Args& args) {
+  const heed::NmtTokens pairs = heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(args.evaluate)));
+  if (pairs.source.empty()) throw heed::FileError(args.evaluate + ": holds no sentence pairs");
+  std::map<std::string, std::size_t> index_of;
+  std::vector<std::string> sources;
+  std::vector<std::vector<std::string>> references;
+  for (std::size_t i = 0; i < pairs.source.size(); ++i) {
+    const auto [it, is_new] = index_of.emplace(join_words(pairs.source[i]), sources.size());
+    if (is_new) {
+      sources.push_back(it->first);
+      references.emplace_back();
+    }
+    references[it->second].push_back(join_words(pairs.target[i]));
+  }
+  heed::PredictOptions options;
+  options.beam_size = args.beam;
+  options.save_attention_weights = false;
+  options.micro_batches = args.micro_batches;
+  constexpr std::size_t kDecodeBatch = 128;
+  std::vector<std::string> hypotheses;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    const heed::PackedWeightsGuard packed_weights;  // packed once for every batch
+    for (std::size_t b = 0; b < sources.size(); b += kDecodeBatch) {
+      const std::vector<std::string> batch(
+          sources.begin() + static_cast<long>(b),
+          sources.begin() + static_cast<long>(std::min(sources.size(), b + kDecodeBatch)));
+      for (const auto& t : heed::predict_seq2seq<Float>(net, batch, src_vocab, tgt_vocab, kNumSteps, options))
+        hypotheses.push_back(t.text);
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << args.evaluate << ": " << sources.size() << " English sentences, " << pairs.source.size()
+            << " references\n"
+            << heed::corpus_bleu(hypotheses, references).to_string() << "\n";
+  std::printf("decoded in %.2f s: %.0f sentences/s\n", seconds, static_cast<double>(sources.size()) / seconds);
+  // The worst: the lowest d2l BLEU (k = 2) against the closest of the references.
+  std::vector<std::pair<double, std::size_t>> scores;
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    double best = 0.0;
+    for (const auto& reference : references[i]) best = std::max(best, heed::bleu(hypotheses[i], reference, 2));
+    scores.emplace_back(best, i);
+  }
+  const auto shown = std::min(scores.size(), static_cast<std::size_t>(args.worst));
+  std::partial_sort(scores.begin(), scores.begin() + static_cast<long>(shown), scores.end());
+  if (shown > 0) std::cout << "worst " << shown << " (d2l's bleu, k = 2, against the closest reference):\n";
+  for (std::size_t k = 0; k < shown; ++k) {
+    const std::size_t i = scores[k].second;
+    std::printf("  %.3f  %s => %s  (reference: %s)\n", scores[k].first, sources[i].c_str(), hypotheses[i].c_str(),
+                references[i].front().c_str());
+  }
+}
+
 // ---- train or load, then translate ---------------------------------------------------
 
 template <typename Net>
@@ -241,12 +318,18 @@ int run(const Args& args) {
     std::cout << "saved " << args.save << "\n";
   }
 
-  // d2l's four sentences, with their references, then the user's.
+  // d2l's four sentences, with their references (or the --evaluate file), then the user's.
   std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
-  const std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
+  std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
+  if (!args.evaluate.empty()) {
+    evaluate(*net, *src_vocab, *tgt_vocab, args);
+    sentences.clear();
+    references.clear();
+  }
   sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());
   heed::PredictOptions options;
   options.beam_size = args.beam;
+  if (sentences.empty()) return 0;
   const auto translations = heed::predict_seq2seq<Float>(*net, sentences, *src_vocab, *tgt_vocab, kNumSteps, options);
   std::ofstream alignments;
   if (!args.alignments.empty()) {

@@ -6,6 +6,7 @@
 #include <heed/ops/sequence_mask.hpp>
 #include <heed/optim/adam.hpp>
 #include <heed/optim/clip.hpp>
+#include <heed/optim/lr_schedule.hpp>
 #include <heed/optim/sgd.hpp>
 #include <heed/seq2seq/bleu.hpp>
 #include <heed/seq2seq/loss.hpp>
@@ -616,6 +617,52 @@ TEST_CASE("grad_clipping(net, theta) clips a module's gradients as d2l's", "[opt
   CHECK(heed::grad_clipping(net, 0.5) == Approx(0.5).epsilon(1e-14));
 }
 
+TEST_CASE("LrSchedule gives constant, inverse square root and cosine rates with a linear warm-up", "[optim]") {
+  const double kPi = std::acos(-1.0);
+  const auto flat = heed::LrSchedule::constant(0.005);
+  CHECK(flat(1) == 0.005);
+  CHECK(flat(1000000) == 0.005);
+  CHECK(flat.name() == "constant");
+  const auto warm = heed::LrSchedule::constant(0.01, 4);
+  CHECK(warm(1) == Approx(0.0025).epsilon(1e-15));
+  CHECK(warm(3) == Approx(0.0075).epsilon(1e-15));
+  CHECK(warm(4) == 0.01);
+  CHECK(warm(5) == 0.01);
+
+  // Vaswani et al.'s rate, d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), at d_model 512
+  // and 4000 warm-up steps, is inverse_sqrt with lr = (512 · 4000)^-0.5.
+  const auto noam = heed::LrSchedule::inverse_sqrt(1.0 / std::sqrt(512.0 * 4000.0), 4000);
+  CHECK(noam.name() == "inverse_sqrt");
+  for (const std::int64_t step : {1, 2, 100, 3999, 4000, 4001, 10000, 100000}) {
+    const double s = static_cast<double>(step);
+    INFO("step " << step);
+    CHECK(noam(step) ==
+          Approx(std::pow(512.0, -0.5) * std::min(std::pow(s, -0.5), s * std::pow(4000.0, -1.5))).epsilon(1e-13));
+  }
+  CHECK(noam(4000) == Approx(noam.lr()).epsilon(1e-15));  // the peak
+
+  const auto cos = heed::LrSchedule::cosine(1e-3, 10, 110, 1e-5);
+  CHECK(cos.name() == "cosine");
+  CHECK(cos(5) == Approx(5e-4).epsilon(1e-14));                         // warm-up
+  CHECK(cos(10) == Approx(1e-3).epsilon(1e-14));                        // the peak
+  CHECK(cos(60) == Approx(1e-5 + (1e-3 - 1e-5) * 0.5).epsilon(1e-14));  // half-way: cos(π/2) = 0
+  CHECK(cos(35) == Approx(1e-5 + (1e-3 - 1e-5) * 0.5 * (1.0 + std::cos(kPi / 4))).epsilon(1e-14));
+  CHECK(cos(110) == 1e-5);
+  CHECK(cos(500) == 1e-5);
+  for (std::int64_t step = 11; step < 110; ++step) CHECK(cos(step + 1) < cos(step));  // decreasing
+  CHECK(heed::LrSchedule::cosine(2.0, 0, 4)(1) == Approx(2.0 * 0.5 * (1.0 + std::cos(kPi / 4))).epsilon(1e-15));
+
+  CHECK_ERROR(heed::ValueError, "LrSchedule: lr must be positive and finite, got 0", heed::LrSchedule::constant(0.0));
+  CHECK_ERROR(heed::ValueError, "LrSchedule: warmup_steps must be >= 0, got -1", heed::LrSchedule::constant(1.0, -1));
+  CHECK_ERROR(heed::ValueError, "LrSchedule::inverse_sqrt: warmup_steps must be >= 1, got 0",
+              heed::LrSchedule::inverse_sqrt(1.0, 0));
+  CHECK_ERROR(heed::ValueError, "LrSchedule::cosine: total_steps (10) must exceed warmup_steps (10)",
+              heed::LrSchedule::cosine(1.0, 10, 10));
+  CHECK_ERROR(heed::ValueError, "LrSchedule::cosine: min_lr must be in [0, lr = 1], got 2",
+              heed::LrSchedule::cosine(1.0, 0, 10, 2.0));
+  CHECK_ERROR(heed::ValueError, "LrSchedule: step must be >= 1, got 0", flat(0));
+}
+
 // ---- BLEU ---------------------------------------------------------------------------------
 
 TEST_CASE("bleu matches d2l's on its examples, partial matches, repeats and short predictions", "[bleu]") {
@@ -667,4 +714,59 @@ TEST_CASE("bleu on token lists equals bleu on the joined strings", "[bleu]") {
   CHECK(heed::bleu(Tokens{"a"}, Tokens{}, 1) == 0.0);
   CHECK_ERROR(heed::ValueError, "bleu: k must be at least 1, got 0", heed::bleu("va !", "va !", 0));
   CHECK_ERROR(heed::ValueError, "bleu: k must be at least 1, got -2", heed::bleu(Tokens{"a"}, Tokens{"a"}, -2));
+}
+
+TEST_CASE("corpus_bleu reproduces sacreBLEU's documented example", "[bleu]") {
+  // sacreBLEU's README: sys = ['The dog bit the man.', "It wasn't surprising.", 'The man had just
+  // bitten him.'] against two reference streams prints "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP =
+  // 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)". Its 13a tokeniser splits off the final
+  // periods and keeps "wasn't" whole, so these are the same sentences tokenised.
+  const std::vector<std::string> hypotheses{"The dog bit the man .", "It wasn't surprising .",
+                                            "The man had just bitten him ."};
+  const std::vector<std::vector<std::string>> references{{"The dog bit the man .", "The dog had bit the man ."},
+                                                         {"It was not unexpected .", "No one was surprised ."},
+                                                         {"The man bit him first .", "The man had bitten the dog ."}};
+  const heed::CorpusBleu s = heed::corpus_bleu(hypotheses, references);
+  CHECK(s.to_string() == "BLEU = 48.53 82.4/50.0/45.5/37.5 (BP = 0.943 ratio = 0.944 hyp_len = 17 ref_len = 18)");
+  CHECK(s.counts == std::vector<long>{14, 7, 5, 3});
+  CHECK(s.totals == std::vector<long>{17, 14, 11, 8});
+  CHECK(s.sys_len == 17);
+  CHECK(s.ref_len == 18);  // closest lengths 6, 5 and 7
+  const double expected =
+      std::exp(1.0 - 18.0 / 17.0) * 100.0 * std::pow(14.0 / 17 * 7.0 / 14 * 5.0 / 11 * 3.0 / 8, 0.25);
+  CHECK(s.score == Approx(expected).epsilon(1e-14));
+}
+
+TEST_CASE("corpus_bleu sums statistics over the corpus, clips by the best reference and smooths as exp", "[bleu]") {
+  // A perfect corpus; whitespace runs and a trailing newline do not make tokens.
+  CHECK(heed::corpus_bleu({"je suis  chez moi .\n", "va !"}, {{"je suis chez moi ."}, {"va !"}}).score ==
+        Approx(100.0).epsilon(1e-14));
+  // Clipping: "a a a a" against references holding "a" twice and three times matches 3 unigrams.
+  const heed::CorpusBleu clipped = heed::corpus_bleu({"a a a a"}, {{"a a b", "a b a a"}}, 1);
+  CHECK(clipped.counts == std::vector<long>{3});
+  CHECK(clipped.ref_len == 4);  // the closest of 3 and 4 to the hypothesis's 4
+  CHECK(clipped.score == Approx(75.0).epsilon(1e-14));
+  // The closest reference length, ties to the shorter: 4 and 6 are both 1 away from 5.
+  CHECK(heed::corpus_bleu({"a b c d e"}, {{"a b c d e f", "a b c d"}}, 1).ref_len == 4);
+  // The brevity penalty is the corpus's: 2 + 2 tokens against 2 + 4.
+  const heed::CorpusBleu short_corpus = heed::corpus_bleu({"x y", "p q"}, {{"x y"}, {"p q r s"}}, 2);
+  CHECK(short_corpus.bp == Approx(std::exp(1.0 - 6.0 / 4.0)).epsilon(1e-14));
+  CHECK(short_corpus.score == Approx(std::exp(1.0 - 6.0 / 4.0) * 100.0).epsilon(1e-14));
+  // exp smoothing: no bigram matches, so p2 = 100 / (2 · 2); no trigram: 100 / (4 · 1).
+  const heed::CorpusBleu smoothed = heed::corpus_bleu({"c b a"}, {{"a b c"}}, 3);
+  CHECK(smoothed.counts == std::vector<long>{3, 0, 0});
+  CHECK(smoothed.precisions[1] == Approx(25.0).epsilon(1e-14));
+  CHECK(smoothed.precisions[2] == Approx(25.0).epsilon(1e-14));
+  CHECK(smoothed.score == Approx(std::cbrt(100.0 * 25.0 * 25.0)).epsilon(1e-14));
+  // No match at all, no hypothesis 4-gram, no reference, an empty corpus: 0.
+  CHECK(heed::corpus_bleu({"x y z w"}, {{"a b c d"}}).score == 0.0);
+  CHECK(heed::corpus_bleu({"a b c"}, {{"a b c"}}).score == Approx(0.0).margin(1e-300));
+  CHECK(heed::corpus_bleu({"a b c"}, {{}}).score == 0.0);
+  CHECK(heed::corpus_bleu({}, {}).score == 0.0);
+  CHECK(heed::corpus_bleu({}, {}).to_string() ==
+        "BLEU = 0.00 0.0/0.0/0.0/0.0 (BP = 1.000 ratio = 0.000 hyp_len = 0 ref_len = 0)");
+  CHECK_ERROR(heed::ValueError, "corpus_bleu: 2 hypotheses but 1 reference lists",
+              heed::corpus_bleu({"a", "b"}, {{"a"}}));
+  CHECK_ERROR(heed::ValueError, "corpus_bleu: max_order must be at least 1, got 0",
+              heed::corpus_bleu({"a"}, {{"a"}}, 0));
 }

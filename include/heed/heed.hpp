@@ -14,8 +14,8 @@
 // autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
 // (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
 // positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
-// optim (SGD), io (printing, safetensors files, module checkpoints), viz (SVG heatmaps and
-// plots).
+// optim (SGD, Adam, clipping, learning-rate schedules), io (printing, safetensors files,
+// module checkpoints), viz (SVG heatmaps and plots).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -77,6 +77,7 @@
 
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
+#include "heed/optim/lr_schedule.hpp"
 #include "heed/optim/micro_batches.hpp"
 #include "heed/optim/sgd.hpp"
 #include "heed/optim/trainable.hpp"
