@@ -71,18 +71,22 @@ class SerialGemmScope {
 
 /// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
 /// Eigen's GEMM with whatever threading is in force; c is row-major with n columns.
-/// Overwrites the block (Eigen fills it with zeros, then accumulates the product).
+/// Overwrites the block (Eigen fills it with zeros, then accumulates the product), or
+/// with `accumulate` adds the product to it.
 template <typename T>
 void eigen_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
-                index_t rows, index_t c0, index_t cols) {
+                index_t rows, index_t c0, index_t cols, bool accumulate = false) {
   using ConstMap = Eigen::Map<const RowMajorMatrix<T>>;
   auto out = Eigen::Map<RowMajorMatrix<T>>(c, m, n).block(r0, c0, rows, cols);
   if (k == 0) {
-    out.setZero();
+    if (!accumulate) out.setZero();
     return;
   }
   const auto product = [&](const auto& lhs, const auto& rhs) {
-    out.noalias() = lhs.middleRows(r0, rows) * rhs.middleCols(c0, cols);
+    if (accumulate)
+      out.noalias() += lhs.middleRows(r0, rows) * rhs.middleCols(c0, cols);
+    else
+      out.noalias() = lhs.middleRows(r0, rows) * rhs.middleCols(c0, cols);
   };
   if (!trans_a && !trans_b)
     product(ConstMap(a, m, k), ConstMap(b, k, n));
@@ -103,10 +107,11 @@ inline void openblas_single_threaded() {
   (void)done;
 }
 
-/// The block of eigen_gemm by OpenBLAS's cblas_?gemm (β = 0: the block is overwritten).
+/// The block of eigen_gemm by OpenBLAS's cblas_?gemm (β = 0: the block is overwritten;
+/// β = 1 with `accumulate`).
 template <typename T>
 void blas_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
-               index_t rows, index_t c0, index_t cols) {
+               index_t rows, index_t c0, index_t cols, bool accumulate = false) {
   openblas_single_threaded();
   // Row-major op(a) rows r0.. and op(b) columns c0..: a stored (m, k), or (k, m) when
   // transposed; b stored (k, n), or (n, k) when transposed.
@@ -115,10 +120,11 @@ void blas_gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t
   const auto lda = static_cast<blasint>(trans_a ? m : k), ldb = static_cast<blasint>(trans_b ? k : n);
   const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
   const auto M = static_cast<blasint>(rows), N = static_cast<blasint>(cols), K = static_cast<blasint>(k);
+  const T beta = accumulate ? T(1) : T(0);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a0, lda, b0, ldb, 0.0f, c + r0 * n + c0, static_cast<blasint>(n));
+    cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, a0, lda, b0, ldb, beta, c + r0 * n + c0, static_cast<blasint>(n));
   else
-    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a0, lda, b0, ldb, 0.0, c + r0 * n + c0, static_cast<blasint>(n));
+    cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, a0, lda, b0, ldb, beta, c + r0 * n + c0, static_cast<blasint>(n));
 }
 #endif
 
@@ -184,6 +190,28 @@ void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_
 template <typename T>
 void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
   gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n);
+}
+
+/// c += op(a) · op(b) (m × n, row-major), with whatever threading is in force: OpenBLAS
+/// with β = 1 or Eigen's +=, so neither zero-fills a block that a second pass then adds
+/// in. Over one block of k the sum is c + (op(a) · op(b)) rounded once, the bits of
+/// forming the product apart and adding it. heed's small kernel only overwrites, so the
+/// products it takes go through `scratch` (m × n) and are added.
+template <typename T>
+void gemm_add_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
+                       T* scratch) {
+  if (gemm_uses_small<T>(m, n, k, trans_b)) {
+    small_gemm(a, trans_a, b, trans_b, scratch, m, n, k, 0, m, 0, n);
+    for (index_t i = 0; i < m * n; ++i) c[i] += scratch[i];
+    return;
+  }
+#ifdef HEED_WITH_OPENBLAS
+  if (k > 0 && gemm_uses_blas<T>(m, n, k)) {
+    blas_gemm(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/true);
+    return;
+  }
+#endif
+  eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/true);
 }
 
 /// How a large product is cut: panels of at least 4M multiply-adds and 128 rows (or

@@ -194,15 +194,18 @@ struct FusedLinearCE {
     T* dx_block = dw_block + kClassTile * in;
     if (b.grads[1].defined()) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
       T* dw = b.grads[1].data() + c0 * in;
-      gemm_in_scope(tile, true, x.data() + r0 * in, false, r0 == 0 ? dw : dw_block, width, in, block_rows);
-      if (r0 > 0) VecMap<T>(dw, width * in) += ConstVecMap<T>(dw_block, width * in);
+      if (r0 == 0)
+        gemm_in_scope(tile, true, x.data() + r0 * in, false, dw, width, in, block_rows);
+      else
+        gemm_add_in_scope(tile, true, x.data() + r0 * in, false, dw, width, in, block_rows, dw_block);
     }
     if (b.grads[0].defined()) {  // group g's dx over the rows of the block += d_logits W[c0 : c0 + width]
       T* out = b.dx_parts.data() + (g * b.dx_rows + r0 - b.dx_row0) * in;
       const bool first_tile_of_group = t == first_tile(g);
-      gemm_in_scope(tile, false, weight.data() + c0 * in, false, first_tile_of_group ? out : dx_block, block_rows, in,
-                    width);
-      if (!first_tile_of_group) VecMap<T>(out, block_rows * in) += ConstVecMap<T>(dx_block, block_rows * in);
+      if (first_tile_of_group)
+        gemm_in_scope(tile, false, weight.data() + c0 * in, false, out, block_rows, in, width);
+      else
+        gemm_add_in_scope(tile, false, weight.data() + c0 * in, false, out, block_rows, in, width, dx_block);
     }
   }
 
