@@ -3,6 +3,8 @@
 // tests/data/make_nmt_golden.py.
 #include "seq2seq_data_common.hpp"
 
+#include <limits>
+
 // ---- preprocess_nmt, tokenize_nmt ------------------------------------------------
 
 TEST_CASE("preprocess_nmt lowercases as Python's str.lower() over its documented coverage", "[data]") {
@@ -353,6 +355,11 @@ TEST_CASE("NmtDataLoader buckets by length within windows of batches and shuffle
   same.set_bucketing(3);
   CHECK(epoch(same) == first);
   CHECK(epoch(same) == second);
+  // A window beyond the epoch sorts the whole epoch (and does not overflow).
+  heed::NmtDataLoader huge = numbered_loader(601, 64, 7), whole = numbered_loader(601, 64, 7);
+  huge.set_bucketing(std::numeric_limits<index_t>::max());
+  whole.set_bucketing(10);
+  CHECK(epoch(huge) == epoch(whole));
   // Without shuffling, each window is sorted in place.
   heed::NmtDataLoader ordered = numbered_loader(5, 2, 7, /*shuffle=*/false);
   ordered.set_bucketing(1);

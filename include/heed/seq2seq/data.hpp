@@ -134,9 +134,9 @@ struct NmtBatch {
 ///   for (int epoch = 0; epoch < 10; ++epoch)
 ///     for (const heed::NmtBatch& batch : loader) train_step(batch.X, batch.Y);
 ///
-/// Length bucketing (set_bucketing(w), off by default): a batch of shuffled sentences is
-/// mostly padding once lengths vary (the realistic corpus: 1 to 12 steps), and training
-/// cuts each batch after its longest sequence only. With w > 0, each epoch's permutation
+/// Length bucketing (set_bucketing(w), off by default): in batches of shuffled sentences
+/// of varied lengths much is padding (36 % of the positions of fra-eng-large's batches of
+/// 128, 12 steps), as training cuts each batch after its longest sequence only. With w > 0, each epoch's permutation
 /// is cut into windows of w batches; each window is sorted by target length, then source
 /// length (stably, so equal lengths stay in random order), and cut into batches; then the
 /// order of all the epoch's batches is shuffled, so that lengths do not rise through the
@@ -382,7 +382,8 @@ HEED_INLINE void NmtDataLoader::set_batch_starts() {
 
 HEED_INLINE void NmtDataLoader::sort_into_buckets() {
   const auto n = order_.size();
-  const auto window = static_cast<std::size_t>(bucket_batches_) * static_cast<std::size_t>(batch_size_);
+  // At most the whole epoch: a larger window sorts the same, and w · batch_size could overflow.
+  const auto window = static_cast<std::size_t>(std::min(bucket_batches_, num_batches()) * batch_size_);
   const std::int64_t *tgt_len = tgt_valid_len_.data(), *src_len = src_valid_len_.data();
   const auto shorter = [&](index_t a, index_t b) {
     return tgt_len[a] != tgt_len[b] ? tgt_len[a] < tgt_len[b] : src_len[a] < src_len[b];
