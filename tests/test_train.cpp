@@ -2,6 +2,8 @@
 // padding cut off, the same bits on any thread count.
 #include "seq2seq_common.hpp"
 
+#include <cstring>
+#include <optional>
 #include <sstream>
 
 TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][train]") {
@@ -45,6 +47,34 @@ TEST_CASE("train_seq2seq lowers the loss and reports every epoch", "[seq2seq][tr
 
   CHECK_ERROR(heed::ValueError, "train_seq2seq: lr must be positive, got 0",
               heed::train_seq2seq<float>(*net, data.data_iter, 0.0, 1, data.tgt_vocab, options));
+}
+
+TEST_CASE("train_seq2seq takes each step's learning rate from options.lr_schedule", "[seq2seq][train]") {
+  const auto train = [](double lr, std::optional<heed::LrSchedule> schedule) {
+    heed::NmtData data = small_corpus(60);
+    heed::Generator gen(5), init_gen(6);
+    auto net = bahdanau_net<double>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 8, 1, 0.0, gen);
+    heed::TrainOptions options;
+    options.generator = &init_gen;
+    options.lr_schedule = schedule;
+    const heed::TrainResult result = heed::train_seq2seq<double>(*net, data.data_iter, lr, 2, data.tgt_vocab, options);
+    CHECK(result.steps == 2 * data.data_iter.num_batches());
+    return net->named_parameters();
+  };
+  const auto plain = train(0.02, std::nullopt);
+  // A schedule overrides lr: a constant one at 0.02 trains as lr = 0.02, bit for bit.
+  const auto scheduled = train(0.01, heed::LrSchedule::constant(0.02));
+  const auto warmed = train(0.02, heed::LrSchedule::constant(0.02, 4));
+  REQUIRE(plain.size() == scheduled.size());
+  bool warm_up_differs = false;
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    INFO(plain[i].first);
+    const auto n = static_cast<std::size_t>(plain[i].second.numel());
+    CHECK(std::memcmp(plain[i].second.data(), scheduled[i].second.data(), n * sizeof(double)) == 0);
+    warm_up_differs =
+        warm_up_differs || std::memcmp(plain[i].second.data(), warmed[i].second.data(), n * sizeof(double)) != 0;
+  }
+  CHECK(warm_up_differs);  // the first four steps ran at 1/4, 2/4, 3/4 of the rate
 }
 
 TEMPLATE_TEST_CASE("train_seq2seq cuts the padding off each batch without changing losses or parameters",

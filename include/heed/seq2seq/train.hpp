@@ -32,6 +32,9 @@
 // step (bench_linear_ce). The loss is the same to rounding; TrainOptions::fuse_output_loss
 // = false takes the unfused path.
 //
+// TrainOptions::lr_schedule (heed/optim/lr_schedule.hpp), when set, gives the rate of
+// every optimiser step, counted from 1 over all epochs, in place of the constant lr.
+//
 // TrainOptions::micro_batches = k splits each batch into k parts by rows, each its own
 // forward and backward on its own thread, the gradients summed in part order before
 // clipping and the optimiser's step (heed/optim/micro_batches.hpp): 2 threads train
@@ -45,6 +48,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -53,6 +57,7 @@
 #include "heed/ops/shape.hpp"
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
+#include "heed/optim/lr_schedule.hpp"
 #include "heed/optim/micro_batches.hpp"
 #include "heed/seq2seq/data.hpp"
 #include "heed/seq2seq/loss.hpp"
@@ -74,6 +79,7 @@ struct TrainOptions {
   bool trim_padding = true;                         // cut each batch after its longest sequence (see above)
   bool fuse_output_loss = true;                     // the decoder's output layer and the loss in one (see above)
   index_t micro_batches = 1;                        // parts of each batch run on parallel threads (see above)
+  std::optional<LrSchedule> lr_schedule;            // the rate of step 1, 2, ... over all epochs; `lr` when unset
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
 };
 
@@ -81,6 +87,7 @@ struct TrainResult {
   std::vector<double> losses;  // per epoch
   double seconds = 0.0;
   index_t tokens = 0;  // target tokens processed in all epochs
+  index_t steps = 0;   // optimiser steps (batches) in all epochs
   double tokens_per_second = 0.0;
 };
 
@@ -186,6 +193,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
       loss_sum +=
           accumulate_micro_batches<T>(batch_rows, std::min(options.micro_batches, batch_rows), step, device.is_cpu());
       if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
+      ++result.steps;
+      if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(result.steps));
       optimizer.step();
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
     }
