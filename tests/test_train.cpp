@@ -329,6 +329,44 @@ TEMPLATE_TEST_CASE("Micro-batches train to the same bits on 1 and 3 threads", "[
 #endif
 }
 
+TEMPLATE_TEST_CASE("Gradient accumulation over k batches trains as batches k times as large", "[seq2seq][train]",
+                   BahdanauNet<double>, TransformerNet<double>) {
+  using Net = TestType;
+  // The permutation does not depend on the batch size: batches of 8 taken two by two
+  // hold the rows of the batches of 16 (61 pairs, d2l's num_examples quirk: the last
+  // pair 8 + 5 rows, the last batch 13).
+  const auto train = [](index_t batch_size, index_t accumulation_steps) {
+    heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), batch_size, 10, 60, /*seed=*/3);
+    auto net = dropout_net<Net>(data, 0.0);
+    heed::TrainOptions options;
+    heed::Generator init_gen(4);
+    options.generator = &init_gen;
+    options.accumulation_steps = accumulation_steps;
+    const heed::TrainResult result =
+        heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 2, data.tgt_vocab, options);
+    return std::pair{result, net->named_parameters()};
+  };
+  const auto [accumulated, accumulated_params] = train(8, 2);
+  const auto [whole, whole_params] = train(16, 1);
+  CHECK(accumulated.steps == 8);  // 4 updates per epoch either way
+  CHECK(whole.steps == 8);
+  CHECK(accumulated.tokens == whole.tokens);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(accumulated.losses[i] == Approx(whole.losses[i]).epsilon(1e-12));
+  REQUIRE(accumulated_params.size() == whole_params.size());
+  for (std::size_t i = 0; i < whole_params.size(); ++i) {
+    INFO(whole_params[i].first);
+    check_close(accumulated_params[i].second, whole_params[i].second, 1e-9);
+  }
+  // Three batches of 8 per update: 8 batches an epoch make updates of 3, 3 and 2.
+  CHECK(train(8, 3).first.steps == 6);
+  heed::NmtData data = small_corpus(60);
+  auto net = dropout_net<Net>(data, 0.0);
+  heed::TrainOptions options;
+  options.accumulation_steps = 0;
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: accumulation_steps must be >= 1, got 0",
+              heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 1, data.tgt_vocab, options));
+}
+
 TEST_CASE("accumulate_micro_batches adds the parts in order and rethrows the first part's error", "[train]") {
   auto w = heed::tensor<double>({1, 2, 3}).requires_grad_();
   // Part [begin, end) adds (end - begin) · w: the gradient counts the rows.

@@ -34,6 +34,10 @@
 //
 // TrainOptions::lr_schedule (heed/optim/lr_schedule.hpp), when set, gives the rate of
 // every optimiser step, counted from 1 over all epochs, in place of the constant lr.
+// TrainOptions::accumulation_steps = k sums the gradients of k batches before each
+// clipping and update (the last of an epoch may take fewer): the loss is summed over
+// sequences, so the update is that of one batch of their rows, to rounding, at a k-th
+// of the memory.
 //
 // TrainOptions::micro_batches = k splits each batch into k parts by rows, each its own
 // forward and backward on its own thread, the gradients summed in part order before
@@ -80,6 +84,7 @@ struct TrainOptions {
   bool fuse_output_loss = true;                     // the decoder's output layer and the loss in one (see above)
   index_t micro_batches = 1;                        // parts of each batch run on parallel threads (see above)
   std::optional<LrSchedule> lr_schedule;            // the rate of step 1, 2, ... over all epochs; `lr` when unset
+  index_t accumulation_steps = 1;                   // batches whose gradients are summed into one update (see above)
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
 };
 
@@ -138,6 +143,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   HEED_CHECK(num_epochs >= 0, ValueError, "train_seq2seq: num_epochs must be >= 0, got ", num_epochs);
   HEED_CHECK(options.micro_batches >= 1, ValueError, "train_seq2seq: micro_batches must be >= 1, got ",
              options.micro_batches);
+  HEED_CHECK(options.accumulation_steps >= 1, ValueError, "train_seq2seq: accumulation_steps must be >= 1, got ",
+             options.accumulation_steps);
   HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
   // Training runs where the net is (net.to(device) first): each batch goes there, and
@@ -160,12 +167,19 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   TrainResult result;
+  const auto update = [&] {
+    if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
+    ++result.steps;
+    if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(result.steps));
+    optimizer.step();
+  };
   for (index_t epoch = 1; epoch <= num_epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
     double loss_sum = 0.0;
     index_t num_tokens = 0;
+    index_t accumulated = 0;  // batches whose gradients wait for the next update
     for (const auto& batch : data_iter) {
-      optimizer.zero_grad();
+      if (accumulated == 0) optimizer.zero_grad();
       // Rows [begin, end) of the batch: forward, loss and backward; the loss comes back.
       const auto step = [&](index_t begin, index_t end) {
         const auto rows = [&](const IndexTensor& t) { return t.narrow(0, begin, end - begin); };
@@ -192,12 +206,13 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
       const index_t batch_rows = batch.X.shape()[0];
       loss_sum +=
           accumulate_micro_batches<T>(batch_rows, std::min(options.micro_batches, batch_rows), step, device.is_cpu());
-      if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
-      ++result.steps;
-      if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(result.steps));
-      optimizer.step();
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
+      if (++accumulated == options.accumulation_steps) {
+        update();
+        accumulated = 0;
+      }
     }
+    if (accumulated > 0) update();  // the epoch's last batches, fewer than accumulation_steps
     EpochStats stats;
     stats.epoch = epoch;
     stats.num_epochs = num_epochs;
