@@ -249,21 +249,26 @@ void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_voc
   std::cout << args.evaluate << ": " << sources.size() << " English sentences, " << pairs.source.size()
             << " references\n"
             << heed::corpus_bleu(hypotheses, references).to_string() << "\n";
-  std::printf("decoded in %.2f s: %.0f sentences/s\n", seconds, static_cast<double>(sources.size()) / seconds);
-  // The worst: the lowest d2l BLEU (k = 2) against the closest of the references.
+  std::printf("decoded in %.2f s: %.0f sentences/s\n", seconds,
+              static_cast<double>(sources.size()) / std::max(seconds, 1e-9));
+  // The worst: the lowest d2l BLEU (k = 2) against the best-matching reference.
   std::vector<std::pair<double, std::size_t>> scores;
+  std::vector<std::size_t> best_reference(sources.size(), 0);
   for (std::size_t i = 0; i < sources.size(); ++i) {
-    double best = 0.0;
-    for (const auto& reference : references[i]) best = std::max(best, heed::bleu(hypotheses[i], reference, 2));
+    double best = -1.0;
+    for (std::size_t r = 0; r < references[i].size(); ++r) {
+      const double score = heed::bleu(hypotheses[i], references[i][r], 2);
+      if (score > best) best = score, best_reference[i] = r;
+    }
     scores.emplace_back(best, i);
   }
   const auto shown = std::min(scores.size(), static_cast<std::size_t>(args.worst));
   std::partial_sort(scores.begin(), scores.begin() + static_cast<long>(shown), scores.end());
-  if (shown > 0) std::cout << "worst " << shown << " (d2l's bleu, k = 2, against the closest reference):\n";
+  if (shown > 0) std::cout << "worst " << shown << " (d2l's bleu, k = 2, against the best-matching reference):\n";
   for (std::size_t k = 0; k < shown; ++k) {
     const std::size_t i = scores[k].second;
     std::printf("  %.3f  %s => %s  (reference: %s)\n", scores[k].first, sources[i].c_str(), hypotheses[i].c_str(),
-                references[i].front().c_str());
+                references[i][best_reference[i]].c_str());
   }
 }
 

@@ -92,7 +92,7 @@ struct TrainResult {
   std::vector<double> losses;  // per epoch
   double seconds = 0.0;
   index_t tokens = 0;  // target tokens processed in all epochs
-  index_t steps = 0;   // optimiser steps (batches) in all epochs
+  index_t steps = 0;   // optimiser updates in all epochs (batches / accumulation_steps, rounded up per epoch)
   double tokens_per_second = 0.0;
 };
 
