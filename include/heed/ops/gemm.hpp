@@ -169,21 +169,23 @@ constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, bool trans_b) {
 
 /// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
 /// the kernel gemm_uses_small or gemm_uses_blas picks for the whole product (m × n × k):
-/// so that every panel of one product takes the same path.
+/// so that every panel of one product takes the same path. With `accumulate` the product
+/// is added to the block (OpenBLAS's β = 1, Eigen's +=); the small kernel cannot, so
+/// callers that accumulate send its products elsewhere (gemm_add_in_scope).
 template <typename T>
 void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
-                index_t rows, index_t c0, index_t cols) {
-  if (gemm_uses_small<T>(m, n, k, trans_b)) {
+                index_t rows, index_t c0, index_t cols, bool accumulate = false) {
+  if (!accumulate && gemm_uses_small<T>(m, n, k, trans_b)) {
     small_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
     return;
   }
 #ifdef HEED_WITH_OPENBLAS
   if (k > 0 && gemm_uses_blas<T>(m, n, k)) {
-    blas_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
+    blas_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols, accumulate);
     return;
   }
 #endif
-  eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
+  eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols, accumulate);
 }
 
 /// c = op(a) · op(b), with whatever threading is in force (see gemm).
@@ -205,13 +207,7 @@ void gemm_add_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c,
     for (index_t i = 0; i < m * n; ++i) c[i] += scratch[i];
     return;
   }
-#ifdef HEED_WITH_OPENBLAS
-  if (k > 0 && gemm_uses_blas<T>(m, n, k)) {
-    blas_gemm(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/true);
-    return;
-  }
-#endif
-  eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/true);
+  gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/true);
 }
 
 /// How a large product is cut: panels of at least 4M multiply-adds and 128 rows (or

@@ -147,7 +147,7 @@ struct FusedLinearCE {
     autograd::Grads<T> grads{3};
     Tensor<T> dx_parts;  // (groups, dx_rows, in), summed in group order into grads[0]
     index_t dx_rows = 0, dx_row0 = 0;
-    Tensor<T> scratch;  // per group: one row block's share of a tile's dW and of dx
+    Tensor<T> scratch;  // per group: a tile's dW and dx products when heed's small kernel takes them
   };
 
   /// dx_rows: rows (every part over all rows) or kRowTile (one row block at a time).
