@@ -310,10 +310,17 @@ TEMPLATE_TEST_CASE("Micro-batches train to the same bits on 1 and 3 threads", "[
     auto loader = data.data_iter;
     const heed::TrainResult result = heed::train_seq2seq<float>(*net, loader, 0.01, 2, data.tgt_vocab, options);
     omp_set_num_threads(saved);
-    // What the modules keep for inspection comes from the first part of the last batch.
-    if constexpr (std::is_same_v<Net, TransformerNet<float>>)
-      CHECK(net->encoder().attention_weights()[0].shape()[0] == last_rows / micro_batches);
-    else
+    // What the modules keep for inspection comes from the first part of the last batch:
+    // the Transformer's rows sorted by length and cut to even cost, the Bahdanau's even.
+    if constexpr (std::is_same_v<Net, TransformerNet<float>>) {
+      heed::NmtBatch last;
+      auto replay = data.data_iter;  // the loader's own generator: the same two epochs' draws
+      for (int epoch = 0; epoch < 2; ++epoch)
+        for (const heed::NmtBatch& batch : replay) last = batch;
+      const auto split =
+          heed::detail::length_balanced_split(last.X_valid_len, last.Y_valid_len, micro_batches, 10, 10, true, true);
+      CHECK(net->encoder().attention_weights()[0].shape()[0] == split.bounds[1]);
+    } else
       CHECK(net->decoder().attention_weights()[0].shape()[0] == last_rows / micro_batches);
     std::vector<float> values(result.losses.begin(), result.losses.end());
     for (const auto& [name, p] : net->named_parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
@@ -367,6 +374,56 @@ TEMPLATE_TEST_CASE("Gradient accumulation over k batches trains as batches k tim
               heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 1, data.tgt_vocab, options));
 }
 
+TEST_CASE("Micro-batches of length-sorted rows train as the whole batch", "[seq2seq][train]") {
+  // Without dropout the parts' sum is the batch's loss and gradient, whatever rows each
+  // part holds: sorting the rows and cutting each part after its own longest changes
+  // rounding only.
+  heed::NmtData data = small_corpus(60);
+  const auto train = [&](index_t micro_batches) {
+    auto net = dropout_net<TransformerNet<double>>(data, 0.0);
+    heed::TrainOptions options;
+    heed::Generator init_gen(4);
+    options.generator = &init_gen;
+    options.micro_batches = micro_batches;
+    auto loader = data.data_iter;
+    const heed::TrainResult result = heed::train_seq2seq<double>(*net, loader, 0.01, 2, data.tgt_vocab, options);
+    return std::pair{result, net->named_parameters()};
+  };
+  const auto [whole, whole_params] = train(1);
+  const auto [parts, parts_params] = train(3);
+  for (std::size_t i = 0; i < 2; ++i) CHECK(parts.losses[i] == Approx(whole.losses[i]).epsilon(1e-12));
+  REQUIRE(parts_params.size() == whole_params.size());
+  for (std::size_t i = 0; i < whole_params.size(); ++i) {
+    INFO(whole_params[i].first);
+    check_close(parts_params[i].second, whole_params[i].second, 1e-9);
+  }
+}
+
+TEST_CASE("length_balanced_split sorts rows by length and evens the parts' cost", "[seq2seq][train]") {
+  const IndexTensor lengths = heed::tensor<std::int64_t>({5, 1, 1, 5, 1, 1});
+  // Sorted: the four rows of 1 (cost 4 rows × 2 steps + 4 tokens = 12), then the two of 5
+  // (2 × 10 + 10 = 30); moving a long row to the first part would cost it 5 × 10 + 6 = 56.
+  auto split = heed::detail::length_balanced_split(lengths, lengths, 2, 10, 10, true, true);
+  CHECK(std::vector<std::int64_t>(split.order.data(), split.order.data() + 6) ==
+        std::vector<std::int64_t>{1, 2, 4, 5, 0, 3});
+  CHECK(split.bounds == std::vector<index_t>{0, 4, 6});
+  // Three parts: the long rows apart (15 each), the short ones together (12).
+  split = heed::detail::length_balanced_split(lengths, lengths, 3, 10, 10, true, true);
+  CHECK(split.bounds == std::vector<index_t>{0, 4, 5, 6});
+  // As many parts as rows: one each; one part: all of them.
+  CHECK(heed::detail::length_balanced_split(lengths, lengths, 6, 10, 10, true, true).bounds ==
+        std::vector<index_t>{0, 1, 2, 3, 4, 5, 6});
+  CHECK(heed::detail::length_balanced_split(lengths, lengths, 1, 10, 10, true, true).bounds ==
+        std::vector<index_t>{0, 6});
+  // A source that is not cut costs its full width, and does not order the rows.
+  const IndexTensor source = heed::tensor<std::int64_t>({1, 9, 9, 1, 9, 9});
+  split = heed::detail::length_balanced_split(source, lengths, 2, 10, 10, false, true);
+  CHECK(std::vector<std::int64_t>(split.order.data(), split.order.data() + 6) ==
+        std::vector<std::int64_t>{1, 2, 4, 5, 0, 3});
+  CHECK_ERROR(heed::ValueError, "length_balanced_split: 6 and 6 valid lengths cannot make 7 parts",
+              heed::detail::length_balanced_split(lengths, lengths, 7, 10, 10, true, true));
+}
+
 TEST_CASE("accumulate_micro_batches adds the parts in order and rethrows the first part's error", "[train]") {
   auto w = heed::tensor<double>({1, 2, 3}).requires_grad_();
   // Part [begin, end) adds (end - begin) · w: the gradient counts the rows.
@@ -399,6 +456,14 @@ TEST_CASE("accumulate_micro_batches adds the parts in order and rethrows the fir
               heed::accumulate_micro_batches<double>(6, 0, step));
   CHECK_ERROR(heed::ValueError, "accumulate_micro_batches: 2 rows cannot make 3 non-empty parts",
               heed::accumulate_micro_batches<double>(2, 3, step));
+  // Parts given by their bounds: rows 0, then 1-3.
+  w.zero_grad();
+  CHECK(heed::accumulate_micro_batches<double>(std::vector<index_t>{0, 1, 4}, step) == 4.0);
+  CHECK(w.grad().to_vector() == std::vector<double>{4, 4, 4});
+  CHECK_ERROR(heed::ValueError, "accumulate_micro_batches: part 1 is empty (rows 1 to 1)",
+              heed::accumulate_micro_batches<double>(std::vector<index_t>{0, 1, 1, 4}, step));
+  CHECK_ERROR(heed::ValueError, "accumulate_micro_batches: bounds must start at 0 and hold at least 2 values, got 1",
+              heed::accumulate_micro_batches<double>(std::vector<index_t>{0}, step));
 
   heed::NmtData data = small_corpus(20);
   heed::Generator gen(5);

