@@ -11,33 +11,28 @@
 // FFN 64, dropout 0.1, 200 epochs. After training it translates d2l's four sentences
 // with their BLEU (or, with --evaluate, a file of pairs), then the sentences given as
 // arguments.
-#include <heed/heed.hpp>
-#include <heed/io/checkpoint.hpp>
-#include <heed/io/safetensors.hpp>
 #include <heed/seq2seq/alignment.hpp>
-#include <heed/seq2seq/bleu.hpp>
 #include <heed/seq2seq/corpus.hpp>
-#include <heed/seq2seq/encoder_decoder.hpp>
-#include <heed/seq2seq/predict.hpp>
 #include <heed/seq2seq/train.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
+
+#include "translator.hpp"
 
 namespace {
 
 using heed::index_t;
-using Float = float;
+using translator::BahdanauNet;
+using translator::Float;
+using translator::TransformerNet;
 
 const char* const kUsage =
     "usage: translate [--model bahdanau|transformer] [--data FILE] [--num-examples N] [--epochs N]\n"
@@ -141,43 +136,9 @@ Args parse_args(int argc, char** argv) {
   return args;
 }
 
-// ---- the two models, d2l's hyper-parameters ------------------------------------------
-
-constexpr index_t kNumSteps = 10, kBatchSize = 64;
-constexpr double kLearningRate = 0.005, kDropout = 0.1;
-constexpr index_t kNumHiddens = 32, kNumLayers = 2, kFfnNumHiddens = 64, kNumHeads = 4;
-
-using BahdanauNet = heed::EncoderDecoder<Float, heed::Seq2SeqEncoder<Float>, heed::Seq2SeqAttentionDecoder<Float>>;
-using TransformerNet = heed::EncoderDecoder<Float, heed::TransformerEncoder<Float>, heed::TransformerDecoder<Float>>;
-
-std::unique_ptr<BahdanauNet> make_net(const heed::Vocab& src, const heed::Vocab& tgt, BahdanauNet*) {
-  return heed::make_encoder_decoder<Float>(
-      std::make_unique<heed::Seq2SeqEncoder<Float>>(src.size(), kNumHiddens, kNumHiddens, kNumLayers, kDropout),
-      std::make_unique<heed::Seq2SeqAttentionDecoder<Float>>(tgt.size(), kNumHiddens, kNumHiddens, kNumLayers,
-                                                             kDropout));
-}
-
-std::unique_ptr<TransformerNet> make_net(const heed::Vocab& src, const heed::Vocab& tgt, TransformerNet*) {
-  const index_t h = kNumHiddens;
-  return heed::make_encoder_decoder<Float>(
-      std::make_unique<heed::TransformerEncoder<Float>>(src.size(), h, h, h, h, heed::Shape{h}, h, kFfnNumHiddens,
-                                                        kNumHeads, kNumLayers, kDropout),
-      std::make_unique<heed::TransformerDecoder<Float>>(tgt.size(), h, h, h, h, heed::Shape{h}, h, kFfnNumHiddens,
-                                                        kNumHeads, kNumLayers, kDropout));
-}
-
-std::string join_lines(const std::vector<std::string>& tokens) {
-  std::string out;
-  for (const auto& t : tokens) out += t + "\n";
-  return out;
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
+// d2l's batch and learning rate (the sizes are translator::ModelConfig's defaults).
+constexpr index_t kBatchSize = 64;
+constexpr double kLearningRate = 0.005;
 
 // ---- heatmaps --------------------------------------------------------------------------
 
@@ -205,52 +166,28 @@ void write_heatmaps(const std::string& dir, std::size_t index, const heed::Trans
 
 // ---- --evaluate -----------------------------------------------------------------------
 
-std::string join_words(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
-}
-
 /// Translates each distinct English sentence of `path` once, in batches, and scores the
 /// translations against all of that sentence's French lines.
 template <typename Net>
-void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab, const Args& args) {
+void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab, index_t num_steps,
+              const Args& args) {
   const heed::NmtTokens pairs = heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(args.evaluate)));
   if (pairs.source.empty()) throw heed::FileError(args.evaluate + ": holds no sentence pairs");
-  std::map<std::string, std::size_t> index_of;
-  std::vector<std::string> sources;
-  std::vector<std::vector<std::string>> references;
-  for (std::size_t i = 0; i < pairs.source.size(); ++i) {
-    const auto [it, is_new] = index_of.emplace(join_words(pairs.source[i]), sources.size());
-    if (is_new) {
-      sources.push_back(it->first);
-      references.emplace_back();
-    }
-    references[it->second].push_back(join_words(pairs.target[i]));
-  }
+  const translator::References refs = translator::group_references(pairs);
+  const std::vector<std::string>& sources = refs.sources;
+  const std::vector<std::vector<std::string>>& references = refs.references;
   heed::PredictOptions options;
   options.beam_size = args.beam;
   options.save_attention_weights = false;
   options.micro_batches = args.micro_batches;
-  constexpr std::size_t kDecodeBatch = 128;
-  std::vector<std::string> hypotheses;
-  const auto start = std::chrono::steady_clock::now();
-  {
-    const heed::PackedWeightsGuard packed_weights;  // packed once for every batch
-    for (std::size_t b = 0; b < sources.size(); b += kDecodeBatch) {
-      const std::vector<std::string> batch(
-          sources.begin() + static_cast<long>(b),
-          sources.begin() + static_cast<long>(std::min(sources.size(), b + kDecodeBatch)));
-      for (const auto& t : heed::predict_seq2seq<Float>(net, batch, src_vocab, tgt_vocab, kNumSteps, options))
-        hypotheses.push_back(t.text);
-    }
-  }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const translator::Scored scored =
+      translator::translate_and_score(net, refs, src_vocab, tgt_vocab, num_steps, options);
+  const std::vector<std::string>& hypotheses = scored.hypotheses;
   std::cout << args.evaluate << ": " << sources.size() << " English sentences, " << pairs.source.size()
             << " references\n"
-            << heed::corpus_bleu(hypotheses, references).to_string() << "\n";
-  std::printf("decoded in %.2f s: %.0f sentences/s\n", seconds,
-              static_cast<double>(sources.size()) / std::max(seconds, 1e-9));
+            << scored.bleu.to_string() << "\n";
+  std::printf("decoded in %.2f s: %.0f sentences/s\n", scored.seconds,
+              static_cast<double>(sources.size()) / std::max(scored.seconds, 1e-9));
   // The worst: the lowest d2l BLEU (k = 2) against the best-matching reference.
   std::vector<std::pair<double, std::size_t>> scores;
   std::vector<std::size_t> best_reference(sources.size(), 0);
@@ -279,29 +216,25 @@ int run(const Args& args) {
   heed::default_generator().manual_seed(args.seed);
   std::unique_ptr<Net> net;
   std::unique_ptr<heed::Vocab> src_vocab, tgt_vocab;
+  translator::ModelConfig config;  // d2l's
+  config.model = args.model;
   if (!args.load.empty()) {
-    const auto metadata = heed::read_safetensors_metadata(args.load);
-    auto field = [&](const std::string& key) {
-      const auto it = metadata.find(key);
-      if (it == metadata.end())
-        throw heed::FileError(args.load + ": not a translate checkpoint (no '" + key + "' in its metadata)");
-      return it->second;
-    };
-    if (field("heed.model") != args.model)
-      throw heed::FileError(args.load + ": holds a " + field("heed.model") + " model, not a " + args.model + " one");
-    src_vocab = std::make_unique<heed::Vocab>(heed::Vocab::from_idx_to_token(split_lines(field("src_vocab"))));
-    tgt_vocab = std::make_unique<heed::Vocab>(heed::Vocab::from_idx_to_token(split_lines(field("tgt_vocab"))));
-    net = make_net(*src_vocab, *tgt_vocab, static_cast<Net*>(nullptr));
-    heed::load_checkpoint(*net, args.load);
+    translator::Loaded<Net> loaded = translator::load_translator<Net>(args.load);
+    if (loaded.config.model != args.model)
+      throw heed::FileError(args.load + ": holds a " + loaded.config.model + " model, not a " + args.model + " one");
+    net = std::move(loaded.net);
+    src_vocab = std::move(loaded.src_vocab);
+    tgt_vocab = std::move(loaded.tgt_vocab);
+    config = loaded.config;
     std::cout << "loaded " << args.model << " from " << args.load << " (" << net->num_parameters() << " parameters)\n";
   } else {
     heed::NmtData data =
-        args.data.empty()
-            ? heed::load_data_nmt_text(heed::builtin_fra_eng(), kBatchSize, kNumSteps, args.num_examples, args.seed)
-            : heed::load_data_nmt(args.data, kBatchSize, kNumSteps, args.num_examples, args.seed);
+        args.data.empty() ? heed::load_data_nmt_text(heed::builtin_fra_eng(), kBatchSize, config.num_steps,
+                                                     args.num_examples, args.seed)
+                          : heed::load_data_nmt(args.data, kBatchSize, config.num_steps, args.num_examples, args.seed);
     src_vocab = std::make_unique<heed::Vocab>(data.src_vocab);
     tgt_vocab = std::make_unique<heed::Vocab>(data.tgt_vocab);
-    net = make_net(*src_vocab, *tgt_vocab, static_cast<Net*>(nullptr));
+    net = translator::make_net(config, *src_vocab, *tgt_vocab, static_cast<Net*>(nullptr));
     const index_t epochs = args.epochs >= 0 ? args.epochs : (args.model == "bahdanau" ? 250 : 200);
     std::cout << args.model << " on " << (args.data.empty() ? "the built-in corpus" : args.data) << ": "
               << data.data_iter.num_examples() << " pairs, vocabularies " << src_vocab->size() << " / "
@@ -315,11 +248,9 @@ int run(const Args& args) {
                 result.seconds, result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
   }
   if (!args.save.empty()) {
-    heed::save_checkpoint(*net, args.save,
-                          {{"heed.model", args.model},
-                           {"src_vocab", join_lines(src_vocab->idx_to_token())},
-                           {"tgt_vocab", join_lines(tgt_vocab->idx_to_token())},
-                           {"num_steps", std::to_string(kNumSteps)}});
+    std::map<std::string, std::string> metadata = config.to_metadata();
+    metadata.merge(translator::vocab_metadata(*src_vocab, *tgt_vocab));
+    heed::save_checkpoint(*net, args.save, metadata);
     std::cout << "saved " << args.save << "\n";
   }
 
@@ -327,7 +258,7 @@ int run(const Args& args) {
   std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
   std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
   if (!args.evaluate.empty()) {
-    evaluate(*net, *src_vocab, *tgt_vocab, args);
+    evaluate(*net, *src_vocab, *tgt_vocab, config.num_steps, args);
     sentences.clear();
     references.clear();
   }
@@ -335,7 +266,8 @@ int run(const Args& args) {
   heed::PredictOptions options;
   options.beam_size = args.beam;
   if (sentences.empty()) return 0;
-  const auto translations = heed::predict_seq2seq<Float>(*net, sentences, *src_vocab, *tgt_vocab, kNumSteps, options);
+  const auto translations =
+      heed::predict_seq2seq<Float>(*net, sentences, *src_vocab, *tgt_vocab, config.num_steps, options);
   std::ofstream alignments;
   if (!args.alignments.empty()) {
     alignments.open(args.alignments);

@@ -7,6 +7,7 @@
 #include <heed/io/checkpoint.hpp>
 #include <heed/io/crc32c.hpp>
 #include <heed/io/safetensors.hpp>
+#include <heed/io/training_checkpoint.hpp>
 
 #include <nlohmann/json.hpp>
 

@@ -2,6 +2,7 @@
 // parameter names, the two encoder-decoder networks and a small corpus to train on.
 #pragma once
 
+#include <heed/io/training_checkpoint.hpp>
 #include <heed/nn/gru.hpp>
 #include <heed/seq2seq/alignment.hpp>
 #include <heed/seq2seq/bahdanau_decoder.hpp>
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <random>
 #include <string>
 #include <type_traits>
 #include <vector>

@@ -40,6 +40,104 @@ TEMPLATE_TEST_CASE("save_checkpoint and load_checkpoint round-trip every bit", "
   CHECK(file.metadata == Metadata{{"epochs", "200"}});
 }
 
+TEMPLATE_TEST_CASE("A training checkpoint round-trips the parameters and Adam's state", "[io]", float, double) {
+  using T = TestType;
+  TempDir dir;
+  const std::string path = dir.file("training.safetensors");
+  heed::Generator gen_a(1), gen_b(2);
+  TinyNet<T> a(gen_a), b(gen_b);
+  randomize(a, 3);
+  heed::Adam<T> adam_a(a.parameters(), 0.01), adam_b(b.parameters(), 0.5);
+  // Two updates of everything, then one where ln.bias has no gradient (its step stays 2).
+  const auto x = heed::uniform<T>({5, 3}, T(-1), T(1), gen_a);
+  for (int step = 0; step < 3; ++step) {
+    adam_a.zero_grad();
+    const heed::Tensor<T> y = a(x);
+    (step < 2 ? heed::sum(y * y) : heed::sum(a.fc(x))).backward();
+    if (step == 2) a.ln.bias.zero_grad(), a.ln.weight.zero_grad();
+    adam_a.step();
+  }
+  heed::save_training_checkpoint(a, adam_a, path, {{"epoch", "3"}});
+  const Metadata metadata = heed::load_training_checkpoint(b, adam_b, path);
+  CHECK(metadata.at("epoch") == "3");
+  CHECK(metadata.at("heed.adam.steps") == "3 3 2 2");  // fc.weight, fc.bias, ln.weight, ln.bias
+  CHECK(bits(b) == bits(a));
+  for (std::size_t i = 0; i < adam_a.state().size(); ++i) {
+    CHECK(adam_b.state()[i].step == adam_a.state()[i].step);
+    CHECK(adam_b.state()[i].exp_avg.to_vector() == adam_a.state()[i].exp_avg.to_vector());
+    CHECK(adam_b.state()[i].exp_avg_sq.to_vector() == adam_a.state()[i].exp_avg_sq.to_vector());
+  }
+  CHECK(adam_b.lr() == 0.5);  // the caller's hyper-parameters stay
+  // The next update is the same in both.
+  for (auto* pair : {&a, &b}) {
+    heed::Adam<T>& adam = pair == &a ? adam_a : adam_b;
+    adam.set_lr(0.01);
+    adam.zero_grad();
+    heed::sum((*pair)(x)).backward();
+    adam.step();
+  }
+  CHECK(bits(b) == bits(a));
+  CHECK(dir.listing() == std::vector<std::string>{"training.safetensors"});
+}
+
+TEST_CASE("load_training_checkpoint refuses another model, optimizer or file and changes nothing", "[io]") {
+  TempDir dir;
+  heed::Generator gen(1);
+  TinyNet<float> net(gen);
+  heed::Adam<float> adam(net.parameters());
+  adam.zero_grad();
+  heed::sum(net(heed::ones<float>({2, 3}))).backward();
+  adam.step();
+  const std::string path = dir.file("training.safetensors");
+  heed::save_training_checkpoint(net, adam, path);
+
+  TinyNet<float> other(gen);
+  heed::Adam<float> other_adam(other.parameters());
+  const auto before = bits(other);
+  const auto unchanged = [&] {
+    CHECK(bits(other) == before);
+    for (const heed::AdamState<float>& state : other_adam.state()) CHECK(state.step == 0);
+  };
+  // A module's plain checkpoint has no optimizer state.
+  heed::save_checkpoint(net, dir.file("plain.safetensors"));
+  CHECK_ERROR(heed::FileError,
+              "load_training_checkpoint: " + dir.file("plain.safetensors") +
+                  ": not a training checkpoint (no 'heed.adam.steps' in its metadata)",
+              heed::load_training_checkpoint(other, other_adam, dir.file("plain.safetensors")));
+  unchanged();
+  // An optimizer over fewer parameters.
+  heed::Adam<float> fc_only(other.fc.parameters());
+  CHECK_ERROR(heed::FileError, "the optimizer state is for 4 parameters, the optimizer has 2",
+              heed::load_training_checkpoint(other, fc_only, path));
+  unchanged();
+  // A double model: the file names what differs.
+  TinyNet<double> in_double(gen);
+  heed::Adam<double> double_adam(in_double.parameters());
+  CHECK_ERROR(heed::FileError, "tensor 'fc.bias': dtype F32, model wants F64",
+              heed::load_training_checkpoint(in_double, double_adam, path));
+  CHECK(double_adam.state()[0].step == 0);
+  // Step counts that call for moments the file does not hold.
+  heed::save_checkpoint(net, dir.file("steps0.safetensors"), {{"heed.adam.steps", "1 1 1 0"}});
+  CHECK_ERROR(heed::FileError, "missing from the file: 'optimizer.exp_avg.fc.weight'",
+              heed::load_training_checkpoint(other, other_adam, dir.file("steps0.safetensors")));
+  // A damaged step list.
+  heed::save_checkpoint(net, dir.file("bad_steps.safetensors"), {{"heed.adam.steps", "1 x 1 1"}});
+  CHECK_ERROR(heed::FileError, "'heed.adam.steps' is not a list of step counts",
+              heed::load_training_checkpoint(other, other_adam, dir.file("bad_steps.safetensors")));
+  heed::save_checkpoint(net, dir.file("negative.safetensors"), {{"heed.adam.steps", "1 -1 1 1"}});
+  CHECK_ERROR(heed::FileError, "'heed.adam.steps' holds a negative step count, -1",
+              heed::load_training_checkpoint(other, other_adam, dir.file("negative.safetensors")));
+  unchanged();
+  // An optimizer that is not the module's, and heed's own metadata key.
+  CHECK_ERROR(heed::ValueError,
+              "save_training_checkpoint: the optimizer's parameter 0 (shape (4, 3)) is not a "
+              "parameter of the module",
+              heed::save_training_checkpoint(other, adam, dir.file("mixed.safetensors")));
+  CHECK_ERROR(heed::ValueError, "save_training_checkpoint: the metadata key 'heed.adam.steps' is heed's",
+              heed::save_training_checkpoint(net, adam, dir.file("key.safetensors"), {{"heed.adam.steps", "1"}}));
+  CHECK(!fs::exists(dir.file("mixed.safetensors")));
+}
+
 TEST_CASE("A TransformerEncoder checkpoint holds its parameters, not its buffers", "[io]") {
   TempDir dir;
   const std::string path = dir.file("encoder.safetensors");

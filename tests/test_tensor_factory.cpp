@@ -156,6 +156,34 @@ TEST_CASE("random tensors repeat for a seed and differ between seeds", "[tensor]
   }
 }
 
+TEST_CASE("A generator's state restores its next draws, a spare normal included", "[tensor]") {
+  heed::Generator a(42);
+  (void)a.normal();  // Box-Muller leaves the second value for the next call
+  const std::string state = a.get_state();
+  const double next_normal = a.normal();
+  const std::uint64_t next_bits = a.next_u64();
+  heed::Generator b(7);
+  b.set_state(state);
+  CHECK(b.initial_seed() == 42u);
+  CHECK(b.normal() == next_normal);
+  CHECK(b.next_u64() == next_bits);
+  CHECK(b.get_state() == a.get_state());
+
+  // Text that is not a state throws and changes nothing.
+  heed::Generator c(9);
+  const std::string before = c.get_state();
+  CHECK_ERROR(heed::ValueError,
+              "Generator::set_state: not a generator state (it should begin with 'heed.mt19937_64', "
+              "got 'mt19937')",
+              c.set_state("mt19937 1 0 0"));
+  CHECK_ERROR(heed::ValueError, "Generator::set_state: a damaged state",
+              c.set_state(state.substr(0, state.size() / 2)));
+  CHECK_ERROR(heed::ValueError, "Generator::set_state: a damaged state", c.set_state(state + " 17"));
+  CHECK_ERROR(heed::ValueError, "Generator::set_state: a damaged state", c.set_state("heed.mt19937_64 1 2 0"));
+  CHECK_ERROR(heed::ValueError, "Generator::set_state: not a generator state", c.set_state(""));
+  CHECK(c.get_state() == before);
+}
+
 TEST_CASE("rand and uniform stay in their half-open range", "[tensor]") {
   heed::Generator gen(7);
   const auto u = heed::rand<float>({20000}, gen);

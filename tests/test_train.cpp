@@ -374,6 +374,78 @@ TEMPLATE_TEST_CASE("Gradient accumulation over k batches trains as batches k tim
               heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 1, data.tgt_vocab, options));
 }
 
+TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process's resume and one more",
+                   "[seq2seq][train][io]", BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  // Dropout, two micro-batches, a warm-up schedule and bucketing: every generator and
+  // every counter the second epoch depends on goes through the checkpoint.
+  heed::NmtData data = small_corpus(60);
+  data.data_iter.set_bucketing(2);
+  heed::TrainOptions options;
+  options.micro_batches = 2;
+  options.lr_schedule = heed::LrSchedule::inverse_sqrt(0.01, 3);
+  const auto fresh = [&] {
+    auto net = dropout_net<Net>(data, 0.2);
+    auto optimizer = std::make_unique<heed::Adam<float>>(net->parameters(), 0.01);
+    return std::pair{std::move(net), std::move(optimizer)};
+  };
+  const auto values_of = [](const Net& net) {
+    std::vector<float> values;
+    for (const auto& [name, p] : net.named_parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
+    return values;
+  };
+
+  heed::manual_seed(8);
+  auto [straight, straight_adam] = fresh();
+  auto straight_loader = data.data_iter;
+  const heed::TrainResult two =
+      heed::train_seq2seq<float>(*straight, straight_loader, *straight_adam, 2, data.tgt_vocab, options);
+
+  heed::manual_seed(8);
+  auto [first, first_adam] = fresh();
+  auto first_loader = data.data_iter;
+  const heed::TrainResult one =
+      heed::train_seq2seq<float>(*first, first_loader, *first_adam, 1, data.tgt_vocab, options);
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("heed_test_resume-" + std::to_string(std::random_device{}()));
+  heed::save_training_checkpoint(*first, *first_adam, path.string(),
+                                 {{"loader_generator", first_loader.generator().get_state()},
+                                  {"default_generator", heed::default_generator().get_state()},
+                                  {"epochs", "1"},
+                                  {"steps", std::to_string(one.steps)}});
+
+  heed::manual_seed(99);  // what the new process would have done before loading
+  auto [resumed, resumed_adam] = fresh();
+  auto resumed_loader = data.data_iter;
+  resumed_loader.set_seed(12345);
+  const auto metadata = heed::load_training_checkpoint(*resumed, *resumed_adam, path.string());
+  std::filesystem::remove(path);
+  resumed_loader.generator().set_state(metadata.at("loader_generator"));
+  heed::default_generator().set_state(metadata.at("default_generator"));
+  heed::TrainOptions resume = options;
+  resume.xavier_init = false;
+  resume.epochs_done = std::stoll(metadata.at("epochs"));
+  resume.steps_done = std::stoll(metadata.at("steps"));
+  std::vector<index_t> epochs_seen;
+  resume.on_epoch = [&](const heed::EpochStats& stats) { epochs_seen.push_back(stats.epoch * 10 + stats.num_epochs); };
+  const heed::TrainResult rest =
+      heed::train_seq2seq<float>(*resumed, resumed_loader, *resumed_adam, 1, data.tgt_vocab, resume);
+
+  CHECK(epochs_seen == std::vector<index_t>{22});  // epoch 2 of 2
+  CHECK(one.steps + rest.steps == two.steps);
+  CHECK(rest.losses[0] == two.losses[1]);
+  const std::vector<float> expected = values_of(*straight), got = values_of(*resumed);
+  REQUIRE(expected.size() == got.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
+  CHECK(differ == 0);
+
+  // The optimizer must be the net's.
+  heed::Adam<float> stray(first->parameters(), 0.01);
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: the optimizer's",
+              heed::train_seq2seq<float>(*straight, straight_loader, stray, 1, data.tgt_vocab, options));
+}
+
 TEST_CASE("Micro-batches of length-sorted rows train as the whole batch", "[seq2seq][train]") {
   // Without dropout the parts' sum is the batch's loss and gradient, whatever rows each
   // part holds: sorting the rows and cutting each part after its own longest changes

@@ -42,6 +42,7 @@
 
 #if defined(HEED_COMPILED_CHECKPOINTS)
 #include "heed/io/safetensors.hpp"
+#include "heed/io/training_checkpoint.hpp"
 #endif
 
 namespace heed {

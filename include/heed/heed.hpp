@@ -100,6 +100,7 @@
 // safetensors files and checkpoints need nlohmann/json (Debian: nlohmann-json3-dev)
 #include "heed/io/checkpoint.hpp"
 #include "heed/io/safetensors.hpp"
+#include "heed/io/training_checkpoint.hpp"
 #endif
 
 #include "heed/viz/colormap.hpp"

@@ -27,15 +27,17 @@
 
 // One encoder-decoder, EncoderDecoder<T, ENC<T>, DEC<T>>, with its training on
 // NmtDataLoader and its prediction.
-#define HEED_COMPILED_SEQ2SEQ_NET(EXT, T, ENC, DEC)                                                                 \
-  EXT template class EncoderDecoder<T, ENC<T>, DEC<T>>;                                                             \
-  EXT template TrainResult train_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>, NmtDataLoader>(                      \
-      EncoderDecoder<T, ENC<T>, DEC<T>> &, NmtDataLoader &, double, index_t, const Vocab &, const TrainOptions &);  \
-  EXT template std::vector<Translation<T>> predict_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(                   \
-      EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::vector<std::string> &, const Vocab &, const Vocab &, index_t, \
-      const PredictOptions &);                                                                                      \
-  EXT template Translation<T> predict_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(                                \
-      EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::string &, const Vocab &, const Vocab &, index_t,              \
+#define HEED_COMPILED_SEQ2SEQ_NET(EXT, T, ENC, DEC)                                                                   \
+  EXT template class EncoderDecoder<T, ENC<T>, DEC<T>>;                                                               \
+  EXT template TrainResult train_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>, NmtDataLoader>(                        \
+      EncoderDecoder<T, ENC<T>, DEC<T>> &, NmtDataLoader &, double, index_t, const Vocab &, const TrainOptions &);    \
+  EXT template TrainResult train_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>, NmtDataLoader>(                        \
+      EncoderDecoder<T, ENC<T>, DEC<T>> &, NmtDataLoader &, Adam<T> &, index_t, const Vocab &, const TrainOptions &); \
+  EXT template std::vector<Translation<T>> predict_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(                     \
+      EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::vector<std::string> &, const Vocab &, const Vocab &, index_t,   \
+      const PredictOptions &);                                                                                        \
+  EXT template Translation<T> predict_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(                                  \
+      EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::string &, const Vocab &, const Vocab &, index_t,                \
       const PredictOptions &);
 
 #define HEED_COMPILED_SEQ2SEQ(EXT, T)                                                                           \
@@ -63,4 +65,8 @@
                                         const std::map<std::string, std::string> &);                                 \
   EXT template void save_checkpoint<T>(const Module<T> &, const std::string &,                                       \
                                        const std::map<std::string, std::string> &);                                  \
-  EXT template std::map<std::string, std::string> load_checkpoint<T>(Module<T> &, const std::string &);
+  EXT template std::map<std::string, std::string> load_checkpoint<T>(Module<T> &, const std::string &);              \
+  EXT template void save_training_checkpoint<T>(const Module<T> &, const Adam<T> &, const std::string &,             \
+                                                std::map<std::string, std::string>);                                 \
+  EXT template std::map<std::string, std::string> load_training_checkpoint<T>(Module<T> &, Adam<T> &,                \
+                                                                              const std::string &);

@@ -11,7 +11,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
+#include <sstream>
+#include <string>
 
 #include "heed/core/error.hpp"
 
@@ -29,6 +32,35 @@ class Generator {
     has_spare_normal_ = false;
   }
   std::uint64_t initial_seed() const { return seed_; }
+
+  /// Everything the next draws depend on, as text (torch.Generator.get_state's role):
+  /// set_state(get_state()) on any generator makes it draw what this one would.
+  std::string get_state() const {
+    std::ostringstream out;
+    std::uint64_t spare_bits = 0;
+    std::memcpy(&spare_bits, &spare_normal_, sizeof spare_bits);
+    out << kStateTag << ' ' << seed_ << ' ' << (has_spare_normal_ ? 1 : 0) << ' ' << spare_bits << ' ' << engine_;
+    return out.str();
+  }
+
+  /// Restores a state from get_state(). Text that is not one throws ValueError and
+  /// leaves the generator as it was.
+  void set_state(const std::string& state) {
+    std::istringstream in(state);
+    std::string tag;
+    std::uint64_t seed = 0, spare_bits = 0;
+    int has_spare = -1;
+    std::mt19937_64 engine;
+    in >> tag >> seed >> has_spare >> spare_bits >> engine;
+    HEED_CHECK(tag == kStateTag, ValueError, "Generator::set_state: not a generator state (it should begin with '",
+               kStateTag, "', got '", tag.substr(0, 32), "')");
+    HEED_CHECK(!in.fail() && (has_spare == 0 || has_spare == 1) && (in >> std::ws).eof(), ValueError,
+               "Generator::set_state: a damaged state (", state.size(), " characters)");
+    engine_ = engine;
+    seed_ = seed;
+    has_spare_normal_ = has_spare == 1;
+    std::memcpy(&spare_normal_, &spare_bits, sizeof spare_bits);
+  }
 
   /// 64 random bits.
   std::uint64_t next_u64() { return engine_(); }
@@ -62,6 +94,7 @@ class Generator {
   }
 
  private:
+  static constexpr const char* kStateTag = "heed.mt19937_64";
   std::mt19937_64 engine_;
   std::uint64_t seed_;
   double spare_normal_ = 0.0;

@@ -22,6 +22,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "heed/autograd/node.hpp"
@@ -61,6 +62,62 @@ void save_checkpoint(const Module<T>& module, const std::string& path,
   detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
 }
 
+namespace detail {
+
+/// Reads the tensors of `reader` that `expected` names (name → shape), all of them with
+/// T's dtype, into new host tensors. The file must hold exactly those names: a missing
+/// or extra name, a dtype or a shape that differs, or damage throws FileError naming the
+/// file and what differs, before anything outside is touched.
+template <typename T>
+std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& reader,
+                                                         const std::vector<std::pair<std::string, Shape>>& expected,
+                                                         const char* what) {
+  using Entry = SafetensorsReader::Entry;
+  std::map<std::string, const Entry*> in_file;
+  for (const Entry& e : reader.entries()) in_file[e.name] = &e;
+  std::set<std::string> wanted;
+  std::vector<std::string> missing, unexpected;
+  for (const auto& [name, shape] : expected) {
+    wanted.insert(name);
+    if (in_file.count(name) == 0) missing.push_back(name);
+  }
+  for (const auto& [name, entry] : in_file)
+    if (wanted.count(name) == 0) unexpected.push_back(name);
+  if (!missing.empty() || !unexpected.empty())
+    reader.fail("the tensors do not match the model's ", what, ": ",
+                missing.empty() ? "" : "missing from the file: " + format_names(missing),
+                !missing.empty() && !unexpected.empty() ? "; " : "",
+                unexpected.empty() ? "" : concat("not ", what, " of the model: ", format_names(unexpected)));
+
+  const std::string dtype = safetensors_dtype<T>();
+  std::string problems;
+  for (const auto& [name, shape] : expected) {
+    const Entry& e = *in_file.at(name);
+    if (e.dtype != dtype)
+      problems += concat(problems.empty() ? "" : "; ", "tensor '", name, "': dtype ", e.dtype, ", model wants ", dtype);
+    if (e.shape != shape.to_vector())
+      problems += concat(problems.empty() ? "" : "; ", "tensor '", name, "': shape ", format_shape(e.shape),
+                         " in the file, model wants ", format_shape(shape.to_vector()));
+  }
+  if (!problems.empty()) reader.fail(problems);
+
+  std::map<std::string, Tensor<T>> values;
+  try {
+    for (const auto& [name, shape] : expected) values.emplace(name, Tensor<T>::empty(shape));
+  } catch (const OutOfMemoryError& e) {
+    reader.out_of_memory("for the new values: ", e.what());
+  } catch (const std::bad_alloc&) {
+    reader.out_of_memory("for the ", reader.data_size(), " bytes of the new values");
+  }
+  reader.read_data([&](const Entry& e) { return reinterpret_cast<unsigned char*>(values.at(e.name).data()); });
+  if (!host_is_little_endian())
+    for (auto& [name, value] : values)
+      swap_bytes(reinterpret_cast<unsigned char*>(value.data()), static_cast<std::size_t>(value.numel()), sizeof(T));
+  return values;
+}
+
+}  // namespace detail
+
 /// Loads every parameter of `module` from a safetensors file (heed's or PyTorch's) and
 /// returns the file's metadata. The file must hold exactly the module's parameter names,
 /// each with T's dtype (F32 for float, F64 for double) and the parameter's shape. Any
@@ -68,55 +125,11 @@ void save_checkpoint(const Module<T>& module, const std::string& path,
 /// leaves the module bit-for-bit as it was: everything is read and checked first.
 template <typename T>
 std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std::string& path) {
-  using Entry = detail::SafetensorsReader::Entry;
   detail::SafetensorsReader reader("load_checkpoint", path);
   auto parameters = module.named_parameters();
-
-  std::map<std::string, const Entry*> in_file;
-  for (const Entry& e : reader.entries()) in_file[e.name] = &e;
-  std::set<std::string> in_model;
-  std::vector<std::string> missing, unexpected;
-  for (const auto& [name, parameter] : parameters) {
-    in_model.insert(name);
-    if (in_file.count(name) == 0) missing.push_back(name);
-  }
-  for (const auto& [name, entry] : in_file)
-    if (in_model.count(name) == 0) unexpected.push_back(name);
-  if (!missing.empty() || !unexpected.empty())
-    reader.fail("the tensors do not match the model's parameters: ",
-                missing.empty() ? "" : "missing from the file: " + detail::format_names(missing),
-                !missing.empty() && !unexpected.empty() ? "; " : "",
-                unexpected.empty() ? "" : "not parameters of the model: " + detail::format_names(unexpected));
-
-  const std::string dtype = detail::safetensors_dtype<T>();
-  std::string problems;
-  for (const auto& [name, parameter] : parameters) {
-    const Entry& e = *in_file.at(name);
-    const std::vector<index_t> shape = parameter.shape().to_vector();
-    if (e.dtype != dtype)
-      problems +=
-          detail::concat(problems.empty() ? "" : "; ", "tensor '", name, "': dtype ", e.dtype, ", model wants ", dtype);
-    if (e.shape != shape)
-      problems +=
-          detail::concat(problems.empty() ? "" : "; ", "tensor '", name, "': shape ", detail::format_shape(e.shape),
-                         " in the file, model wants ", detail::format_shape(shape));
-  }
-  if (!problems.empty()) reader.fail(problems);
-
-  std::map<std::string, Tensor<T>> values;
-  try {
-    for (const auto& [name, parameter] : parameters) values.emplace(name, Tensor<T>::empty(parameter.shape()));
-  } catch (const OutOfMemoryError& e) {
-    throw OutOfMemoryError(detail::concat("load_checkpoint: ", path, ": ", e.what()));
-  } catch (const std::bad_alloc&) {
-    reader.out_of_memory("for the ", reader.data_size(), " bytes of the parameters' new values");
-  }
-  reader.read_data([&](const Entry& e) { return reinterpret_cast<unsigned char*>(values.at(e.name).data()); });
-  if (!detail::host_is_little_endian())
-    for (auto& [name, value] : values)
-      detail::swap_bytes(reinterpret_cast<unsigned char*>(value.data()), static_cast<std::size_t>(value.numel()),
-                         sizeof(T));
-
+  std::vector<std::pair<std::string, Shape>> expected;
+  for (const auto& [name, parameter] : parameters) expected.emplace_back(name, parameter.shape());
+  std::map<std::string, Tensor<T>> values = detail::read_checkpoint_tensors<T>(reader, expected, "parameters");
   // Everything is read and checked: from here on nothing can fail.
   NoGradGuard no_grad;
   for (auto& [name, parameter] : parameters) parameter.copy_(values.at(name));

@@ -184,6 +184,10 @@ class NmtDataLoader {
 
   /// Reseeds the generator: the next epochs are those of a loader built with `seed`.
   void set_seed(std::uint64_t seed) { gen_.manual_seed(seed); }
+  /// The generator the epochs' orders are drawn from: its state (Generator::get_state)
+  /// between epochs is where training resumes.
+  Generator& generator() { return gen_; }
+  const Generator& generator() const { return gen_; }
 
   /// Sorts by length within windows of `window_batches` batches from the next begin()
   /// on (see above); 0 turns it off.

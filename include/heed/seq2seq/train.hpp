@@ -81,14 +81,16 @@ struct EpochStats {
 };
 
 struct TrainOptions {
-  double grad_clip = 1.0;                           // d2l's grad_clipping(net, 1); 0 turns clipping off
-  bool xavier_init = true;                          // d2l's net.apply(xavier_init_weights)
-  Generator* generator = nullptr;                   // for the initialisation; default_generator() when null
-  bool trim_padding = true;                         // cut each batch after its longest sequence (see above)
-  bool fuse_output_loss = true;                     // the decoder's output layer and the loss in one (see above)
-  index_t micro_batches = 1;                        // parts of each batch run on parallel threads (see above)
-  std::optional<LrSchedule> lr_schedule;            // the rate of step 1, 2, ... over all epochs; `lr` when unset
-  index_t accumulation_steps = 1;                   // batches whose gradients are summed into one update (see above)
+  double grad_clip = 1.0;                 // d2l's grad_clipping(net, 1); 0 turns clipping off
+  bool xavier_init = true;                // d2l's net.apply(xavier_init_weights)
+  Generator* generator = nullptr;         // for the initialisation; default_generator() when null
+  bool trim_padding = true;               // cut each batch after its longest sequence (see above)
+  bool fuse_output_loss = true;           // the decoder's output layer and the loss in one (see above)
+  index_t micro_batches = 1;              // parts of each batch run on parallel threads (see above)
+  std::optional<LrSchedule> lr_schedule;  // the rate of step 1, 2, ... over all epochs; `lr` when unset
+  index_t accumulation_steps = 1;         // batches whose gradients are summed into one update (see above)
+  index_t epochs_done = 0;                // a resumed run's: epochs are numbered from epochs_done + 1 (see below)
+  index_t steps_done = 0;                 // a resumed run's: the schedule goes on from step steps_done + 1
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
 };
 
@@ -200,13 +202,24 @@ struct has_output_features<Decoder, std::void_t<decltype(&Decoder::features), de
 }  // namespace detail
 
 /// Trains `net` (an EncoderDecoder) on the batches of `data_iter` (anything whose
-/// iteration yields batches with X, X_valid_len, Y, Y_valid_len, as NmtDataLoader), on
-/// the device the net is on: each batch is moved there and each loss read back.
+/// iteration yields batches with X, X_valid_len, Y, Y_valid_len, as NmtDataLoader) with
+/// the caller's Adam over net.parameters(), on the device the net is on: each batch is
+/// moved there and each loss read back. The optimizer's learning rate is the constant
+/// one (TrainOptions::lr_schedule, when set, overrides it at every step).
+///
+/// Resuming: a run of num_epochs epochs gives the same bits as one of e epochs, the
+/// state saved (save_training_checkpoint with the loader's generator and the default
+/// generator, which dropout draws from), then a run of num_epochs − e epochs in a new
+/// net and optimizer loaded from it (load_training_checkpoint, the generators' states
+/// set back), with options.xavier_init = false, epochs_done = e and steps_done = the
+/// first run's TrainResult::steps. Tested.
 template <typename T, typename Net, typename Loader>
-TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_epochs, const Vocab& tgt_vocab,
+TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index_t num_epochs, const Vocab& tgt_vocab,
                           const TrainOptions& options = {}) {
-  HEED_CHECK(lr > 0.0, ValueError, "train_seq2seq: lr must be positive, got ", lr);
   HEED_CHECK(num_epochs >= 0, ValueError, "train_seq2seq: num_epochs must be >= 0, got ", num_epochs);
+  HEED_CHECK(options.epochs_done >= 0 && options.steps_done >= 0, ValueError,
+             "train_seq2seq: epochs_done and steps_done must be >= 0, got ", options.epochs_done, " and ",
+             options.steps_done);
   HEED_CHECK(options.micro_batches >= 1, ValueError, "train_seq2seq: micro_batches must be >= 1, got ",
              options.micro_batches);
   HEED_CHECK(options.accumulation_steps >= 1, ValueError, "train_seq2seq: accumulation_steps must be >= 1, got ",
@@ -222,7 +235,12 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     net.to(device);
   }
   const std::vector<Tensor<T>> params = net.parameters();
-  Adam<T> optimizer(params, lr);
+  HEED_CHECK(
+      optimizer.params().size() == params.size() &&
+          std::equal(params.begin(), params.end(), optimizer.params().begin(),
+                     [](const Tensor<T>& a, const Tensor<T>& b) { return &detail::impl(a) == &detail::impl(b); }),
+      ValueError, "train_seq2seq: the optimizer's ", optimizer.params().size(), " parameters are not the net's ",
+      params.size());
   MaskedSoftmaxCELoss loss;
   net.train();
   const index_t bos = tgt_vocab["<bos>"];
@@ -236,10 +254,10 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   const auto update = [&] {
     if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
     ++result.steps;
-    if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(result.steps));
+    if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(options.steps_done + result.steps));
     optimizer.step();
   };
-  for (index_t epoch = 1; epoch <= num_epochs; ++epoch) {
+  for (index_t epoch = options.epochs_done + 1; epoch <= options.epochs_done + num_epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
     double loss_sum = 0.0;
     index_t num_tokens = 0;
@@ -293,7 +311,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
     if (accumulated > 0) update();  // the epoch's last batches, fewer than accumulation_steps
     EpochStats stats;
     stats.epoch = epoch;
-    stats.num_epochs = num_epochs;
+    stats.num_epochs = options.epochs_done + num_epochs;
     stats.loss = num_tokens > 0 ? loss_sum / static_cast<double>(num_tokens) : 0.0;
     stats.tokens_per_second = static_cast<double>(num_tokens) / std::max(seconds_since(epoch_start), 1e-9);
     stats.elapsed_seconds = seconds_since(start);
@@ -304,6 +322,15 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
   result.seconds = seconds_since(start);
   result.tokens_per_second = static_cast<double>(result.tokens) / std::max(result.seconds, 1e-9);
   return result;
+}
+
+/// train_seq2seq with d2l's optimizer: Adam over net.parameters() at rate lr.
+template <typename T, typename Net, typename Loader>
+TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_epochs, const Vocab& tgt_vocab,
+                          const TrainOptions& options = {}) {
+  HEED_CHECK(lr > 0.0, ValueError, "train_seq2seq: lr must be positive, got ", lr);
+  Adam<T> optimizer(net.parameters(), lr);
+  return train_seq2seq<T>(net, data_iter, optimizer, num_epochs, tgt_vocab, options);
 }
 
 }  // namespace heed

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# train_translator end to end on the built-in corpus: validation and checkpoints; a run
+# of 4 epochs against 2 epochs, then --resume to 4 (the files must be the same bytes:
+# parameters, Adam's state, generators, step); translate loading the best checkpoint of
+# a model of other sizes; and the errors a user meets (each an exit status and a message
+# naming the option or the file, never a signal).
+#   tests/examples/train_translator.sh TRAIN_TRANSLATOR TRANSLATE SCRATCH_DIR
+set -u
+train=$1 translate=$2 dir=$3
+rm -rf "$dir" && mkdir -p "$dir"
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+
+# Smaller than d2l's model, so that the whole script takes seconds; dropout and two
+# micro-batches on, so that the generators matter.
+small=(--num-hiddens 16 --ffn-num-hiddens 32 --num-heads 2 --valid-fraction 0.1 --micro-batches 2 --quiet)
+
+out=$("$train" "${small[@]}" --epochs 4 --out "$dir/straight" 2>&1) || fail "the 4-epoch run: $out"
+echo "$out"
+grep -Eq '^epoch 4/4: loss [0-9.]+, .*validation loss [0-9.]+, BLEU [0-9.]+' <<<"$out" || fail "no validation line"
+for f in last best; do [ -f "$dir/straight/$f.safetensors" ] || fail "no $f.safetensors"; done
+
+"$train" "${small[@]}" --epochs 2 --out "$dir/resumed" >/dev/null 2>&1 || fail "the 2-epoch run"
+cp "$dir/resumed/last.safetensors" "$dir/after2.safetensors"
+out=$("$train" "${small[@]}" --epochs 4 --out "$dir/resumed" --resume "$dir/after2.safetensors" 2>&1) ||
+  fail "the resumed run: $out"
+grep -q "resumed from .* after epoch 2, step " <<<"$out" || fail "no resume line: $out"
+cmp "$dir/straight/last.safetensors" "$dir/resumed/last.safetensors" ||
+  fail "2 epochs + resume + 2 differ from 4 epochs"
+cmp "$dir/straight/best.safetensors" "$dir/resumed/best.safetensors" || fail "the best checkpoints differ"
+
+# translate reads the sizes from the checkpoint, and loads a training checkpoint too.
+for f in best last; do
+  out=$("$translate" --load "$dir/straight/$f.safetensors" "i'm calm ." 2>&1) || fail "translate --load $f: $out"
+  grep -q "^loaded transformer from " <<<"$out" && grep -q "^i'm calm \. => " <<<"$out" ||
+    fail "translate --load $f: $out"
+done
+
+expect() {  # status pattern flags...
+  local status=$1 pattern=$2 got
+  shift 2
+  got=$("$train" "$@" 2>&1)
+  local s=$?
+  if [ "$s" -ne "$status" ] || ! grep -Eq -- "$pattern" <<<"$got"; then
+    fail "$*: exit status $s, output: ${got:0:400}"
+  else
+    echo "ok   $*: $(head -c 200 <<<"$got" | tr '\n' ' ')"
+  fi
+}
+expect 1 "^train_translator: read_data_nmt: .*no_such_file.txt" --train "$dir/no_such_file.txt"
+printf 'go .\tva !\n' >"$dir/one.txt" && : >"$dir/empty.txt"
+printf 'hello there\n' >"$dir/no_tab.txt"
+printf 'caf\xe9\tcaf\xc3\xa9\n' >"$dir/latin1.txt"
+expect 1 "empty.txt: holds no sentence pairs" --train "$dir/empty.txt"
+expect 1 "no_tab.txt:1: no tab between the English and the French sentence" --train "$dir/no_tab.txt"
+expect 1 "latin1.txt:1: invalid UTF-8" --train "$dir/latin1.txt"
+printf 'a b c d e f\tg h i j k l\n' >"$dir/long.txt"
+expect 1 "long.txt: every one of its 1 pairs is longer than --num-steps 4" --train "$dir/long.txt" --num-steps 4
+expect 1 "one.txt: --valid-fraction 0.5 leaves" --train "$dir/one.txt" --valid-fraction 0.5 --seed 3
+expect 105 "--batch-size: Value 0 not in range" --batch-size 0
+expect 105 "--dropout: Value 1.5 not in range" --dropout 1.5
+expect 105 "--schedule: .*not in" --schedule linear
+expect 1 "another model or data than this command line's: .*num_hiddens: '16' in the checkpoint, '32' here" \
+  --valid-fraction 0.1 --micro-batches 2 --quiet --epochs 5 --resume "$dir/after2.safetensors"
+before=$(md5sum <"$dir/after2.safetensors")
+expect 1 "src_vocab: [0-9]+ tokens in the checkpoint, [0-9]+ tokens here \(built from the training data\)" "${small[@]}" --num-examples 300 --epochs 5 \
+  --resume "$dir/after2.safetensors"
+[ "$(md5sum <"$dir/after2.safetensors")" = "$before" ] || fail "a refused resume changed the checkpoint"
+
+[ "$failures" -eq 0 ] && echo "all passed" || { echo "$failures failed"; exit 1; }
