@@ -258,7 +258,7 @@ HEED_HEADER = re.compile(r"^transformer on (.*): (\d+) training pairs, (\d+) val
                          r"(\d+), (\d+) parameters, (\d+) batches an epoch$")
 HEED_EPOCH = re.compile(rf"^epoch (\d+)/(\d+): loss {NUM}, ([0-9.]+) tokens/s, ([0-9.]+) s"
                         rf"(?:; validation loss {NUM}, BLEU ([0-9.]+)( \(best\))?)?$")
-HEED_VALIDATION = re.compile(rf"^validation loss {NUM}, BLEU ([0-9.]+)( \(best\))?$")
+HEED_VALIDATION = re.compile(rf"^epoch \d+ validation loss {NUM}, BLEU ([0-9.]+)( \(best\))?$")
 HEED_STOPPED = re.compile(r"^stopped after epoch (\d+): ([0-9.]+) s of training reached --time-budget")
 EVAL_HEADER = re.compile(r"^(.*): (\d+) English sentences, (\d+) references$")
 EVAL_BLEU = re.compile(r"^BLEU = ([0-9.]+) (\S+) \(BP = ([0-9.]+) ratio = ([0-9.]+) hyp_len = (\d+) "
@@ -596,7 +596,7 @@ def self_test():
         "3500000 parameters, 555 batches an epoch\npadding: 6.0 % of the next epoch's positions (--bucket 32)\n"
         "epoch 1/1000: loss 4.1234, 9000 tokens/s, 60.0 s\n"
         "epoch 2/1000: loss 3.0000, 12000 tokens/s, 110.0 s\n"
-        "validation loss 2.5000, BLEU 23.45 (best)\n"
+        "epoch 2 validation loss 2.5000, BLEU 23.45 (best)\n"
         "stopped after epoch 2: 110.0 s of training reached --time-budget 1.5 min\n"
         "checkpoints in out: last.safetensors (to --resume), best.safetensors (to translate)\n")
     if isinstance(heed, str):

@@ -257,7 +257,8 @@ int run(const Args& args) {
   options.lr_schedule = schedule_of(args, epochs * steps_per_epoch);
   if (!args.quiet) options.on_epoch = heed::ProgressReport();
   if (!args.out.empty()) std::filesystem::create_directories(args.out);
-  double seconds = 0.0;
+  double seconds = 0.0;  // training alone, this run's
+  index_t tokens = 0, epochs_run = 0;
   // last.safetensors after every epoch, best.safetensors when the validation BLEU rose.
   const auto save = [&](index_t epoch, bool best) {
     if (best) heed::save_checkpoint(*net, args.out + "/best.safetensors", model_metadata);
@@ -279,6 +280,8 @@ int run(const Args& args) {
     heed::TrainResult result = heed::train_seq2seq<Float>(*net, loader, optimizer, 1, tgt_vocab, options);
     steps_done += result.steps;
     seconds += result.seconds;
+    tokens += result.tokens;
+    ++epochs_run;
     const bool validate_now = valid_batches && (epoch % args.valid_every == 0 || epoch == epochs);
     std::string report = "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs);
     char line[256];
@@ -300,7 +303,8 @@ int run(const Args& args) {
       const Validation v = validate(*net, *valid_batches, valid_refs, src_vocab, tgt_vocab, args);
       best = v.bleu.score > best_bleu;
       if (best) best_bleu = v.bleu.score;
-      std::printf("validation loss %.4f, BLEU %.2f%s\n", v.loss, v.bleu.score, best ? " (best)" : "");
+      std::printf("epoch %lld validation loss %.4f, BLEU %.2f%s\n", static_cast<long long>(epoch), v.loss, v.bleu.score,
+                  best ? " (best)" : "");
     }
     if (!args.out.empty()) save(epoch, best);
     if (out_of_time) {
@@ -309,6 +313,8 @@ int run(const Args& args) {
       break;
     }
   }
+  std::printf("trained %lld epochs (%lld steps in all) in %.2f s: %.0f tokens/s\n", static_cast<long long>(epochs_run),
+              static_cast<long long>(steps_done), seconds, static_cast<double>(tokens) / std::max(seconds, 1e-9));
   if (!args.out.empty())
     std::cout << "checkpoints in " << args.out << ": last.safetensors (to --resume), best.safetensors (to translate)\n";
   return 0;

@@ -440,10 +440,14 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   for (std::size_t i = 0; i < expected.size(); ++i) differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
   CHECK(differ == 0);
 
-  // The optimizer must be the net's.
+  // The optimizer must be the net's, and the counts of a resumed run cannot be negative.
   heed::Adam<float> stray(first->parameters(), 0.01);
   CHECK_ERROR(heed::ValueError, "train_seq2seq: the optimizer's",
               heed::train_seq2seq<float>(*straight, straight_loader, stray, 1, data.tgt_vocab, options));
+  heed::TrainOptions negative = options;
+  negative.steps_done = -1;
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: epochs_done and steps_done must be >= 0, got 0 and -1",
+              heed::train_seq2seq<float>(*straight, straight_loader, *straight_adam, 1, data.tgt_vocab, negative));
 }
 
 TEST_CASE("Micro-batches of length-sorted rows train as the whole batch", "[seq2seq][train]") {
