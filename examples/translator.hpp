@@ -58,28 +58,34 @@ struct ModelConfig {
   /// first checkpoints held the kind alone); one that is not a number is a FileError.
   static ModelConfig from_metadata(const std::map<std::string, std::string>& metadata, const std::string& path) {
     ModelConfig config;
-    const auto number = [&](const char* key, auto& field) {
+    // The ranges are train_translator's flags': a hostile file cannot make a net that
+    // would not fit before its tensors are even compared with the net's.
+    const auto number = [&](const char* key, auto& field, double max) {
       const auto it = metadata.find(key);
       if (it == metadata.end()) return;
       char* end = nullptr;
       const double value = std::strtod(it->second.c_str(), &end);
-      if (it->second.empty() || *end != '\0' || !(value >= 0.0) || value > 1e9)
-        throw heed::FileError(path + ": metadata '" + key + "' is not a size: '" + it->second + "'");
+      if (it->second.empty() || *end != '\0' || !(value >= 0.0 && value <= max)) {
+        std::ostringstream message;
+        message << path << ": metadata '" << key << "' is not a number from 0 to " << max << ": '"
+                << it->second.substr(0, 40) << "'";
+        throw heed::FileError(message.str());
+      }
       field = static_cast<std::remove_reference_t<decltype(field)>>(value);
     };
     if (const auto it = metadata.find("heed.model"); it != metadata.end()) config.model = it->second;
     if (config.model != "transformer" && config.model != "bahdanau")
       throw heed::FileError(path + ": holds a model of kind '" + config.model + "', not transformer or bahdanau");
-    number("num_hiddens", config.num_hiddens);
-    number("embed_size", config.embed_size);
-    number("ffn_num_hiddens", config.ffn_num_hiddens);
-    number("num_heads", config.num_heads);
-    number("num_kv_heads", config.num_kv_heads);
-    number("num_layers", config.num_layers);
-    number("num_steps", config.num_steps);
-    number("dropout", config.dropout);
+    number("num_hiddens", config.num_hiddens, 1 << 16);
+    number("embed_size", config.embed_size, 1 << 16);
+    number("ffn_num_hiddens", config.ffn_num_hiddens, 1 << 18);
+    number("num_heads", config.num_heads, 1 << 10);
+    number("num_kv_heads", config.num_kv_heads, 1 << 10);
+    number("num_layers", config.num_layers, 256);
+    number("num_steps", config.num_steps, 4096);
+    number("dropout", config.dropout, 0.99);
     index_t norm_first = 0;
-    number("norm_first", norm_first);
+    number("norm_first", norm_first, 1);
     config.norm_first = norm_first != 0;
     return config;
   }

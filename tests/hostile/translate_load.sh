@@ -46,9 +46,14 @@ write_checkpoint vast_shape.safetensors \
   "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],\"data_offsets\":[0,4]}}"
 printf '\377\377\377\377\377\377\377\177{}' >"$dir/vast_header.safetensors"
 rm -f "$dir/fifo.safetensors" && mkfifo "$dir/fifo.safetensors"
+# Sizes in the metadata that would build a net too large to make, or are not numbers.
+vocabs='"heed.model":"transformer","src_vocab":"<unk>\n","tgt_vocab":"<unk>\n"'
+write_checkpoint vast_model.safetensors "{\"__metadata__\":{$vocabs,\"num_layers\":\"1000000000\"}}"
+write_checkpoint nan_size.safetensors "{\"__metadata__\":{$vocabs,\"num_hiddens\":\"nan\"}}"
+write_checkpoint word_size.safetensors "{\"__metadata__\":{$vocabs,\"num_heads\":\"4 heads\"}}"
 
 for name in deep_metadata deep_dtype deep_shape deep_offsets unclosed huge_number huge_offset negative_shape \
-  vast_shape vast_header fifo; do
+  vast_shape vast_header fifo vast_model nan_size word_size; do
   expect_file_error "$name.safetensors"
   expect_file_error "$name.safetensors" --model transformer
 done
