@@ -53,9 +53,11 @@ The two sides, each run once in a fresh process, in --order (default pytorch, he
     flag of the same name), with OMP_NUM_THREADS = --threads and OMP_WAIT_POLICY=passive;
     then translate --load DIR/best.safetensors --evaluate valid_split.txt
     --micro-batches --threads --worst 0: greedy, batches of 128.
-Both stop by the same rule: after the first epoch that ends past --minutes of training
-time, where training time is the epoch loops alone (not the data loading, the model
-building or the validation), as each side measures it.
+heed runs first (--order) and stops after the first epoch that ends past --minutes of
+training; PyTorch then trains for exactly heed's measured training time, stopping in
+mid-epoch (its epochs last minutes), so that both had the same time. Training time is
+the epoch loops alone (not the data loading, the model building or the validation), as
+each side measures it.
 
 The numbers, per side: training seconds and epochs done, tokens/s (the target tokens of
 the epochs over the training time; heed's from its epoch lines), the last epoch's training loss (per token; heed's
@@ -77,9 +79,9 @@ reported); its BLEU is printed beside, the fairer measure of how well d2l's code
 Ratios: heed's BLEU - PyTorch's (d2l's decoding, and with the positions continued), and
 heed's decoding sentences/s / PyTorch's one-sentence-at-a-time loop's (goal >= 3).
 
-An epoch is the smallest unit of training time, and one of PyTorch's lasts much longer
-than one of heed's (on a loaded 2-core machine, 13 minutes against 70 s for the whole
-training part), so a short --minutes gives PyTorch far more time than heed: the script
+One of PyTorch's epochs lasts much longer than one of heed's (on a loaded 2-core
+machine, 13 minutes against 70 s for the whole training part), which is why PyTorch
+stops in mid-epoch; with --order pytorch,heed both stop at epoch ends and the script
 warns when the training times differ by more than 10 %. Run it on an otherwise idle
 machine: with as many threads as cores, any other load stalls every OpenMP barrier (on
 a busy 2-core machine PyTorch's 2-thread training steps took 6 times as long as its
@@ -371,10 +373,10 @@ def run_heed(args, work):
     return record
 
 
-def run_pytorch(args, work):
+def run_pytorch(args, work, budget_s):
     cmd = [args.python, os.path.abspath(__file__), "--torch-child", "--train", os.path.join(work, "train_split.txt"),
-           "--valid", os.path.join(work, "valid_split.txt"), "--threads", str(args.threads), "--minutes",
-           f"{args.minutes:g}", "--hyp", os.path.join(work, "pytorch_hypotheses.txt")]
+           "--valid", os.path.join(work, "valid_split.txt"), "--threads", str(args.threads), "--seconds",
+           f"{budget_s:.3f}", "--hyp", os.path.join(work, "pytorch_hypotheses.txt")]
     cmd += [f"--{name.replace('_', '-')}={getattr(args, name)}" for name in SHARED_FLAGS]
     env = cs.peer_env(args.threads, args)
     stdout, stderr, rss, wall = cs.run_child(cmd, env, "pytorch (d2l's code)")
@@ -423,7 +425,7 @@ def torch_child(argv):
     p.add_argument("--train", required=True)
     p.add_argument("--valid", required=True)
     p.add_argument("--threads", type=int, required=True)
-    p.add_argument("--minutes", type=float, required=True)
+    p.add_argument("--seconds", type=float, required=True)
     p.add_argument("--hyp")
     for name in SHARED_FLAGS:
         p.add_argument("--" + name.replace("_", "-"), type=float if name in ("dropout", "lr") else int, required=True)
@@ -474,11 +476,16 @@ def torch_child(argv):
     loss = d2l.MaskedSoftmaxCELoss()
     net.train()
     losses, epoch_lines, train_s = [], [], 0.0
-    budget_s = 60.0 * a.minutes
-    while True:  # recipe: epochs until the budget, instead of `for epoch in range(num_epochs)`
+    budget_s = a.seconds
+    out_of_time = partial = False
+    while not out_of_time:  # recipe: epochs until the budget, instead of `for epoch in range(num_epochs)`
         start = time.perf_counter()  # recipe: instead of d2l.Timer, the clock heed's side reads too
         metric = d2l.Accumulator(2)  # Sum of training loss, no. of tokens
         for batch in data_iter:
+            # recipe: stop in mid-epoch once the budget is spent, so that the time is heed's to the batch
+            if train_s + time.perf_counter() - start >= budget_s:
+                out_of_time = partial = True
+                break
             optimizer.zero_grad()
             X, X_valid_len, Y, Y_valid_len = [x.to(device) for x in batch]
             bos = torch.tensor([tgt_vocab['<bos>']] * Y.shape[0], device=device).reshape(-1, 1)
@@ -493,13 +500,14 @@ def torch_child(argv):
                 metric.add(l.sum(), num_tokens)
         epoch_s = time.perf_counter() - start
         train_s += epoch_s
-        losses.append(metric[0] / metric[1])
-        # recipe: heed's epoch line, and heed's rule: stop after the first epoch past the budget
-        epoch_lines.append(f"epoch {len(losses)}: loss {losses[-1]:.4f}, {metric[1] / epoch_s:.0f} tokens/s, "
-                           f"{train_s:.1f} s")
-        print(epoch_lines[-1], file=sys.stderr, flush=True)
-        if train_s >= budget_s:
+        if metric[1] == 0:  # the budget ran out at an epoch's end: nothing of this one ran
             break
+        out_of_time = out_of_time or train_s >= budget_s
+        losses.append(metric[0] / metric[1])
+        # recipe: heed's epoch line (a partial last epoch says so)
+        epoch_lines.append(f"epoch {len(losses)}{' (partial)' if partial else ''}: loss {losses[-1]:.4f}, "
+                           f"{metric[1] / epoch_s:.0f} tokens/s, {train_s:.1f} s")
+        print(epoch_lines[-1], file=sys.stderr, flush=True)
 
     # Every distinct held-out English sentence once, one at a time, as d2l translates.
     valid_source, valid_target = d2l.tokenize_nmt(d2l.preprocess_nmt(d2l.read_data_nmt(a.valid)))
@@ -670,8 +678,9 @@ def parse_args():
     parser.add_argument("--heed-flags", metavar="FLAGS", default=DEFAULT_HEED_FLAGS,
                         help="more train_translator flags; one named here replaces the script's own "
                              f"(default: \"{DEFAULT_HEED_FLAGS}\")")
-    parser.add_argument("--order", metavar="A,B", default="pytorch,heed",
-                        help="which side runs first: pytorch,heed or heed,pytorch")
+    parser.add_argument("--order", metavar="A,B", default="heed,pytorch",
+                        help="which side runs first: heed,pytorch (PyTorch then trains for heed's measured training "
+                             "time, stopping in mid-epoch) or pytorch,heed (PyTorch trains for --minutes)")
     parser.add_argument("--json", metavar="FILE", help="write the settings, the records and the ratios to FILE")
     parser.add_argument("--keep", metavar="DIR", help="keep the split files and checkpoints in DIR (else a temp dir)")
     parser.add_argument("--openblas-coretype", metavar="NAME", default="auto",
@@ -747,9 +756,13 @@ def main():
 
         records = {}
         for side in args.order:
-            print(f"\nrunning {side} ({args.minutes:g} min of training, then decoding) ...", flush=True)
+            # PyTorch's budget: heed's measured training time when heed ran first (its epochs end the budget
+            # a little past --minutes), else --minutes.
+            budget_s = records["heed"]["train_s"] if "heed" in records else 60.0 * args.minutes
+            print(f"\nrunning {side} ({budget_s / 60 if side == 'pytorch' else args.minutes:g} min of training, "
+                  f"then decoding) ...", flush=True)
             started = time.perf_counter()
-            records[side] = run_pytorch(args, work) if side == "pytorch" else run_heed(args, work)
+            records[side] = run_pytorch(args, work, budget_s) if side == "pytorch" else run_heed(args, work)
             r = records[side]
             for line in r["epoch_lines"]:
                 print(f"  {line}")
@@ -773,8 +786,8 @@ def main():
         print(f"BLAS of pytorch: {cs.blas_line(py)}")
         longer, shorter = max(py["train_s"], he["train_s"]), min(py["train_s"], he["train_s"])
         if longer > 1.1 * shorter:  # the budget is checked after each epoch: the slower side overshoots more
-            print(f"WARNING: the training times differ {longer / shorter:.1f}-fold (the budget ends a side only "
-                  f"at the end of an epoch), so the BLEUs are not at equal time: raise --minutes to many epochs")
+            print(f"WARNING: the training times differ {longer / shorter:.1f}-fold (heed stops at an epoch's end, "
+                  f"PyTorch at a batch's end), so the BLEUs are not at equal time: raise --minutes")
 
         bleu_gain = he["bleu"] - py["bleu"]
         bleu_gain_continued = he["bleu"] - py["bleu_continued_positions"]
