@@ -431,17 +431,7 @@ def torch_child(argv):
         p.add_argument("--" + name.replace("_", "-"), type=float if name in ("dropout", "lr") else int, required=True)
     a = p.parse_args(argv)
 
-    import torch
-    sys.path.insert(0, TESTS_DATA)
-    import d2l_seq2seq as d2l  # d2l's seq2seq code, verbatim
-    from d2l_reference import TransformerDecoder, TransformerEncoder
-
-    torch.set_num_threads(a.threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-    torch.manual_seed(a.seed)
+    torch, d2l, TransformerEncoder, TransformerDecoder = cs.import_d2l_torch(a.threads, a.seed)
     device = torch.device("cpu")
 
     # d2l's load_data_nmt on the training part (all of its lines), the batch size given.

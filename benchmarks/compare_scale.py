@@ -545,6 +545,24 @@ def fnv1a64(text):
     return f"{h:016x}"
 
 
+def import_d2l_torch(threads, seed):
+    """For a PyTorch child: torch on `threads` threads (one inter-op thread), seeded, and
+    d2l's seq2seq code with its Transformer: (torch, d2l, TransformerEncoder, TransformerDecoder)."""
+    import torch
+    sys.dont_write_bytecode = True  # no __pycache__ in tests/data
+    sys.path.insert(0, TESTS_DATA)
+    import d2l_seq2seq as d2l  # d2l's seq2seq code, verbatim
+    from d2l_reference import TransformerDecoder, TransformerEncoder
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    torch.manual_seed(seed)
+    return torch, d2l, TransformerEncoder, TransformerDecoder
+
+
 def torch_scale_child(argv):
     """d2l's Transformer at the scale workload's size, with the libtorch peer's flags and
     JSON record: d2l's load_data_nmt / train_seq2seq, then batched greedy decoding."""
@@ -572,18 +590,7 @@ def torch_scale_child(argv):
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
 
-    import torch
-    sys.dont_write_bytecode = True  # no __pycache__ in tests/data
-    sys.path.insert(0, TESTS_DATA)
-    import d2l_seq2seq as d2l  # d2l's seq2seq code, verbatim
-    from d2l_reference import TransformerDecoder, TransformerEncoder
-
-    torch.set_num_threads(a.threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:
-        pass
-    torch.manual_seed(a.seed)
+    torch, d2l, TransformerEncoder, TransformerDecoder = import_d2l_torch(a.threads, a.seed)
 
     t0 = time.perf_counter()
     with open(a.train, encoding="utf-8") as f:  # d2l's read_data_nmt, the first --max-pairs lines

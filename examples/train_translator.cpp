@@ -289,23 +289,19 @@ int run(const Args& args) {
                   result.tokens_per_second, seconds);
     report += line;
     bool best = false;
-    if (validate_now) {
+    // "validation loss L, BLEU B", with " (best)" when B is the best so far.
+    const auto validation = [&] {
       const Validation v = validate(*net, *valid_batches, valid_refs, src_vocab, tgt_vocab, args);
       best = v.bleu.score > best_bleu;
       if (best) best_bleu = v.bleu.score;
-      std::snprintf(line, sizeof line, "; validation loss %.4f, BLEU %.2f%s", v.loss, v.bleu.score,
+      std::snprintf(line, sizeof line, "validation loss %.4f, BLEU %.2f%s", v.loss, v.bleu.score,
                     best ? " (best)" : "");
-      report += line;
-    }
+      return std::string(line);
+    };
+    if (validate_now) report += "; " + validation();
     std::cout << report << std::endl;
     const bool out_of_time = args.time_budget > 0.0 && seconds >= 60.0 * args.time_budget;
-    if (out_of_time && valid_batches && !validate_now) {
-      const Validation v = validate(*net, *valid_batches, valid_refs, src_vocab, tgt_vocab, args);
-      best = v.bleu.score > best_bleu;
-      if (best) best_bleu = v.bleu.score;
-      std::printf("epoch %lld validation loss %.4f, BLEU %.2f%s\n", static_cast<long long>(epoch), v.loss, v.bleu.score,
-                  best ? " (best)" : "");
-    }
+    if (out_of_time && valid_batches && !validate_now) std::cout << "epoch " << epoch << " " << validation() << "\n";
     if (!args.out.empty()) save(epoch, best);
     if (out_of_time) {
       std::printf("stopped after epoch %lld: %.1f s of training reached --time-budget %g min\n",

@@ -266,7 +266,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
       if (accumulated == 0) optimizer.zero_grad();
       const index_t batch_rows = loaded.X.shape()[0], parts = std::min(options.micro_batches, batch_rows);
       NmtBatch batch{loaded.X, loaded.X_valid_len, loaded.Y, loaded.Y_valid_len};
-      std::vector<index_t> bounds;
+      std::vector<index_t> bounds;  // the parts' rows when sorted; empty: even parts in the batch's order
       if (parts > 1 && (trim_source || trim_target)) {
         // Parts of rows of like lengths, each cut after its own longest: less padding, even parts.
         const detail::MicroBatchSplit split =
@@ -275,8 +275,6 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
         for (IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
           *t = index_select(*t, 0, split.order);
         bounds = split.bounds;
-      } else {
-        for (index_t part = 0; part <= parts; ++part) bounds.push_back(batch_rows * part / parts);
       }
       // Rows [begin, end) of the batch: forward, loss and backward; the loss comes back.
       const auto step = [&](index_t begin, index_t end) {
@@ -301,7 +299,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
         l.backward();
         return l.item();
       };
-      loss_sum += accumulate_micro_batches<T>(bounds, step, device.is_cpu());
+      loss_sum += bounds.empty() ? accumulate_micro_batches<T>(batch_rows, parts, step, device.is_cpu())
+                                 : accumulate_micro_batches<T>(bounds, step, device.is_cpu());
       for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
       if (++accumulated == options.accumulation_steps) {
         update();
