@@ -47,9 +47,9 @@ using translator::TransformerNet;
 struct Args {
   translator::ModelConfig model;
   std::string train, valid, out, resume, schedule = "constant";
-  index_t num_examples = 600, batch_size = 64, bucket = 0, min_freq = 2, epochs = -1, warmup = 0;
+  index_t num_examples = 600, batch_size = 64, batch_tokens = 0, bucket = 0, min_freq = 2, epochs = -1, warmup = 0;
   index_t accumulation_steps = 1, micro_batches = 1, valid_every = 1, beam = 1;
-  double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0;
+  double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
   std::uint64_t seed = 1;
   bool quiet = false;
 };
@@ -125,7 +125,7 @@ Arrays arrays_of(const heed::NmtTokens& pairs, const heed::Vocab& src_vocab, con
 // ---- validation ---------------------------------------------------------------------------
 
 struct Validation {
-  double loss = 0.0;  // summed sequence losses / target tokens, as training reports it
+  double loss = 0.0;  // summed sequence losses / target tokens, unsmoothed: the targets' mean −log p
   heed::CorpusBleu bleu;
 };
 
@@ -198,6 +198,7 @@ int run(const Args& args) {
   heed::NmtDataLoader loader(train.src.array, train.src.valid_len, train.tgt.array, train.tgt.valid_len,
                              args.batch_size, args.seed);
   loader.set_bucketing(args.bucket);
+  loader.set_max_tokens(args.batch_tokens);
   std::optional<heed::NmtDataLoader> valid_batches;
   translator::References valid_refs;
   if (!split.valid.source.empty()) {
@@ -212,7 +213,10 @@ int run(const Args& args) {
   std::map<std::string, std::string> model_metadata = args.model.to_metadata();
   model_metadata.merge(translator::vocab_metadata(src_vocab, tgt_vocab));
   const index_t epochs = args.epochs >= 0 ? args.epochs : (args.model.model == "bahdanau" ? 250 : 200);
-  const index_t batches_per_epoch = loader.num_batches();
+  // Batches by tokens vary in number from epoch to epoch: the schedule counts the first's.
+  heed::NmtDataLoader first_epoch = loader;
+  first_epoch.begin();
+  const index_t batches_per_epoch = first_epoch.num_batches();
   const index_t steps_per_epoch = (batches_per_epoch + args.accumulation_steps - 1) / args.accumulation_steps;
 
   index_t epochs_done = 0, steps_done = 0;
@@ -254,6 +258,7 @@ int run(const Args& args) {
   options.micro_batches = args.micro_batches;
   options.accumulation_steps = args.accumulation_steps;
   options.grad_clip = args.grad_clip;
+  options.label_smoothing = args.label_smoothing;
   options.lr_schedule = schedule_of(args, epochs * steps_per_epoch);
   if (!args.quiet) options.on_epoch = heed::ProgressReport();
   if (!args.out.empty()) std::filesystem::create_directories(args.out);
@@ -344,8 +349,12 @@ int main(int argc, char** argv) {
   app.add_option("--min-freq", args.min_freq, "a word seen fewer times is <unk>")
       ->check(CLI::Range(index_t(0), index_t(1) << 40))
       ->group(data);
-  app.add_option("--batch-size", args.batch_size, "sentences per batch")
+  app.add_option("--batch-size", args.batch_size, "sentences per batch (at most, with --batch-tokens)")
       ->check(CLI::Range(index_t(1), index_t(1) << 20))
+      ->group(data);
+  app.add_option("--batch-tokens", args.batch_tokens,
+                 "positions per batch, rows × (longest source + longest target), at most (0: by --batch-size)")
+      ->check(CLI::Range(index_t(0), index_t(1) << 40))
       ->group(data);
   app.add_option("--bucket", args.bucket, "sort by length within windows of this many batches (0: d2l's shuffle)")
       ->check(CLI::Range(index_t(0), index_t(1) << 20))
@@ -396,6 +405,10 @@ int main(int argc, char** argv) {
       ->group(training);
   app.add_option("--grad-clip", args.grad_clip, "clip the gradients' global norm to this (0: off)")
       ->check(CLI::Range(0.0, 1e12))
+      ->group(training);
+  app.add_option("--label-smoothing", args.label_smoothing,
+                 "ε of the training targets, (1 − ε) one-hot + ε / vocabulary (validation loss stays unsmoothed)")
+      ->check(CLI::Range(0.0, 1.0))
       ->group(training);
   app.add_option("--accumulation-steps", args.accumulation_steps, "batches summed into one update")
       ->check(CLI::Range(index_t(1), index_t(1) << 20))

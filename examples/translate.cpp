@@ -16,12 +16,15 @@
 #include <heed/seq2seq/train.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -36,7 +39,9 @@ using translator::TransformerNet;
 
 const char* const kUsage =
     "usage: translate [--model bahdanau|transformer] [--data FILE] [--num-examples N] [--epochs N]\n"
-    "                 [--beam K] [--save FILE] [--load FILE] [--heatmaps DIR] [--alignments FILE]\n"
+    "                 [--beam K] [--n-best N] [--length-penalty A] [--sample] [--temperature T]\n"
+    "                 [--top-k K] [--top-p P] [--min-length N] [--max-length N] [--no-repeat-ngram N]\n"
+    "                 [--save FILE] [--load FILE] [--heatmaps DIR] [--alignments FILE]\n"
     "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
     "                 [SENTENCE ... | -]\n"
     "\n"
@@ -46,7 +51,16 @@ const char* const kUsage =
     "  --data           a Tatoeba/d2l fra.txt file (default: the built-in corpus)\n"
     "  --num-examples   pairs to read, d2l's num_examples (default 600)\n"
     "  --epochs         training epochs (default: d2l's, 200 transformer / 250 bahdanau)\n"
-    "  --beam           beam width; 1 (default) decodes greedily\n"
+    "  --beam           beam width; 1 (default) decodes greedily; with --sample, samples per sentence\n"
+    "  --n-best         hypotheses printed per sentence, best first with their scores (<= --beam)\n"
+    "  --length-penalty beam search's alpha in log P / length^alpha (default 0.75)\n"
+    "  --sample         draw each token instead of taking the best, from a generator seeded by --seed\n"
+    "  --temperature    sampling: divide the logits by T (default 1)\n"
+    "  --top-k          sampling: only the K most probable tokens (default 0: all)\n"
+    "  --top-p          sampling: only the fewest tokens holding probability P (default 1: all)\n"
+    "  --min-length     no <eos> before N tokens (default 0)\n"
+    "  --max-length     N tokens at most (default 0: the model's num_steps)\n"
+    "  --no-repeat-ngram no N-gram twice in a translation (default 0: off)\n"
     "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
     "  --heatmaps       write the attention heatmaps of each translation (SVG) into DIR\n"
     "  --alignments     write 'source ||| translation ||| i-j links' per sentence to FILE\n"
@@ -68,7 +82,8 @@ struct Args {
   std::string model = "transformer";
   bool model_given = false;
   std::string data, save, load, heatmaps, alignments, evaluate;
-  index_t num_examples = 600, epochs = -1, beam = 1, micro_batches = 1, worst = 5;
+  index_t num_examples = 600, epochs = -1, beam = 1, micro_batches = 1, worst = 5, n_best = 1;
+  heed::PredictOptions decoding;  // what the decoding flags set (beam, n-best and micro-batches: below)
   std::uint64_t seed = 1;
   bool quiet = false;
   std::vector<std::string> sentences;
@@ -76,10 +91,25 @@ struct Args {
 
 index_t parse_count(const std::string& flag, const std::string& text, index_t min) {
   char* end = nullptr;
+  errno = 0;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < min)
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < min)
     throw UsageError(flag + " wants an integer >= " + std::to_string(min) + ", got '" + text + "'");
   return static_cast<index_t>(value);
+}
+
+/// A real number in (low, high] (or [low, high] when low_included).
+double parse_real(const std::string& flag, const std::string& text, double low, double high, bool low_included) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  const bool above = low_included ? value >= low : value > low;
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(value) || !above || value > high) {
+    std::ostringstream range;
+    range << (low_included ? "[" : "(") << low << ", " << high << "]";
+    throw UsageError(flag + " wants a number in " + range.str() + ", got '" + text + "'");
+  }
+  return value;
 }
 
 Args parse_args(int argc, char** argv) {
@@ -102,6 +132,24 @@ Args parse_args(int argc, char** argv) {
       args.epochs = parse_count(arg, value(), 0);
     } else if (arg == "--beam") {
       args.beam = parse_count(arg, value(), 1);
+    } else if (arg == "--n-best") {
+      args.n_best = parse_count(arg, value(), 1);
+    } else if (arg == "--length-penalty") {
+      args.decoding.length_penalty = parse_real(arg, value(), 0.0, 100.0, true);
+    } else if (arg == "--sample") {
+      args.decoding.sample = true;
+    } else if (arg == "--temperature") {
+      args.decoding.temperature = parse_real(arg, value(), 0.0, 1e6, false);
+    } else if (arg == "--top-k") {
+      args.decoding.top_k = parse_count(arg, value(), 0);
+    } else if (arg == "--top-p") {
+      args.decoding.top_p = parse_real(arg, value(), 0.0, 1.0, false);
+    } else if (arg == "--min-length") {
+      args.decoding.min_length = parse_count(arg, value(), 0);
+    } else if (arg == "--max-length") {
+      args.decoding.max_length = parse_count(arg, value(), 0);
+    } else if (arg == "--no-repeat-ngram") {
+      args.decoding.no_repeat_ngram_size = parse_count(arg, value(), 0);
     } else if (arg == "--save") {
       args.save = value();
     } else if (arg == "--load") {
@@ -133,6 +181,11 @@ Args parse_args(int argc, char** argv) {
     }
   }
   if (!args.load.empty() && !args.data.empty()) throw UsageError("--load and --data exclude each other");
+  if (args.n_best > args.beam)
+    throw UsageError("--n-best " + std::to_string(args.n_best) + " is more than --beam " + std::to_string(args.beam));
+  args.decoding.beam_size = args.beam;
+  args.decoding.n_best = args.n_best;
+  args.decoding.micro_batches = args.micro_batches;
   return args;
 }
 
@@ -176,10 +229,8 @@ void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_voc
   const translator::References refs = translator::group_references(pairs);
   const std::vector<std::string>& sources = refs.sources;
   const std::vector<std::vector<std::string>>& references = refs.references;
-  heed::PredictOptions options;
-  options.beam_size = args.beam;
+  heed::PredictOptions options = args.decoding;
   options.save_attention_weights = false;
-  options.micro_batches = args.micro_batches;
   const translator::Scored scored =
       translator::translate_and_score(net, refs, src_vocab, tgt_vocab, num_steps, options);
   const std::vector<std::string>& hypotheses = scored.hypotheses;
@@ -263,8 +314,8 @@ int run(const Args& args) {
     references.clear();
   }
   sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());
-  heed::PredictOptions options;
-  options.beam_size = args.beam;
+  heed::PredictOptions options = args.decoding;
+  options.micro_batches = 1;  // attention weights are kept: one group
   if (sentences.empty()) return 0;
   const auto translations =
       heed::predict_seq2seq<Float>(*net, sentences, *src_vocab, *tgt_vocab, config.num_steps, options);
@@ -279,6 +330,9 @@ int run(const Args& args) {
     if (i < references.size()) std::printf(", bleu %.3f", heed::bleu(t.text, references[i], 2));
     if (args.beam > 1) std::printf(" (score %.3f)", t.score);
     std::cout << "\n";
+    for (std::size_t k = 1; k < t.n_best.size(); ++k)
+      std::printf("  %zu. %s (score %.3f, log P %.3f)\n", k + 1, t.n_best[k].text.c_str(), t.n_best[k].score,
+                  t.n_best[k].log_prob);
     if (!args.heatmaps.empty()) write_heatmaps(args.heatmaps, i, t);
     if (alignments.is_open() && t.cross_attention.defined() && !t.tokens.empty()) {
       // Words only: the <eos> steps of both sides are cut off.

@@ -445,17 +445,21 @@ TEMPLATE_TEST_CASE("cross-entropy on the device matches the CPU, forward and bac
   using T = TestType;
   heed::Generator gen(21);
   const heed::IndexTensor labels({1, 0, 4, 4, 2, 3}, {2, 3});
-  for (auto reduction : {heed::Reduction::none, heed::Reduction::mean, heed::Reduction::sum}) {
-    check_op<T>({{2, 3, 5}}, gen,
-                [&](const auto& x) { return heed::cross_entropy(x[0], labels.to(x[0].device()), reduction); });
-  }
-  SECTION("d2l's masked loss, padded steps left out") {
-    const heed::IndexTensor valid_len({2, 0}, {2});
-    for (index_t mean_steps : {0, 5}) {
+  for (const double label_smoothing : {0.0, 0.1, 1.0}) {
+    INFO("label_smoothing " << label_smoothing);
+    for (auto reduction : {heed::Reduction::none, heed::Reduction::mean, heed::Reduction::sum}) {
       check_op<T>({{2, 3, 5}}, gen, [&](const auto& x) {
-        const Device d = x[0].device();
-        return heed::masked_softmax_ce_loss(x[0], labels.to(d), valid_len.to(d), mean_steps);
+        return heed::cross_entropy(x[0], labels.to(x[0].device()), reduction, label_smoothing);
       });
+    }
+    SECTION("d2l's masked loss, padded steps left out") {
+      const heed::IndexTensor valid_len({2, 0}, {2});
+      for (index_t mean_steps : {0, 5}) {
+        check_op<T>({{2, 3, 5}}, gen, [&](const auto& x) {
+          const Device d = x[0].device();
+          return heed::masked_softmax_ce_loss(x[0], labels.to(d), valid_len.to(d), mean_steps, label_smoothing);
+        });
+      }
     }
   }
 }

@@ -1,7 +1,10 @@
 // predict_seq2seq (heed/seq2seq/predict.hpp): greedy, batched and beam search; and the
 // word alignments taken from its attention (heed/seq2seq/alignment.hpp).
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "seq2seq_common.hpp"
 
@@ -196,7 +199,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes groups of sentences on parallel thre
 
 TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's values", "[seq2seq][predict]") {
   // Ties go to the lower token, as a stable sort of the log-probabilities would order them.
-  const std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f};
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f};
   const heed::Tensor<float> expected =
       heed::log_softmax(heed::tensor<float>({0.5f, 2.0f, -1.0f, 2.0f, 1.5f, -3.0f}), 0);
   std::vector<heed::detail::TopToken<float>> top(3);
@@ -218,12 +221,295 @@ TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's value
   CHECK(best[0].log_prob == expected.data()[1]);
   // A NaN logit: what the general path gives (its max is not found by value).
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const std::vector<float> with_nan = {nan, 1.0f, 2.0f};
+  std::vector<float> with_nan = {nan, 1.0f, 2.0f};
   REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, best.data(), best.size()) == 1);
   std::vector<heed::detail::TopToken<float>> general(2);
   REQUIRE(heed::detail::top_log_probs(with_nan.data(), 3, general.data(), general.size()) == 2);
   CHECK(best[0].token == general[0].token);
   CHECK(std::isnan(best[0].log_prob) == std::isnan(general[0].log_prob));
+}
+
+namespace {
+
+/// Whether `tokens` holds the n-gram that `tokens` + `next` would end with (n >= 1).
+bool repeats_ngram(const std::vector<index_t>& tokens, index_t next, index_t n) {
+  std::vector<index_t> all = tokens;
+  all.push_back(next);
+  const auto length = static_cast<index_t>(all.size());
+  if (length < n) return false;
+  for (index_t start = 0; start + n < length; ++start)
+    if (std::equal(all.begin() + start, all.begin() + start + n, all.end() - n)) return true;
+  return false;
+}
+
+/// Greedy decoding of one sentence, written out step by step: the best token the
+/// options allow (<eos> not before min_length tokens, no repeated n-gram), up to
+/// max_tokens tokens.
+template <typename Net>
+std::vector<index_t> reference_greedy(Net& net, const std::string& sentence, const heed::Vocab& src_vocab,
+                                      const heed::Vocab& tgt_vocab, const heed::PredictOptions& options,
+                                      index_t max_tokens) {
+  heed::NoGradGuard no_grad;
+  net.eval();
+  std::vector<std::string> words = heed::detail::split(sentence, ' ');
+  words.push_back("<eos>");
+  std::vector<index_t> ids = src_vocab[words];
+  const index_t valid = static_cast<index_t>(ids.size());
+  ids = heed::truncate_pad(ids, 10, src_vocab["<pad>"]);
+  const IndexTensor enc_X(ids, Shape{1, 10}), enc_valid_len({valid}, Shape{1});
+  auto state = net.decoder().init_state(net.encoder()(enc_X, enc_valid_len), enc_valid_len);
+  const index_t eos = tgt_vocab["<eos>"];
+  std::vector<index_t> tokens;
+  index_t input = tgt_vocab["<bos>"];
+  while (static_cast<index_t>(tokens.size()) < max_tokens) {
+    const Tensorf logits = net.decoder()(IndexTensor({input}, Shape{1, 1}), state);
+    index_t best = -1;
+    for (index_t v = 0; v < tgt_vocab.size(); ++v) {
+      if (v == eos && static_cast<index_t>(tokens.size()) < options.min_length) continue;
+      if (options.no_repeat_ngram_size > 0 && repeats_ngram(tokens, v, options.no_repeat_ngram_size)) continue;
+      if (best < 0 || logits.data()[v] > logits.data()[best]) best = v;
+    }
+    if (best < 0 || best == eos) break;
+    tokens.push_back(best);
+    input = best;
+  }
+  return tokens;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("predict_seq2seq keeps min_length, max_length and no_repeat_ngram_size", "[seq2seq][predict]",
+                   BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(80);
+  const std::unique_ptr<Net> net = trained_small_net<Net>(data, 13);
+  const std::vector<std::string> sentences = {"go .", "i'm home .", "he's calm .", "we are not tired at all ."};
+  const index_t eos = data.tgt_vocab["<eos>"];
+  struct Setting {
+    index_t min_length, max_length, no_repeat;
+  };
+  // Forcing 12 of 14 tokens makes the small model repeat itself unless told not to.
+  bool repeats_when_allowed = false;
+  for (const Setting setting : {Setting{12, 14, 0}, Setting{12, 14, 1}, Setting{12, 14, 2}, Setting{3, 5, 0},
+                                Setting{0, 3, 0}, Setting{0, 0, 2}}) {
+    heed::PredictOptions options;
+    options.min_length = setting.min_length;
+    options.max_length = setting.max_length;
+    options.no_repeat_ngram_size = setting.no_repeat;
+    const index_t max_tokens = setting.max_length > 0 ? setting.max_length : 10;
+    INFO("min_length " << setting.min_length << ", max_length " << setting.max_length << ", no_repeat_ngram_size "
+                       << setting.no_repeat);
+    const auto greedy = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+    options.beam_size = 3;
+    options.n_best = 3;
+    const auto beams = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+      INFO(sentences[i] << " => " << greedy[i].text);
+      CHECK(greedy[i].tokens ==
+            reference_greedy(*net, sentences[i], data.src_vocab, data.tgt_vocab, options, max_tokens));
+      for (const auto& h : beams[i].n_best) {
+        INFO("beam hypothesis " << h.text);
+        const auto length = static_cast<index_t>(h.tokens.size());
+        CHECK(length >= setting.min_length);
+        CHECK(length <= max_tokens);
+        CHECK(std::find(h.tokens.begin(), h.tokens.end(), eos) == h.tokens.end());
+        const bool ended = length < max_tokens;
+        // log P stays the model's: forbidding tokens does not renormalise.
+        CHECK(h.log_prob == Approx(teacher_forced_log_prob<float>(*net, sentences[i], h.tokens, ended, data.src_vocab,
+                                                                  data.tgt_vocab))
+                                .epsilon(1e-4));
+        for (std::size_t t = 0; t < h.tokens.size(); ++t) {
+          const std::vector<index_t> prefix(h.tokens.begin(), h.tokens.begin() + static_cast<long>(t));
+          if (setting.no_repeat > 0)
+            CHECK_FALSE(repeats_ngram(prefix, h.tokens[t], setting.no_repeat));
+          else if (setting.min_length == 12 && repeats_ngram(prefix, h.tokens[t], 1))
+            repeats_when_allowed = true;
+        }
+      }
+    }
+  }
+  CHECK(repeats_when_allowed);
+
+  heed::PredictOptions bad;
+  bad.min_length = 11;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: min_length must be in [0, 10] (the most steps decoded), got 11",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+  bad = {};
+  bad.max_length = -1;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: max_length must be >= 0 (0: num_steps), got -1",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+  bad = {};
+  bad.no_repeat_ngram_size = -2;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: no_repeat_ngram_size must be >= 0 (0: off), got -2",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+}
+
+TEMPLATE_TEST_CASE("predict_seq2seq samples reproducibly, and top_k = 1 samples the greedy translation",
+                   "[seq2seq][predict]", BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(80);
+  const std::unique_ptr<Net> net = trained_small_net<Net>(data, 14);
+  const std::vector<std::string> sentences = {"go .",     "i'm home .", "he's calm .", "we are not tired at all .",
+                                              "i lost .", "he ran .",   "i'm fine .",  "wait ."};
+  heed::PredictOptions greedy_options;
+  greedy_options.save_attention_weights = false;
+  const auto greedy = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, greedy_options);
+  heed::Generator gen(3);
+  heed::PredictOptions options = greedy_options;
+  options.sample = true;
+  options.generator = &gen;
+  options.temperature = 1.5;  // flatter: samples differ from the greedy choice
+  options.beam_size = 4;
+  options.n_best = 4;
+  const auto samples = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+  bool any_differs = false;
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    REQUIRE(samples[i].n_best.size() == 4);
+    for (std::size_t k = 0; k < 4; ++k) {
+      const auto& h = samples[i].n_best[k];
+      INFO(sentences[i] << " => " << h.text);
+      if (k > 0) CHECK(h.score <= samples[i].n_best[k - 1].score);
+      const bool ended = static_cast<index_t>(h.tokens.size()) < 10;
+      CHECK(h.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, sentences[i], h.tokens, ended, data.src_vocab, data.tgt_vocab))
+                .epsilon(1e-4));
+      any_differs = any_differs || h.tokens != greedy[i].tokens;
+    }
+  }
+  CHECK(any_differs);
+  // The same seed draws the same samples, in any grouping and on any thread count; the
+  // generator moves on, so the next call draws others.
+  const auto same_as = [&](const std::vector<heed::Translation<float>>& got,
+                           const std::vector<heed::Translation<float>>& expected) {
+    bool same = true;
+    for (std::size_t i = 0; i < expected.size(); ++i)
+      for (std::size_t k = 0; k < expected[i].n_best.size(); ++k)
+        same = same && got[i].n_best[k].tokens == expected[i].n_best[k].tokens &&
+               got[i].n_best[k].log_prob == expected[i].n_best[k].log_prob;
+    return same;
+  };
+  gen.manual_seed(3);
+  options.micro_batches = 3;
+  CHECK(same_as(heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options), samples));
+  CHECK_FALSE(
+      same_as(heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options), samples));
+#ifdef _OPENMP
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  gen.manual_seed(3);
+  const auto one = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+  omp_set_num_threads(threads);
+  CHECK(same_as(one, samples));
+#endif
+  // top_k = 1 and a top_p below every probability both leave only the best token.
+  for (const auto& [top_k, top_p] : {std::pair{index_t(1), 1.0}, std::pair{index_t(0), 1e-9}}) {
+    INFO("top_k " << top_k << ", top_p " << top_p);
+    heed::PredictOptions cut = options;
+    cut.top_k = top_k;
+    cut.top_p = top_p;
+    cut.beam_size = 1;
+    cut.n_best = 1;
+    const auto got = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, cut);
+    for (std::size_t i = 0; i < sentences.size(); ++i) CHECK(got[i].tokens == greedy[i].tokens);
+  }
+
+  heed::PredictOptions bad;
+  bad.sample = true;
+  bad.temperature = 0.0;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: temperature must be positive and finite, got 0",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+  bad.temperature = 1.0;
+  bad.top_p = 0.0;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: top_p must be in (0, 1], got 0",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+  bad.top_p = 1.0;
+  bad.top_k = -1;
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: top_k must be >= 0 (0: every token), got -1",
+              heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+}
+
+TEST_CASE("sample_token draws each token with its tempered, cut and renormalised probability", "[seq2seq][predict]") {
+  // P = (1/2, 1/4, 1/8, 1/8)
+  const std::vector<double> logits = {std::log(0.5), std::log(0.25), std::log(0.125), std::log(0.125)};
+  struct Case {
+    double temperature;
+    index_t top_k;
+    double top_p;
+    std::vector<index_t> forbidden;
+    std::vector<double> expected;
+  };
+  const double r2 = std::sqrt(0.5), r4 = 0.5, r8 = std::sqrt(0.125), t2 = r2 + r4 + 2 * r8;
+  const std::vector<Case> cases = {
+      {1.0, 0, 1.0, {}, {0.5, 0.25, 0.125, 0.125}},
+      {1.0, 2, 1.0, {}, {2.0 / 3, 1.0 / 3, 0, 0}},
+      {1.0, 3, 1.0, {}, {0.5, 0.25, 0.125, 0.125}},  // a tie at the 3rd: both kept
+      {1.0, 0, 0.7, {}, {2.0 / 3, 1.0 / 3, 0, 0}},   // 1/2 < 0.7 <= 3/4
+      {1.0, 0, 0.5, {}, {1, 0, 0, 0}},
+      {2.0, 0, 1.0, {}, {r2 / t2, r4 / t2, r8 / t2, r8 / t2}},
+      {1.0, 0, 1.0, {0}, {0, 0.5, 0.25, 0.25}},
+      {1.0, 1, 1.0, {0}, {0, 1, 0, 0}},
+  };
+  heed::Generator gen(7);
+  heed::detail::SampleScratch scratch;
+  constexpr int kDraws = 40000;
+  for (const Case& c : cases) {
+    heed::PredictOptions options;
+    options.temperature = c.temperature;
+    options.top_k = c.top_k;
+    options.top_p = c.top_p;
+    INFO("temperature " << c.temperature << ", top_k " << c.top_k << ", top_p " << c.top_p << ", " << c.forbidden.size()
+                        << " forbidden");
+    std::vector<int> counts(4, 0);
+    for (int draw = 0; draw < kDraws; ++draw) {
+      std::vector<double> row = logits;
+      heed::detail::TopToken<double> top{};
+      REQUIRE(heed::detail::sample_token(row.data(), 4, &top, c.forbidden, options, gen, scratch) == 1);
+      ++counts[static_cast<std::size_t>(top.token)];
+      CHECK(top.log_prob == Approx(logits[static_cast<std::size_t>(top.token)]).margin(1e-12));  // the model's log P
+    }
+    for (std::size_t v = 0; v < 4; ++v) {
+      // 5 standard deviations of a binomial share at most: 5 · 0.5 / √40000 = 0.0125
+      CHECK(static_cast<double>(counts[v]) / kDraws == Approx(c.expected[v]).margin(0.0125));
+      if (c.expected[v] == 0.0) CHECK(counts[v] == 0);
+    }
+  }
+  std::vector<double> row = logits;
+  heed::detail::TopToken<double> top{};
+  CHECK(heed::detail::sample_token(row.data(), 4, &top, {0, 1, 2, 3}, heed::PredictOptions{}, gen, scratch) == 0);
+}
+
+TEST_CASE("forbidden_tokens: <eos> before min_length and the ends of repeated n-grams", "[seq2seq][predict]") {
+  heed::PredictOptions options;
+  std::vector<index_t> out;
+  const index_t eos = 3;
+  options.min_length = 2;
+  heed::detail::forbidden_tokens({7}, options, eos, out);
+  CHECK(out == std::vector<index_t>{3});
+  heed::detail::forbidden_tokens({7, 8}, options, eos, out);
+  CHECK(out.empty());
+  options.min_length = 0;
+  const std::vector<index_t> tokens = {5, 6, 5, 6, 5};
+  options.no_repeat_ngram_size = 1;
+  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  CHECK(out == std::vector<index_t>{5, 6, 5, 6, 5});
+  options.no_repeat_ngram_size = 2;  // after 5: the bigrams (5, 6) at 0 and 2
+  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  CHECK(out == std::vector<index_t>{6, 6});
+  options.no_repeat_ngram_size = 3;  // after (6, 5): (6, 5, 6) at 1
+  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  CHECK(out == std::vector<index_t>{6});
+  options.no_repeat_ngram_size = 6;  // longer than the hypothesis
+  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  CHECK(out.empty());
+  // top_log_probs skips the forbidden tokens but keeps the model's log P.
+  std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f};
+  const heed::Tensor<float> expected = heed::log_softmax(heed::tensor<float>({0.5f, 2.0f, -1.0f, 1.0f}), 0);
+  heed::detail::TopToken<float> best{};
+  REQUIRE(heed::detail::top_log_probs(logits.data(), 4, &best, 1, {1}) == 1);
+  CHECK(best.token == 3);
+  CHECK(best.log_prob == expected.data()[3]);
+  std::vector<float> none = {0.5f, 2.0f};
+  CHECK(heed::detail::top_log_probs(none.data(), 2, &best, 1, {0, 1}) == 0);
 }
 
 TEST_CASE("Word alignments are the argmax of the encoder-decoder attention", "[seq2seq][alignment]") {

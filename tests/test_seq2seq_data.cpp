@@ -252,6 +252,16 @@ heed::NmtDataLoader numbered_loader(index_t n, index_t batch_size, std::uint64_t
                              IndexTensor(tgt_len, {n}), batch_size, seed, shuffle);
 }
 
+/// One epoch's batches as the X[:, 0] of their rows.
+std::vector<std::vector<index_t>> epoch_rows(heed::NmtDataLoader& loader) {
+  std::vector<std::vector<index_t>> batches;
+  for (const heed::NmtBatch& batch : loader) {
+    batches.emplace_back();
+    for (index_t r = 0; r < batch.X.size(0); ++r) batches.back().push_back(batch.X.at({r, 0}));
+  }
+  return batches;
+}
+
 /// One epoch: the example numbers in batch order, checking that each batch holds whole
 /// examples, and the batch sizes.
 std::vector<index_t> epoch(heed::NmtDataLoader& loader, std::vector<index_t>* sizes = nullptr) {
@@ -388,6 +398,71 @@ TEST_CASE("length bucketing cuts the padded positions of the built-in corpus by 
   CHECK(heed::padding_of_next_epoch(heed::NmtDataLoader(IndexTensor::empty({0, 2}), IndexTensor::empty({0}),
                                                         IndexTensor::empty({0, 2}), IndexTensor::empty({0}), 4))
             .fraction() == 0.0);
+}
+
+TEST_CASE("NmtDataLoader cuts batches by tokens, each within max_tokens and as full as allowed", "[data]") {
+  // 500 examples, sources of 1-10 steps (width 10), targets of 1-12 (width 12); X[i][0] = i.
+  const index_t n = 500;
+  std::vector<index_t> src, src_len, tgt, tgt_len;
+  for (index_t i = 0; i < n; ++i) {
+    src.insert(src.end(), 10, i);
+    src_len.push_back(1 + (i * 7) % 10);
+    tgt.insert(tgt.end(), 12, i);
+    tgt_len.push_back(src_len.back() + i % 3);  // as in translation, target lengths follow the source's
+  }
+  const auto make = [&] {
+    return heed::NmtDataLoader(IndexTensor(src, {n, 10}), IndexTensor(src_len, {n}), IndexTensor(tgt, {n, 12}),
+                               IndexTensor(tgt_len, {n}), 32, 5);
+  };
+  const auto cost = [&](const std::vector<index_t>& rows) {
+    index_t longest_source = 0, longest_target = 0;
+    for (const index_t i : rows) {
+      longest_source = std::max(longest_source, src_len[static_cast<std::size_t>(i)]);
+      longest_target = std::max(longest_target, tgt_len[static_cast<std::size_t>(i)]);
+    }
+    return static_cast<index_t>(rows.size()) * (longest_source + longest_target);
+  };
+  for (const index_t bucket : {index_t(0), index_t(4)}) {
+    for (const index_t max_tokens : {index_t(15), index_t(150), index_t(600)}) {
+      INFO("bucket " << bucket << ", max_tokens " << max_tokens);
+      heed::NmtDataLoader loader = make();
+      loader.set_bucketing(bucket);
+      loader.set_max_tokens(max_tokens);
+      CHECK(loader.max_tokens() == max_tokens);
+      const std::vector<std::vector<index_t>> batches = epoch_rows(loader);
+      CHECK(static_cast<index_t>(batches.size()) == loader.num_batches());
+      std::vector<index_t> seen;
+      for (const auto& rows : batches) {
+        seen.insert(seen.end(), rows.begin(), rows.end());
+        CHECK(rows.size() <= 32);
+        CHECK((rows.size() == 1 || cost(rows) <= max_tokens));
+      }
+      std::sort(seen.begin(), seen.end());
+      for (index_t i = 0; i < n; ++i) REQUIRE(seen[static_cast<std::size_t>(i)] == i);  // each example once
+      if (bucket == 0) {
+        // In the epoch's order, each batch is as long as it can be: the next example would
+        // pass max_tokens or batch_size.
+        for (std::size_t b = 0; b + 1 < batches.size(); ++b) {
+          std::vector<index_t> more = batches[b];
+          more.push_back(batches[b + 1].front());
+          CHECK((more.size() > 32 || cost(more) > max_tokens));
+        }
+      }
+    }
+  }
+  // Sorted windows pad less; the same seed gives the same batches; 0 cuts by rows again.
+  heed::NmtDataLoader shuffled = make(), bucketed = make(), same = make();
+  for (heed::NmtDataLoader* l : {&shuffled, &bucketed, &same}) l->set_max_tokens(200);
+  bucketed.set_bucketing(4);
+  same.set_bucketing(4);
+  CHECK(2 * heed::padding_of_next_epoch(bucketed).padded < heed::padding_of_next_epoch(shuffled).padded);
+  CHECK(epoch_rows(bucketed) == epoch_rows(same));
+  shuffled.set_max_tokens(0);
+  CHECK(shuffled.num_batches() == 16);
+  shuffled.begin();
+  CHECK(shuffled.num_batches() == 16);
+  CHECK_ERROR(heed::ValueError, "NmtDataLoader::set_max_tokens: max_tokens must be >= 0 (0: off), got -3",
+              shuffled.set_max_tokens(-3));
 }
 
 TEST_CASE("NmtDataLoader checks its arguments", "[data]") {

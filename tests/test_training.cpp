@@ -85,6 +85,77 @@ TEMPLATE_TEST_CASE("cross_entropy matches PyTorch's for every reduction, 2-D and
   }
 }
 
+TEMPLATE_TEST_CASE("cross_entropy with label_smoothing matches PyTorch's label_smoothing, gradients included", "[loss]",
+                   float, double) {
+  for (const auto& [tag, label_smoothing] : {std::pair{"ls10", 0.1}, std::pair{"ls100", 1.0}}) {
+    for (const std::string c : {"ce2", "ce3", "ce_big"}) {
+      for (const Reduction reduction : {Reduction::none, Reduction::mean, Reduction::sum}) {
+        const std::string name = std::string(tag) + "." + c + "." + reduction_name(reduction);
+        INFO("case " << name);
+        Tensor<TestType> logits = leaf<TestType>(golden(), name + ".logits");
+        const auto labels = golden().tensor<std::int64_t>(name + ".labels");
+        const Tensor<TestType> out = heed::cross_entropy(logits, labels, reduction, label_smoothing);
+        check_close(out, golden().tensor<TestType>(name + ".output"), tolerance<TestType>());
+        out.backward(golden().tensor<TestType>(name + ".R"));
+        check_close(logits.grad(), golden().tensor<TestType>(name + ".grad.logits"), tolerance<TestType>());
+      }
+    }
+  }
+}
+
+TEST_CASE("cross_entropy with label_smoothing: by hand, gradients, and its range", "[loss][gradcheck]") {
+  // Uniform logits: every class has log p = −log 4, so any target gives log 4; the
+  // gradient is softmax − target = 1/4 − (0.8 [c = y] + 0.05).
+  auto logits = heed::zeros<double>({1, 4}).requires_grad_();
+  const auto loss = heed::cross_entropy(logits, IndexTensor({2}, Shape{1}), Reduction::sum, 0.2);
+  check_values(loss, {std::log(4.0)});
+  loss.backward();
+  check_values(logits.grad(), {0.2, 0.2, -0.6, 0.2});
+  // ε = 0 is the plain loss, bit for bit.
+  const Tensord x = uniform_leaf({3, 5}, 31);
+  const IndexTensor labels({4, 0, 2}, Shape{3});
+  CHECK(heed::cross_entropy(x, labels, Reduction::none, 0.0).to_vector() ==
+        heed::cross_entropy(x, labels, Reduction::none).to_vector());
+  for (const double label_smoothing : {0.1, 0.5, 1.0}) {
+    INFO("label_smoothing " << label_smoothing);
+    for (const Reduction reduction : {Reduction::none, Reduction::mean}) {
+      const GradFn f = [&](const GradInputs& in) {
+        return heed::cross_entropy(in[0], labels, reduction, label_smoothing);
+      };
+      CHECK_GRADIENTS(f, {uniform_leaf({3, 5}, 32)});
+    }
+    const IndexTensor label({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 3, 3, 3, 3, 3}, Shape{3, 5});
+    const GradFn masked = [&](const GradInputs& in) {
+      return heed::masked_softmax_ce_loss(in[0], label, lens({5, 2, 0}, {3}), 0, label_smoothing);
+    };
+    CHECK_GRADIENTS(masked, {uniform_leaf({3, 5, 4}, 33)});
+    const GradFn fused = [&](const GradInputs& in) {
+      return heed::masked_linear_ce_loss(in[0], in[1], in[2], label, lens({5, 2, 1}, {3}), 0, label_smoothing);
+    };
+    CHECK_GRADIENTS(fused, {uniform_leaf({3, 5, 3}, 34), uniform_leaf({4, 3}, 35), uniform_leaf({4}, 36)});
+    const GradFn linear = [&](const GradInputs& in) {
+      return heed::linear_cross_entropy(in[0], in[1], in[2], labels, Reduction::none, label_smoothing);
+    };
+    CHECK_GRADIENTS(linear, {uniform_leaf({3, 3}, 37), uniform_leaf({5, 3}, 38), uniform_leaf({5}, 39)});
+  }
+  const auto logits2 = heed::zeros<float>({2, 3});
+  const IndexTensor labels2({0, 1}, Shape{2});
+  CHECK_ERROR(heed::ValueError, "cross_entropy: label_smoothing = -0.1 is outside [0, 1]",
+              heed::cross_entropy(logits2, labels2, Reduction::mean, -0.1));
+  CHECK_ERROR(heed::ValueError, "cross_entropy: label_smoothing = 1.5 is outside [0, 1]",
+              heed::cross_entropy(logits2, labels2, Reduction::mean, 1.5));
+  CHECK_ERROR(heed::ValueError, "cross_entropy: label_smoothing = nan is outside [0, 1]",
+              heed::cross_entropy(logits2, labels2, Reduction::mean, std::nan("")));
+  CHECK_ERROR(
+      heed::ValueError, "linear_cross_entropy: label_smoothing = 2 is outside [0, 1]",
+      heed::linear_cross_entropy(logits2, heed::zeros<float>({4, 3}), Tensor<float>(), labels2, Reduction::mean, 2.0));
+  CHECK_ERROR(heed::ValueError, "MaskedSoftmaxCELoss: label_smoothing = -1 is outside [0, 1]",
+              heed::MaskedSoftmaxCELoss(-1.0));
+  CHECK_ERROR(heed::ValueError, "masked_linear_ce_loss: label_smoothing = 3 is outside [0, 1]",
+              heed::masked_linear_ce_loss(heed::zeros<float>({1, 2, 3}), heed::zeros<float>({4, 3}), Tensor<float>(),
+                                          IndexTensor({0, 1}, Shape{1, 2}), lens({2}, {1}), 0, 3.0));
+}
+
 TEST_CASE("cross_entropy of uniform logits is log(num_classes), by hand", "[loss]") {
   auto logits = heed::zeros<double>({2, 4}).requires_grad_();
   const IndexTensor labels({1, 3}, Shape{2});
@@ -245,6 +316,23 @@ TEMPLATE_TEST_CASE("MaskedSoftmaxCELoss matches d2l's, gradients included", "[lo
   }
 }
 
+TEMPLATE_TEST_CASE("MaskedSoftmaxCELoss(label_smoothing) matches d2l's class given PyTorch's label_smoothing", "[loss]",
+                   float, double) {
+  for (const auto& [tag, label_smoothing] : {std::pair{"ls10", 0.1}, std::pair{"ls100", 1.0}}) {
+    const std::string c = std::string(tag) + ".mce.rand";
+    INFO("case " << c);
+    const heed::MaskedSoftmaxCELoss loss(label_smoothing);
+    CHECK(loss.label_smoothing() == label_smoothing);
+    Tensor<TestType> pred = leaf<TestType>(golden(), c + ".pred");
+    const auto label = golden().tensor<std::int64_t>(c + ".label");
+    const auto valid_len = golden().tensor<std::int64_t>(c + ".valid_len");
+    const Tensor<TestType> out = loss(pred, label, valid_len);
+    check_close(out, golden().tensor<TestType>(c + ".output"), tolerance<TestType>());
+    out.backward(golden().tensor<TestType>(c + ".R"));
+    check_close(pred.grad(), golden().tensor<TestType>(c + ".grad.pred"), tolerance<TestType>());
+  }
+}
+
 TEST_CASE("MaskedSoftmaxCELoss equals d2l's formula written with heed's ops", "[loss][gradcheck]") {
   // weights = sequence_mask(ones_like(label), valid_len)
   // (cross_entropy(pred, label, 'none') * weights).mean(dim=1)
@@ -277,11 +365,14 @@ TEST_CASE("masked_linear_ce_loss equals the output layer then MaskedSoftmaxCELos
   Tensord hidden = uniform_leaf({3, 5, 4}, 11), weight = uniform_leaf({300, 4}, 12), bias = uniform_leaf({300}, 13);
   IndexTensor label = heed::detail::make_tensor<std::int64_t>(Shape{3, 5});
   for (index_t i = 0; i < 15; ++i) label.data()[i] = (i * 97) % 300;
-  for (const auto& [valid, mean_steps] :
-       {std::pair{lens({5, 2, 0}, {3}), index_t(0)}, std::pair{lens({9, 4, 1}, {3}), index_t(7)}}) {
-    const Tensord fused = heed::masked_linear_ce_loss(hidden, weight, bias, label, valid, mean_steps);
+  for (const auto& [valid, mean_steps, label_smoothing] :
+       {std::tuple{lens({5, 2, 0}, {3}), index_t(0), 0.0}, std::tuple{lens({9, 4, 1}, {3}), index_t(7), 0.0},
+        std::tuple{lens({5, 2, 0}, {3}), index_t(0), 0.1}, std::tuple{lens({9, 4, 1}, {3}), index_t(7), 1.0}}) {
+    INFO("label_smoothing " << label_smoothing);
+    const Tensord fused = heed::masked_linear_ce_loss(hidden, weight, bias, label, valid, mean_steps, label_smoothing);
     CHECK(fused.grad_fn_name() == "MaskedLinearCELossBackward");
-    const Tensord composed = heed::masked_softmax_ce_loss(heed::linear(hidden, weight, bias), label, valid, mean_steps);
+    const Tensord composed =
+        heed::masked_softmax_ce_loss(heed::linear(hidden, weight, bias), label, valid, mean_steps, label_smoothing);
     check_close(fused, composed, 1e-12);
     const Tensord R({0.5, -2.0, 3.0}, Shape{3});
     std::vector<Tensord> grads;

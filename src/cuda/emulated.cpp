@@ -259,13 +259,21 @@ void cross_entropy_forward(int device, T* loss, T* stats, const T* x, const Cros
       continue;
     }
     const T* row = x + r * c;
-    T max = -INFINITY, sum = 0;
+    const T eps = T(rows.label_smoothing);
+    T max = -INFINITY, sum = 0, row_sum = 0;
     for (index_t j = 0; j < c; ++j) max = std::max(max, row[j]);
     for (index_t j = 0; j < c; ++j) sum += std::exp(row[j] - max);
+    for (index_t j = 0; j < c; ++j) row_sum += row[j];
     const std::int64_t label = rows.labels[r];
     stats[2 * r] = max;
     stats[2 * r + 1] = std::log(sum);
-    loss[r] = label >= 0 && label < c ? stats[2 * r + 1] - (row[label] - max) : T(NAN);
+    // ε of heed/ops/cross_entropy.hpp: the target's share of the row's mean logit.
+    // A label out of range reads nothing: its loss is NaN.
+    const bool valid = label >= 0 && label < c;
+    const T label_logit = valid ? row[label] : T(0);
+    const T target =
+        eps == T(0) ? label_logit - max : (T(1) - eps) * (label_logit - max) + eps * (row_sum / T(c) - max);
+    loss[r] = valid ? stats[2 * r + 1] - target : T(NAN);
   }
 }
 
@@ -277,10 +285,12 @@ void cross_entropy_backward(int device, T* dx, const T* x, const T* stats, const
   for (index_t r = 0; r < rows.rows; ++r) {
     const bool counts = row_counts(rows, r);
     const T k = counts ? g[r / g_stride] / divisor : T(0);
-    for (index_t j = 0; j < c; ++j)
-      dx[r * c + j] =
-          counts ? std::exp((x[r * c + j] - stats[2 * r]) - stats[2 * r + 1]) * k - (j == rows.labels[r] ? k : T(0))
-                 : T(0);
+    const T eps = T(rows.label_smoothing), spread = k * eps / T(c), at_label = (T(1) - eps) * k;
+    for (index_t j = 0; j < c; ++j) {
+      const T target =
+          eps == T(0) ? (j == rows.labels[r] ? k : T(0)) : spread + (j == rows.labels[r] ? at_label : T(0));
+      dx[r * c + j] = counts ? std::exp((x[r * c + j] - stats[2 * r]) - stats[2 * r + 1]) * k - target : T(0);
+    }
   }
 }
 

@@ -165,11 +165,23 @@ __global__ void cross_entropy_forward_kernel(T* loss, T* stats, const T* x, Cros
   T sum = 0;
   for (index_t j = lane; j < c; j += kWarp) sum += exp(row[j] - max);
   const T log_sum = log(warp_sum(sum));
+  // ε of heed/ops/cross_entropy.hpp: the target's share of the row's mean logit.
+  const T eps = T(rows.label_smoothing);
+  T row_sum = 0;
+  if (eps != T(0)) {
+    for (index_t j = lane; j < c; j += kWarp) row_sum += row[j];
+    row_sum = warp_sum(row_sum);
+  }
   if (lane == 0) {
     const std::int64_t label = rows.labels[r];
     stats[2 * r] = max;
     stats[2 * r + 1] = log_sum;
-    loss[r] = label >= 0 && label < c ? log_sum - (row[label] - max) : T(NAN);
+    // A label out of range reads nothing: its loss is NaN.
+    const bool valid = label >= 0 && label < c;
+    const T label_logit = valid ? row[label] : T(0);
+    const T target =
+        eps == T(0) ? label_logit - max : (T(1) - eps) * (label_logit - max) + eps * (row_sum / T(c) - max);
+    loss[r] = valid ? log_sum - target : T(NAN);
   }
 }
 
@@ -188,7 +200,10 @@ __global__ void cross_entropy_backward_kernel(T* dx, const T* x, const T* stats,
   const T k = g[r / g_stride] / divisor;
   const std::int64_t label = rows.labels[r];
   const T max = stats[2 * r], log_sum = stats[2 * r + 1];
-  for (index_t j = lane; j < c; j += kWarp) out[j] = exp((x[r * c + j] - max) - log_sum) * k - (j == label ? k : T(0));
+  const T eps = T(rows.label_smoothing), spread = k * eps / T(c), at_label = (T(1) - eps) * k;
+  for (index_t j = lane; j < c; j += kWarp)
+    out[j] = exp((x[r * c + j] - max) - log_sum) * k -
+             (eps == T(0) ? (j == label ? k : T(0)) : spread + (j == label ? at_label : T(0)));
 }
 
 template <typename T>

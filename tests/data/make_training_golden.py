@@ -21,6 +21,10 @@ Cases:
   mce.d2l, mce.rand
       d2l's MaskedSoftmaxCELoss: pred, label, valid_len, output, R and the gradient
       with respect to pred. mce.d2l is d2l's own example.
+  ls<ε>.ce2.<reduction>, ls<ε>.ce_big.<reduction>, ls<ε>.mce.rand
+      the same with label_smoothing = ε (10 for 0.1, 100 for 1.0): F.cross_entropy(...,
+      label_smoothing=ε) and d2l's MaskedSoftmaxCELoss(label_smoothing=ε), a subclass of
+      nn.CrossEntropyLoss. Drawn last, so that the cases above keep their values.
   adam.<problem>.<dtype>.<name>
       torch.optim.Adam on a small problem, run once in float32 and once in float64:
       the trajectory of each parameter (steps + 1, *shape), row 0 the start, and the
@@ -70,12 +74,12 @@ BLEU_CASES = [
 golden = GoldenFile("tests/data/make_training_golden.py")
 
 
-def cross_entropy_cases(case, logits, labels):
+def cross_entropy_cases(case, logits, labels, label_smoothing=0.0):
     """F.cross_entropy with the classes last, for every reduction."""
     for reduction in ("none", "mean", "sum"):
         x = logits.detach().clone().requires_grad_(True)
         moved = x.permute(0, 2, 1) if x.dim() == 3 else x
-        out = F.cross_entropy(moved, labels, reduction=reduction)
+        out = F.cross_entropy(moved, labels, reduction=reduction, label_smoothing=label_smoothing)
         golden.finish(f"{case}.{reduction}", out, {"logits": x, "labels": labels})
 
 
@@ -161,6 +165,19 @@ def main():
     assert scores[0] == 1.0 and raises[-2:] == [1, 1] and sum(raises) == 2, (scores, raises)
     golden.put("bleu.scores", torch.tensor(scores, dtype=torch.float64))
     golden.put("bleu.d2l_raises", torch.tensor(raises, dtype=torch.int64))
+
+    # ---- label smoothing ---------------------------------------------------------------
+    for eps, tag in ((0.1, "ls10"), (1.0, "ls100")):
+        cross_entropy_cases(f"{tag}.ce2", f32(3 * torch.randn(4, 5)), torch.tensor([0, 4, 2, 2]), eps)
+        cross_entropy_cases(f"{tag}.ce3", f32(2 * torch.randn(2, 3, 6)), torch.randint(0, 6, (2, 3)), eps)
+        cross_entropy_cases(f"{tag}.ce_big",
+                            f32(torch.tensor([[1000.0, 1001.0, 999.0], [-1000.0, -1003.0, -998.5]])),
+                            torch.tensor([1, 0]), eps)
+        pred = leaf(1.5 * torch.randn(4, 5, 7))
+        label = torch.randint(0, 7, (4, 5))
+        valid_len = torch.tensor([7, 2, 0, 3])
+        golden.finish(f"{tag}.mce.rand", MaskedSoftmaxCELoss(label_smoothing=eps)(pred, label, valid_len),
+                      {"pred": pred, "label": label, "valid_len": valid_len})
 
     golden.write(OUT_FILE)
 

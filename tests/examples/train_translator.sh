@@ -36,6 +36,26 @@ for f in best last; do
     fail "translate --load $f: $out"
 done
 
+# Decoding flags: n-best lists, sampling (the same --seed, the same samples), constraints.
+ckpt="$dir/straight/best.safetensors"
+sampled=$("$translate" --load "$ckpt" --sample --temperature 1.5 --top-p 0.9 --beam 3 --n-best 3 --seed 5 \
+  "i'm calm ." 2>&1) || fail "translate --sample: $sampled"
+grep -Eq '^  3\. .* \(score -?[0-9.]+, log P -?[0-9.]+\)$' <<<"$sampled" || fail "no third sample: $sampled"
+again=$("$translate" --load "$ckpt" --sample --temperature 1.5 --top-p 0.9 --beam 3 --n-best 3 --seed 5 \
+  "i'm calm ." 2>&1)
+[ "$sampled" = "$again" ] || fail "the same --seed sampled differently"
+out=$("$translate" --load "$ckpt" --beam 4 --n-best 2 --min-length 3 --max-length 6 --no-repeat-ngram 1 \
+  "i'm calm ." 2>&1) || fail "translate with constraints: $out"
+grep -Eq '^  2\. ' <<<"$out" || fail "no second hypothesis: $out"
+for bad in "--top-p 0" "--temperature -1" "--n-best 3" "--top-k x"; do
+  # shellcheck disable=SC2086
+  got=$("$translate" --load "$ckpt" $bad "go ." 2>&1)
+  [ $? -eq 2 ] && grep -q "^translate: --" <<<"$got" || fail "translate $bad: ${got:0:300}"
+done
+out=$("$train" "${small[@]}" --epochs 1 --label-smoothing 0.1 --batch-tokens 300 --bucket 4 2>&1) ||
+  fail "--label-smoothing 0.1 --batch-tokens 300: $out"
+grep -Eq '^epoch 1/1: loss [0-9.]+' <<<"$out" || fail "no epoch line with --batch-tokens: $out"
+
 expect() {  # status pattern flags...
   local status=$1 pattern=$2 got
   shift 2
@@ -60,6 +80,8 @@ expect 1 "one.txt: --valid-fraction 0.5 leaves" --train "$dir/one.txt" --valid-f
 expect 105 "--batch-size: Value 0 not in range" --batch-size 0
 expect 105 "--dropout: Value 1.5 not in range" --dropout 1.5
 expect 105 "--schedule: .*not in" --schedule linear
+expect 105 "--label-smoothing: Value 1.5 not in range" --label-smoothing 1.5
+expect 105 "--batch-tokens: Value -1 not in range" --batch-tokens -1
 expect 1 "another model or data than this command line's: .*num_hiddens: '16' in the checkpoint, '32' here" \
   --valid-fraction 0.1 --micro-batches 2 --quiet --epochs 5 --resume "$dir/after2.safetensors"
 before=$(md5sum <"$dir/after2.safetensors")

@@ -73,7 +73,7 @@
   EXT template Tensor<T> scaled_dot_product_attention<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,   \
                                                          const AttentionMask<T> &, double, Generator &);            \
   EXT template Tensor<T> sequence_mask<T>(const Tensor<T> &, const IndexTensor &, double);                          \
-  EXT template Tensor<T> cross_entropy<T>(const Tensor<T> &, const IndexTensor &, Reduction);                       \
+  EXT template Tensor<T> cross_entropy<T>(const Tensor<T> &, const IndexTensor &, Reduction, double);               \
   EXT template Tensor<T> dropout<T>(const Tensor<T> &, double, bool, Generator &);                                  \
   EXT template Tensor<T> embedding<T>(const Tensor<T> &, const IndexTensor &);                                      \
   EXT template Tensor<T> gru_layer<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);  \
@@ -84,7 +84,7 @@
                                        double);                                                                     \
   EXT template Tensor<T> linear<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &);                        \
   EXT template Tensor<T> linear_cross_entropy<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,           \
-                                                 const IndexTensor &, Reduction);
+                                                 const IndexTensor &, Reduction, double);
 
 // Shape ops and comparisons: float, double, std::int64_t and bool.
 #define HEED_COMPILED_OPS_ANY(EXT, T)                                                           \

@@ -46,9 +46,9 @@
   HEED_COMPILED_SEQ2SEQ_NET(EXT, T, Seq2SeqEncoder, Seq2SeqAttentionDecoder)                                    \
   HEED_COMPILED_SEQ2SEQ_NET(EXT, T, TransformerEncoder, TransformerDecoder)                                     \
   EXT template Tensor<T> masked_softmax_ce_loss<T>(const Tensor<T> &, const IndexTensor &, const IndexTensor &, \
-                                                   index_t);                                                    \
+                                                   index_t, double);                                            \
   EXT template Tensor<T> masked_linear_ce_loss<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,      \
-                                                  const IndexTensor &, const IndexTensor &, index_t);           \
+                                                  const IndexTensor &, const IndexTensor &, index_t, double);   \
   EXT template Alignment align<T>(const Tensor<T> &, index_t, index_t, bool);
 
 #define HEED_COMPILED_OPTIM(EXT, T)                                                              \

@@ -20,6 +20,12 @@
 // (x − max first, as PyTorch's log_softmax: with logits near 1000, x − (max + log_sum)
 // in float would round the log-sum-exp to 6e-5 and the probabilities with it.)
 // The mean over zero rows is NaN (0/0), as in PyTorch.
+//
+// label_smoothing = ε in [0, 1], as PyTorch's: the target is (1 − ε) · one_hot(y) +
+// ε / classes, so that
+//   loss_r = log_sum_r − (1 − ε)(x_r[y_r] − max_r) − ε (mean_c x_rc − max_r)
+//   d loss_r / d x_rc = softmax(x_r)_c − (1 − ε) [c = y_r] − ε / classes
+// (ε = 0 runs the formulas above, bit for bit).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -67,15 +73,31 @@ inline void check_labels(const IndexTensor& labels, index_t classes, const char*
 struct CrossEntropyRows {
   index_t rows = 0, classes = 0, steps = 1;
   std::vector<index_t> lens;
+  double label_smoothing = 0;  // ε (see the top of this file)
 
   bool counts(index_t r) const { return lens.empty() || r % steps < lens[static_cast<std::size_t>(r / steps)]; }
 };
+
+/// label_smoothing within [0, 1], as PyTorch requires.
+inline void check_label_smoothing(double label_smoothing, const char* op) {
+  HEED_CHECK(label_smoothing >= 0.0 && label_smoothing <= 1.0, ValueError, op, ": label_smoothing = ", label_smoothing,
+             " is outside [0, 1]");
+}
+
+/// The part of a row's loss taken from its logits, relative to the row's max:
+/// (1 − ε)(x_y − max) + ε (mean x − max); x_y − max alone when ε = 0.
+template <typename T>
+T smoothed_target(T label_logit, T row_sum, T max, index_t classes, T eps) {
+  if (eps == T(0)) return label_logit - max;
+  return (T(1) - eps) * (label_logit - max) + eps * (row_sum / static_cast<T>(classes) - max);
+}
 
 /// Fills loss[r] and stats[2r], stats[2r + 1] (the row's max and log Σ exp(x − max))
 /// for each row of x (rows × classes); uncounted rows get 0 (their stats never read).
 template <typename T>
 void cross_entropy_forward(const T* x, const std::int64_t* y, const CrossEntropyRows& rows, T* stats, T* loss) {
   const index_t c = rows.classes;
+  const T eps = static_cast<T>(rows.label_smoothing);
   parallel_for(rows.rows, kParallelGrain / std::max<index_t>(c, 1) + 1, [&](index_t begin, index_t end) {
     for (index_t r = begin; r < end; ++r) {
       if (!rows.counts(r)) {
@@ -87,18 +109,29 @@ void cross_entropy_forward(const T* x, const std::int64_t* y, const CrossEntropy
       const T log_sum = std::log((row - max).exp().sum());
       stats[2 * r] = max;
       stats[2 * r + 1] = log_sum;
-      loss[r] = log_sum - (x[r * c + y[r]] - max);
+      loss[r] = log_sum - smoothed_target(x[r * c + y[r]], eps == T(0) ? T(0) : row.sum(), max, c, eps);
     }
   });
 }
 
+/// row −= k · target, for a row (or a part of one) of a cross entropy over `classes`:
+/// k at the label; (1 − ε) k there and ε k / classes everywhere when smoothed. `label`
+/// is the label's place in `row`, outside [0, row.size()) when the label is not in it.
+template <typename T, typename Row>
+void subtract_target(Row&& row, std::int64_t label, T k, T eps, index_t classes) {
+  if (eps != T(0)) row -= k * eps / static_cast<T>(classes);
+  if (label >= 0 && label < row.size()) row[label] -= eps == T(0) ? k : (T(1) - eps) * k;
+}
+
 /// d loss / d x for loss rows whose upstream gradient is coef(r):
-///   dx_r = coef(r) · (exp(x_r − max_r − log_sum_r) − one_hot(y_r)); 0 for uncounted rows.
+///   dx_r = coef(r) · (exp(x_r − max_r − log_sum_r) − target_r); 0 for uncounted rows,
+/// target_r = one_hot(y_r), smoothed by ε.
 template <typename T, typename Coef>
 Tensor<T> cross_entropy_backward(const Tensor<T>& logits, const IndexTensor& labels, const Tensor<T>& stats,
                                  const CrossEntropyRows& rows, Coef&& coef) {
   Tensor<T> dx = make_tensor<T>(logits.shape());
   const index_t c = rows.classes;
+  const T eps = static_cast<T>(rows.label_smoothing);
   const T* x = logits.data();
   const T* st = stats.data();
   const std::int64_t* y = labels.data();
@@ -112,7 +145,7 @@ Tensor<T> cross_entropy_backward(const Tensor<T>& logits, const IndexTensor& lab
       }
       const T k = coef(r);
       out = ((ConstVecMap<T>(x + r * c, c) - st[2 * r]) - st[2 * r + 1]).exp() * k;
-      out[y[r]] -= k;
+      subtract_target(out, y[r], k, eps, c);
     }
   });
   return dx;
@@ -128,8 +161,9 @@ struct DeviceCrossEntropy {
   heed::CrossEntropyRows rows;
 
   DeviceCrossEntropy(const Tensor<T>& logits, const IndexTensor& labels, const Shape& rows_shape, index_t steps,
-                     const IndexTensor& lens) {
+                     const IndexTensor& lens, double label_smoothing) {
     rows.rows = rows_shape.numel();
+    rows.label_smoothing = label_smoothing;
     rows.classes = logits.shape()[-1];
     rows.steps = steps;
     rows.lens = lens.defined() ? device_data(lens) : nullptr;
@@ -161,10 +195,13 @@ struct DeviceCrossEntropy {
 }  // namespace detail
 
 /// Softmax cross entropy of `logits` (..., num_classes) against class indices `labels`
-/// (...), reduced as asked. See the top of this file.
+/// (...), reduced as asked, with the targets smoothed by label_smoothing. See the top of
+/// this file.
 template <typename T>
-Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Reduction reduction = Reduction::mean) {
+Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Reduction reduction = Reduction::mean,
+                        double label_smoothing = 0.0) {
   detail::check_floating<T>("cross_entropy");
+  detail::check_label_smoothing(label_smoothing, "cross_entropy");
   HEED_CHECK(labels.defined(), ValueError, "cross_entropy: labels are undefined");
   HEED_CHECK(logits.dim() >= 1, ShapeError, "cross_entropy: logits must be (..., num_classes), got shape ",
              to_string(logits.shape()));
@@ -173,7 +210,7 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
              " do not match logits of shape ", to_string(logits.shape()), "; expected labels of shape ",
              to_string(rows_shape));
   if (detail::on_device("cross_entropy", logits, labels)) {
-    const detail::DeviceCrossEntropy<T> ce(logits, labels, rows_shape, 1, IndexTensor());
+    const detail::DeviceCrossEntropy<T> ce(logits, labels, rows_shape, 1, IndexTensor(), label_smoothing);
     const index_t count = rows_shape.numel();
     Tensor<T> out = ce.losses;
     if (reduction != Reduction::none) {
@@ -187,6 +224,7 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
   detail::CrossEntropyRows rows;
   rows.classes = logits.shape()[-1];
   rows.rows = rows_shape.numel();
+  rows.label_smoothing = label_smoothing;
   detail::check_labels(labels, rows.classes, "cross_entropy");
 
   Tensor<T> stats = detail::make_tensor<T>(Shape{rows.rows, 2});

@@ -59,7 +59,19 @@ struct FusedLinearCE {
   std::vector<std::int64_t> labels;  // of the rows that count
   Tensor<T> weight, bias;            // (classes, in), (classes) or undefined
   index_t rows = 0, in = 0, classes = 0;
-  std::vector<T> stats;  // per row: its max logit and log Σ exp(logit − max)
+  T label_smoothing = 0;  // ε of heed/ops/cross_entropy.hpp
+  std::vector<T> stats;   // per row: its max logit and log Σ exp(logit − max)
+
+  /// What the tiles of the forward leave for each row: per tile and row, the tile's max
+  /// and Σ exp(logit − that max) (`partial`) and, when smoothed, the tile's Σ logits
+  /// (`sums`); per row, the label's logit (`target`).
+  struct Partials {
+    std::vector<T> partial, sums, target;
+    explicit Partials(const FusedLinearCE& ce)
+        : partial(static_cast<std::size_t>(ce.tiles() * ce.rows * 2)),
+          sums(static_cast<std::size_t>(ce.label_smoothing != T(0) ? ce.tiles() * ce.rows : 0)),
+          target(static_cast<std::size_t>(ce.rows)) {}
+  };
 
   index_t tiles() const { return (classes + kClassTile - 1) / kClassTile; }
   index_t groups() const { return std::min(tiles(), kClassGroups); }
@@ -75,27 +87,27 @@ struct FusedLinearCE {
           ConstVecMap<T>(bias.data() + c0, width).matrix().transpose();
   }
 
-  /// Folds a tile's logits of rows [r0, r0 + block_rows) into `partial` (per tile and
-  /// row: the tile's max and Σ exp(logit − that max)) and `target` (the label's logit).
+  /// Folds a tile's logits of rows [r0, r0 + block_rows) into `p` (see Partials).
   void tile_stats(const T* tile, index_t t, index_t r0, index_t block_rows, index_t c0, index_t width,
-                  std::vector<T>& partial, std::vector<T>& target) const {
+                  Partials& parts) const {
     for (index_t i = 0; i < block_rows; ++i) {
       const ConstVecMap<T> row(tile + i * width, width);
       const T max = row.maxCoeff();
-      T* p = partial.data() + (t * rows + r0 + i) * 2;
+      T* p = parts.partial.data() + (t * rows + r0 + i) * 2;
       p[0] = max;
       // A tile all −inf adds nothing (not the NaN of −inf − −inf).
       p[1] = max == -std::numeric_limits<T>::infinity() ? T(0) : (row.array() - max).exp().sum();
+      if (!parts.sums.empty()) parts.sums[static_cast<std::size_t>(t * rows + r0 + i)] = row.sum();
       const std::int64_t y = labels[static_cast<std::size_t>(r0 + i)];
-      if (y >= c0 && y < c0 + width) target[static_cast<std::size_t>(r0 + i)] = row[y - c0];
+      if (y >= c0 && y < c0 + width) parts.target[static_cast<std::size_t>(r0 + i)] = row[y - c0];
     }
   }
 
   /// Rows [r0, r1): their stats from the tiles' partials, and their losses (log Σ exp −
-  /// the label's logit, both relative to the row's max).
-  void row_stats(index_t r0, index_t r1, const std::vector<T>& partial, const std::vector<T>& target,
-                 std::vector<T>& loss) {
+  /// the label's logit, both relative to the row's max, smoothed as cross_entropy).
+  void row_stats(index_t r0, index_t r1, const Partials& parts, std::vector<T>& loss) {
     const index_t num_tiles = tiles();
+    const std::vector<T>& partial = parts.partial;
     for (index_t r = r0; r < r1; ++r) {
       T max = partial[static_cast<std::size_t>(r * 2)];
       for (index_t t = 1; t < num_tiles; ++t)
@@ -108,15 +120,18 @@ struct FusedLinearCE {
       const T log_sum = std::log(sum);
       stats[static_cast<std::size_t>(r * 2)] = max;
       stats[static_cast<std::size_t>(r * 2 + 1)] = log_sum;
-      loss[static_cast<std::size_t>(r)] = log_sum - (target[static_cast<std::size_t>(r)] - max);
+      T row_sum = 0;
+      if (!parts.sums.empty())
+        for (index_t t = 0; t < num_tiles; ++t) row_sum += parts.sums[static_cast<std::size_t>(t * rows + r)];
+      loss[static_cast<std::size_t>(r)] =
+          log_sum - smoothed_target(parts.target[static_cast<std::size_t>(r)], row_sum, max, classes, label_smoothing);
     }
   }
 
   /// Fills stats and returns the loss of each row.
   std::vector<T> forward() {
     const index_t num_groups = groups();
-    std::vector<T> partial(static_cast<std::size_t>(tiles() * rows * 2));
-    std::vector<T> target(static_cast<std::size_t>(rows));
+    Partials parts(*this);
     // Heed's buffers, aligned alike in every run: where Eigen's vectorised loops start
     // depends on the alignment, and with it the last bits of exp. Their size depends on
     // no batch's row count, so that every step reuses the same cached buffer (sized by
@@ -130,13 +145,13 @@ struct FusedLinearCE {
         for (index_t r0 = 0; r0 < rows; r0 += kRowTile) {
           const index_t block_rows = std::min(kRowTile, rows - r0);
           logits(r0, block_rows, c0, width, tile);
-          tile_stats(tile, t, r0, block_rows, c0, width, partial, target);
+          tile_stats(tile, t, r0, block_rows, c0, width, parts);
         }
       }
     });
     stats.resize(static_cast<std::size_t>(rows * 2));
     std::vector<T> loss(static_cast<std::size_t>(rows));
-    row_stats(0, rows, partial, target, loss);
+    row_stats(0, rows, parts, loss);
     return loss;
   }
 
@@ -167,7 +182,7 @@ struct FusedLinearCE {
   }
 
   /// Turns a tile's logits (rows [r0, r0 + block_rows), classes [c0, c0 + width), in
-  /// `tile`) into d loss / d logit = coef · (softmax − one_hot(label)), in place, and
+  /// `tile`) into d loss / d logit = coef · (softmax − target), in place, and
   /// multiplies it into db, dW and group g's dx while it is in cache. The row blocks of a
   /// tile come in order, and so do the tiles of a group for a row block.
   void tile_backward(T* tile, index_t g, index_t t, index_t r0, index_t block_rows, const std::vector<T>& coef,
@@ -179,8 +194,7 @@ struct FusedLinearCE {
       const T* s = stats.data() + r * 2;
       VecMap<T> row(tile + i * width, width);
       row = ((row.array() - s[0]) - s[1]).exp() * k;
-      const std::int64_t y = labels[static_cast<std::size_t>(r)];
-      if (y >= c0 && y < c0 + width) row[y - c0] -= k;
+      subtract_target(row, labels[static_cast<std::size_t>(r)] - c0, k, label_smoothing, classes);
     }
     const auto d_logits = Eigen::Map<const RowMajorMatrix<T>>(tile, block_rows, width);
     if (b.grads[2].defined()) {
@@ -251,8 +265,7 @@ struct FusedLinearCE {
   /// tiles, in the same order. Returns the losses; the gradients go to `grads`.
   std::vector<T> forward_backward(const std::vector<T>& coef, const Shape& x_shape, bool need_x, bool need_weight,
                                   bool need_bias, autograd::Grads<T>& grads) {
-    std::vector<T> partial(static_cast<std::size_t>(tiles() * rows * 2));
-    std::vector<T> target(static_cast<std::size_t>(rows));
+    Partials parts(*this);
     stats.resize(static_cast<std::size_t>(rows * 2));
     std::vector<T> loss(static_cast<std::size_t>(rows));
     Backward b = start_backward(need_x, need_weight, need_bias, x_shape, kRowTile);
@@ -266,10 +279,10 @@ struct FusedLinearCE {
         for (index_t t = first_tile(g); t < first_tile(g + 1); ++t) {
           const index_t c0 = t * kClassTile, width = std::min(kClassTile, classes - c0);
           logits(r0, block_rows, c0, width, block.data() + kRowTile * c0);
-          tile_stats(block.data() + kRowTile * c0, t, r0, block_rows, c0, width, partial, target);
+          tile_stats(block.data() + kRowTile * c0, t, r0, block_rows, c0, width, parts);
         }
       });
-      row_stats(r0, r0 + block_rows, partial, target, loss);
+      row_stats(r0, r0 + block_rows, parts, loss);
       b.dx_row0 = r0;
       parallel_tasks(groups(), block_rows * classes * in, [&](index_t g) {
         const SerialGemmScope serial(true);
@@ -314,6 +327,7 @@ Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>&
   FusedLinearCE<T> ce;
   ce.in = weight.shape()[1];
   ce.classes = weight.shape()[0];
+  ce.label_smoothing = static_cast<T>(counted.label_smoothing);
   ce.weight = weight.detach();
   if (bias.defined()) ce.bias = bias.detach();
   const std::int64_t* y = labels.data();
@@ -380,19 +394,23 @@ Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>&
 
 }  // namespace detail
 
-/// cross_entropy(linear(x, weight, bias), labels, reduction) without the logits: see the
-/// top of this file.
+/// cross_entropy(linear(x, weight, bias), labels, reduction, label_smoothing) without the
+/// logits: see the top of this file.
 template <typename T>
 Tensor<T> linear_cross_entropy(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
-                               const IndexTensor& labels, Reduction reduction = Reduction::mean) {
+                               const IndexTensor& labels, Reduction reduction = Reduction::mean,
+                               double label_smoothing = 0.0) {
   constexpr const char* op = "linear_cross_entropy";
+  detail::check_label_smoothing(label_smoothing, op);
   HEED_CHECK(x.defined() && x.dim() >= 1, ShapeError, op, ": x must be (..., in_features), got shape ",
              x.defined() ? to_string(x.shape()) : std::string("undefined"));
   const Shape rows_shape = detail::dropped_shape(x.shape(), x.dim() - 1);
-  if (detail::on_device(op, x, weight, bias)) return cross_entropy(linear(x, weight, bias), labels, reduction);
+  if (detail::on_device(op, x, weight, bias))
+    return cross_entropy(linear(x, weight, bias), labels, reduction, label_smoothing);
   detail::check_linear_ce(op, x, weight, bias, labels, rows_shape);
   detail::CrossEntropyRows rows;  // every row counts
   rows.rows = rows_shape.numel();
+  rows.label_smoothing = label_smoothing;
   const T count = reduction == Reduction::mean ? static_cast<T>(rows.rows) : T(1);
   return detail::fused_linear_ce(
       "LinearCrossEntropyBackward", x, weight, bias, labels, rows, reduction == Reduction::none ? rows_shape : Shape{},

@@ -35,6 +35,7 @@ struct CrossEntropyRows {
   std::int64_t rows = 0, classes = 0, steps = 1;
   const std::int64_t* lens = nullptr;
   const std::int64_t* labels = nullptr;
+  double label_smoothing = 0;  // ε of heed/ops/cross_entropy.hpp
 };
 
 /// How valid_lens index the rows of the scores: one per batch, per (batch, query), or

@@ -143,6 +143,13 @@ struct NmtBatch {
 /// epoch. Only the epoch's last window can leave a partial batch, which is shuffled with
 /// the rest. The draws are the permutation's, then the batch order's, from the same
 /// Generator; with bucketing off the batches are d2l's, draw for draw.
+///
+/// Batches by tokens (set_max_tokens(m), off by default): a batch then takes sentences
+/// in the epoch's order (within a window when bucketing) while its rows × (longest
+/// source + longest target), the positions it runs once cut after its longest sequences,
+/// stay within m, and at most batch_size of them; a sentence longer than m alone is a
+/// batch of one. Sorted windows make such batches even in cost: many short sentences
+/// or few long ones. num_batches() is then the current epoch's count.
 class NmtDataLoader {
  public:
   class Iterator {
@@ -180,7 +187,8 @@ class NmtDataLoader {
 
   index_t batch_size() const { return batch_size_; }
   index_t num_examples() const { return src_.size(0); }
-  index_t num_batches() const { return (num_examples() + batch_size_ - 1) / batch_size_; }
+  /// The batches of the current epoch (of the examples in order before the first begin()).
+  index_t num_batches() const { return static_cast<index_t>(batch_starts_.size()) - 1; }
 
   /// Reseeds the generator: the next epochs are those of a loader built with `seed`.
   void set_seed(std::uint64_t seed) { gen_.manual_seed(seed); }
@@ -193,6 +201,12 @@ class NmtDataLoader {
   /// on (see above); 0 turns it off.
   void set_bucketing(index_t window_batches);
   index_t bucketing() const { return bucket_batches_; }
+
+  /// Cuts batches by tokens, at most max_tokens positions each (see above); 0 (the
+  /// default) cuts them by batch_size alone. Between epochs: the current order is cut
+  /// again at once (so that num_batches() counts such batches), every epoch after too.
+  void set_max_tokens(index_t max_tokens);
+  index_t max_tokens() const { return max_tokens_; }
 
   /// Starts an epoch: draws a new random permutation of the examples (Fisher–Yates on
   /// 0..n-1, as torch.randperm each epoch), unless shuffle is off.
@@ -213,10 +227,12 @@ class NmtDataLoader {
   index_t batch_size_;
   bool shuffle_;
   index_t bucket_batches_ = 0;
+  index_t max_tokens_ = 0;
   Generator gen_;
   std::vector<index_t> order_;
   std::vector<index_t> batch_starts_;
 
+  void cut_batches(index_t from, index_t to);
   void set_batch_starts();
   void sort_into_buckets();
 };
@@ -378,35 +394,73 @@ HEED_INLINE void NmtDataLoader::set_bucketing(index_t window_batches) {
   bucket_batches_ = window_batches;
 }
 
+HEED_INLINE void NmtDataLoader::set_max_tokens(index_t max_tokens) {
+  HEED_CHECK(max_tokens >= 0, ValueError, "NmtDataLoader::set_max_tokens: max_tokens must be >= 0 (0: off), got ",
+             max_tokens);
+  max_tokens_ = max_tokens;
+  batch_starts_.clear();
+  cut_batches(0, num_examples());
+  batch_starts_.push_back(num_examples());
+}
+
+/// Appends the starts of the batches of order_[from, to): runs of batch_size, or by tokens.
+HEED_INLINE void NmtDataLoader::cut_batches(index_t from, index_t to) {
+  if (max_tokens_ == 0) {
+    for (index_t start = from; start < to; start += batch_size_) batch_starts_.push_back(start);
+    return;
+  }
+  const std::int64_t *tgt_len = tgt_valid_len_.data(), *src_len = src_valid_len_.data();
+  // As train_seq2seq cuts a batch: after its longest sequence, one step at least.
+  const auto steps = [](std::int64_t len, index_t width) { return std::clamp<index_t>(len, 1, width); };
+  for (index_t start = from; start < to;) {
+    index_t end = start, longest_source = 0, longest_target = 0;
+    while (end < to && end - start < batch_size_) {
+      const index_t i = order_[static_cast<std::size_t>(end)];
+      const index_t source = std::max(longest_source, steps(src_len[i], src_.size(1)));
+      const index_t target = std::max(longest_target, steps(tgt_len[i], tgt_.size(1)));
+      if (end > start && (end - start + 1) * (source + target) > max_tokens_) break;
+      longest_source = source, longest_target = target, ++end;
+    }
+    batch_starts_.push_back(start);
+    start = end;
+  }
+}
+
 HEED_INLINE void NmtDataLoader::set_batch_starts() {
   batch_starts_.clear();
-  for (index_t start = 0; start < num_examples(); start += batch_size_) batch_starts_.push_back(start);
+  cut_batches(0, num_examples());
   batch_starts_.push_back(num_examples());
 }
 
 HEED_INLINE void NmtDataLoader::sort_into_buckets() {
   const auto n = order_.size();
   // At most the whole epoch: a larger window sorts the same, and w · batch_size could overflow.
-  const auto window = static_cast<std::size_t>(std::min(bucket_batches_, num_batches()) * batch_size_);
+  const index_t row_batches = (num_examples() + batch_size_ - 1) / batch_size_;
+  const auto window = static_cast<std::size_t>(std::min(bucket_batches_, row_batches) * batch_size_);
   const std::int64_t *tgt_len = tgt_valid_len_.data(), *src_len = src_valid_len_.data();
   const auto shorter = [&](index_t a, index_t b) {
     return tgt_len[a] != tgt_len[b] ? tgt_len[a] < tgt_len[b] : src_len[a] < src_len[b];
   };
+  // Each window sorted, then cut into batches of its own.
+  batch_starts_.clear();
   for (std::size_t begin = 0; begin < n; begin += window) {
     const auto first = order_.begin() + static_cast<std::ptrdiff_t>(begin);
-    std::stable_sort(first, first + static_cast<std::ptrdiff_t>(std::min(window, n - begin)), shorter);
+    const std::size_t end = begin + std::min(window, n - begin);
+    std::stable_sort(first, order_.begin() + static_cast<std::ptrdiff_t>(end), shorter);
+    cut_batches(static_cast<index_t>(begin), static_cast<index_t>(end));
   }
+  batch_starts_.push_back(num_examples());
   if (!shuffle_) return;
-  // Windows are whole batches, so the batches are the sorted order's runs of batch_size.
+  // Then the batches themselves in a random order.
   std::vector<index_t> batches(static_cast<std::size_t>(num_batches()));
   for (std::size_t b = 0; b < batches.size(); ++b) batches[b] = static_cast<index_t>(b);
   for (std::size_t i = batches.size(); i > 1; --i) std::swap(batches[i - 1], batches[gen_.uniform_int(i)]);
-  std::vector<index_t> sorted = order_;
+  const std::vector<index_t> sorted = order_, sorted_starts = batch_starts_;
   batch_starts_.assign(1, 0);
   auto out = order_.begin();
   for (const index_t b : batches) {
-    const auto first = sorted.begin() + b * batch_size_;
-    out = std::copy(first, first + std::min(batch_size_, num_examples() - b * batch_size_), out);
+    const auto at = static_cast<std::size_t>(b);
+    out = std::copy(sorted.begin() + sorted_starts[at], sorted.begin() + sorted_starts[at + 1], out);
     batch_starts_.push_back(static_cast<index_t>(out - order_.begin()));
   }
 }
@@ -416,8 +470,10 @@ HEED_INLINE NmtDataLoader::Iterator NmtDataLoader::begin() {
   if (shuffle_) {
     for (std::size_t i = order_.size(); i > 1; --i) std::swap(order_[i - 1], order_[gen_.uniform_int(i)]);
   }
-  set_batch_starts();
-  if (bucket_batches_ > 0) sort_into_buckets();
+  if (bucket_batches_ > 0)
+    sort_into_buckets();
+  else
+    set_batch_starts();
   return Iterator(this, 0);
 }
 

@@ -20,6 +20,8 @@
 //
 // mean_steps, when given, is the divisor instead of num_steps: the steps of the batch
 // before its padding was cut off (train_seq2seq), so that the loss stays d2l's.
+// label_smoothing smooths each step's target as cross_entropy's (heed/ops/cross_entropy.hpp)
+// and PyTorch's nn.CrossEntropyLoss(label_smoothing=ε).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -36,8 +38,9 @@ namespace heed {
 /// MaskedSoftmaxCELoss as a function: see the top of this file.
 template <typename T>
 Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
-                                 index_t mean_steps = 0) {
+                                 index_t mean_steps = 0, double label_smoothing = 0.0) {
   detail::check_floating<T>("MaskedSoftmaxCELoss");
+  detail::check_label_smoothing(label_smoothing, "MaskedSoftmaxCELoss");
   HEED_CHECK(label.defined(), ValueError, "MaskedSoftmaxCELoss: label is undefined");
   HEED_CHECK(pred.dim() == 3, ShapeError, "MaskedSoftmaxCELoss: pred must be (batch, num_steps, vocab_size), got ",
              to_string(pred.shape()));
@@ -51,7 +54,7 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
     HEED_CHECK(valid_len.shape() == Shape{batch}, ShapeError, "MaskedSoftmaxCELoss: valid_len of shape ",
                to_string(valid_len.shape()), " does not match a batch of ", batch, " sequences; expected (", batch,
                ")");
-    const detail::DeviceCrossEntropy<T> ce(pred, label, Shape{batch, num_steps}, num_steps, valid_len);
+    const detail::DeviceCrossEntropy<T> ce(pred, label, Shape{batch, num_steps}, num_steps, valid_len, label_smoothing);
     const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
     Tensor<T> out = mul(detail::alias(detail::sum_to(ce.losses, Shape{batch, 1}), Shape{batch}), T(1) / steps);
     ce.record(out, "MaskedSoftmaxCELossBackward", pred, label, valid_len, num_steps, steps);
@@ -62,6 +65,7 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
   rows.classes = pred.shape()[2];
   rows.steps = num_steps;
   rows.lens = detail::sequence_lens(valid_len, batch, num_steps, "MaskedSoftmaxCELoss");
+  rows.label_smoothing = label_smoothing;
   detail::check_labels(label, rows.classes, "MaskedSoftmaxCELoss");
 
   Tensor<T> stats = detail::make_tensor<T>(Shape{rows.rows, 2});
@@ -86,20 +90,22 @@ Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label
   return out;
 }
 
-/// masked_softmax_ce_loss(linear(hidden, weight, bias), label, valid_len, mean_steps)
-/// without ever holding the logits (heed/ops/linear_cross_entropy.hpp): the decoder's
+/// masked_softmax_ce_loss(linear(hidden, weight, bias), label, valid_len, mean_steps,
+/// label_smoothing) without ever holding the logits (heed/ops/linear_cross_entropy.hpp): the decoder's
 /// output layer and the loss in one, over the valid steps only. train_seq2seq takes this
 /// path for decoders that expose their output layer (see EncoderDecoder::features).
 ///   hidden: (batch, num_steps, in_features)  weight: (vocab_size, in_features)
 template <typename T>
 Tensor<T> masked_linear_ce_loss(const Tensor<T>& hidden, const Tensor<T>& weight, const Tensor<T>& bias,
-                                const IndexTensor& label, const IndexTensor& valid_len, index_t mean_steps = 0) {
+                                const IndexTensor& label, const IndexTensor& valid_len, index_t mean_steps = 0,
+                                double label_smoothing = 0.0) {
   constexpr const char* op = "masked_linear_ce_loss";
+  detail::check_label_smoothing(label_smoothing, op);
   HEED_CHECK(hidden.defined() && hidden.dim() == 3, ShapeError, op,
              ": hidden must be (batch, num_steps, in_features), got ",
              hidden.defined() ? to_string(hidden.shape()) : std::string("undefined"));
   if (detail::on_device(op, hidden, weight, bias, label, valid_len))
-    return masked_softmax_ce_loss(linear(hidden, weight, bias), label, valid_len, mean_steps);
+    return masked_softmax_ce_loss(linear(hidden, weight, bias), label, valid_len, mean_steps, label_smoothing);
   const index_t batch = hidden.shape()[0], num_steps = hidden.shape()[1];
   detail::check_linear_ce(op, hidden, weight, bias, label, Shape{batch, num_steps});
   HEED_CHECK(mean_steps == 0 || mean_steps >= num_steps, ValueError, op, ": mean_steps = ", mean_steps,
@@ -108,6 +114,7 @@ Tensor<T> masked_linear_ce_loss(const Tensor<T>& hidden, const Tensor<T>& weight
   rows.rows = batch * num_steps;
   rows.steps = num_steps;
   rows.lens = detail::sequence_lens(valid_len, batch, num_steps, op);
+  rows.label_smoothing = label_smoothing;
   const T steps = static_cast<T>(mean_steps > 0 ? mean_steps : num_steps);
   return detail::fused_linear_ce(
       "MaskedLinearCELossBackward", hidden, weight, bias, label, rows, Shape{batch},
@@ -125,19 +132,28 @@ Tensor<T> masked_linear_ce_loss(const Tensor<T>& hidden, const Tensor<T>& weight
 
 /// The softmax cross-entropy loss with masks, spelled as d2l's class:
 ///   heed::MaskedSoftmaxCELoss loss;  auto l = loss(pred, label, valid_len);  // l: (batch)
+///   heed::MaskedSoftmaxCELoss smoothed(0.1);  // as nn.CrossEntropyLoss(label_smoothing=0.1)
 class MaskedSoftmaxCELoss {
  public:
+  explicit MaskedSoftmaxCELoss(double label_smoothing = 0.0) : label_smoothing_(label_smoothing) {
+    detail::check_label_smoothing(label_smoothing, "MaskedSoftmaxCELoss");
+  }
+  double label_smoothing() const { return label_smoothing_; }
+
   // pred: (batch, num_steps, vocab_size)  label: (batch, num_steps)  valid_len: (batch)
   template <typename T>
   Tensor<T> forward(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
                     index_t mean_steps = 0) const {
-    return masked_softmax_ce_loss(pred, label, valid_len, mean_steps);
+    return masked_softmax_ce_loss(pred, label, valid_len, mean_steps, label_smoothing_);
   }
   template <typename T>
   Tensor<T> operator()(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
                        index_t mean_steps = 0) const {
     return forward(pred, label, valid_len, mean_steps);
   }
+
+ private:
+  double label_smoothing_;
 };
 
 }  // namespace heed

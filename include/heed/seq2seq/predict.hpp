@@ -27,19 +27,35 @@
 // log-probability; a hypothesis that emits <eos> is finished and scored
 // log P / L^length_penalty (L its length counting <eos>, d2l's 9.8 rule); search stops
 // when every sentence has n_best finished hypotheses that no live one can still beat,
-// or after num_steps.
+// or after max_length steps (num_steps unless set).
+//
+// Sampling (options.sample) draws each token from the softmax of logits / temperature,
+// cut to the top_k most probable tokens and then to the fewest whose probabilities sum
+// to top_p (nucleus sampling), renormalised; beam_size K then draws K independent
+// samples per sentence, ranked as beam search ranks its hypotheses. The draws come from
+// one stream per sample, seeded from options.generator (default_generator() when null)
+// and the sentence's index, so that they depend neither on the thread count nor on
+// micro_batches. Greedy, beam search and sampling alike can forbid <eos> before
+// min_length tokens, and any token that would repeat an n-gram of no_repeat_ngram_size
+// tokens already in the hypothesis (as fairseq's and Hugging Face's options of those
+// names). log_prob is always the model's own: Σ log softmax(logits) of the chosen tokens,
+// whatever the temperature, cut-offs and forbidden tokens. A hypothesis left with no
+// allowed token ends there.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "heed/core/generator.hpp"
 #include "heed/detail/parallel.hpp"
 #include "heed/ops/softmax.hpp"
 #include "heed/seq2seq/bahdanau_decoder.hpp"
@@ -58,6 +74,14 @@ struct PredictOptions {
   // own when attention weights are not kept (one after another when they are, or on a
   // device). The groups, not the thread count, fix the results.
   index_t micro_batches = 1;
+  index_t min_length = 0;            // tokens before <eos> is allowed
+  index_t max_length = 0;            // tokens at most, <eos> not counted; 0: num_steps
+  index_t no_repeat_ngram_size = 0;  // no n-gram of this size twice in a hypothesis; 0: off
+  bool sample = false;               // draw tokens instead of taking the best (see above)
+  double temperature = 1.0;          // sampling: logits / temperature
+  index_t top_k = 0;                 // sampling: only the k most probable tokens; 0: all
+  double top_p = 1.0;                // sampling: only the fewest tokens holding this much probability
+  Generator* generator = nullptr;    // sampling: seeds the draws; default_generator() when null
 };
 
 template <typename T>
@@ -166,32 +190,148 @@ struct TopToken {
   index_t token;
 };
 
-/// The `count` most probable tokens of a row of V logits into top[0..), best first
-/// (ties: the lower token first), with log P = logit − log Σ exp(logits), computed as
-/// log_softmax computes it; returns how many were found (min(count, V)). Reads the row
-/// three times, writes nothing else and allocates nothing: greedy decoding needs
-/// neither a log-softmax tensor nor a sort, and the rows of a step run on many threads.
+/// log Σ exp(logits) of a row, computed as log_softmax computes it.
 template <typename T>
-std::size_t top_log_probs(const T* logits, index_t V, TopToken<T>* top, std::size_t count) {
+T log_normaliser(const T* logits, index_t V) {
   const ConstVecMap<T> row(logits, V);
   const T max = row.maxCoeff();
-  const T log_normaliser = max + std::log((row - max).exp().sum());
-  if (count == 1) {  // greedy: the first maximum, found by value (not found when the max is NaN)
+  return max + std::log((row - max).exp().sum());
+}
+
+/// Sets the forbidden tokens of a row of logits to −inf, once its normaliser is known
+/// (so that log P stays the model's); whether there were any.
+template <typename T>
+bool forbid(T* logits, const std::vector<index_t>& forbidden) {
+  for (const index_t v : forbidden) logits[v] = -std::numeric_limits<T>::infinity();
+  return !forbidden.empty();
+}
+
+/// The `count` most probable tokens of a row of V logits into top[0..), best first
+/// (ties: the lower token first), with log P = logit − log Σ exp(logits), computed as
+/// log_softmax computes it, over the row as the model gave it; the `forbidden` tokens
+/// are never chosen. Returns how many were found (min(count, allowed tokens)). Reads the
+/// row three times, writes only the forbidden logits (−inf) and allocates nothing: greedy
+/// decoding needs neither a log-softmax tensor nor a sort, and the rows of a step run on
+/// many threads.
+template <typename T>
+std::size_t top_log_probs(T* logits, index_t V, TopToken<T>* top, std::size_t count,
+                          const std::vector<index_t>& forbidden = {}) {
+  const ConstVecMap<T> row(logits, V);
+  const T max = row.maxCoeff();
+  const T normaliser = max + std::log((row - max).exp().sum());
+  const bool any_forbidden = forbid(logits, forbidden);
+  if (count == 1 && !any_forbidden) {  // greedy: the first maximum, found by value (not found when the max is NaN)
     const T* first = std::find(logits, logits + V, max);
     if (first != logits + V) {
-      top[0] = {*first - log_normaliser, static_cast<index_t>(first - logits)};
+      top[0] = {*first - normaliser, static_cast<index_t>(first - logits)};
       return 1;
     }
   }
   std::size_t n = 0;
   for (index_t v = 0; v < V; ++v) {
-    const T log_prob = logits[v] - log_normaliser;
+    if (any_forbidden && logits[v] == -std::numeric_limits<T>::infinity()) continue;
+    const T log_prob = logits[v] - normaliser;
     if (n == count && !(log_prob > top[n - 1].log_prob)) continue;
     std::size_t at = n < count ? n++ : n - 1;  // the last slot is dropped when full
     for (; at > 0 && log_prob > top[at - 1].log_prob; --at) top[at] = top[at - 1];
     top[at] = {log_prob, v};
   }
   return n;
+}
+
+/// What sample_token reuses from row to row (one per thread).
+struct SampleScratch {
+  std::vector<double> p, values;
+  std::vector<index_t> order;
+};
+
+/// Draws one token from a row of V logits as PredictOptions asks (temperature, top_k,
+/// top_p; the forbidden tokens never) with one uniform from `gen`, into top[0] with its
+/// model log P (as top_log_probs). Returns 0 when no token is allowed, else 1.
+template <typename T>
+std::size_t sample_token(T* logits, index_t V, TopToken<T>* top, const std::vector<index_t>& forbidden,
+                         const PredictOptions& options, Generator& gen, SampleScratch& scratch) {
+  const T normaliser = log_normaliser(logits, V);
+  forbid(logits, forbidden);
+  const T max = ConstVecMap<T>(logits, V).maxCoeff();
+  if (!(max > -std::numeric_limits<T>::infinity())) return 0;  // nothing allowed (or NaN)
+  // p_v ∝ exp((x_v − max) / temperature), in double; 0 for the forbidden tokens.
+  std::vector<double>& p = scratch.p;
+  p.resize(static_cast<std::size_t>(V));
+  index_t allowed = 0;
+  for (index_t v = 0; v < V; ++v) {
+    const bool ok = logits[v] != -std::numeric_limits<T>::infinity();
+    p[static_cast<std::size_t>(v)] = ok ? std::exp(static_cast<double>(logits[v] - max) / options.temperature) : 0.0;
+    allowed += ok ? 1 : 0;
+  }
+  if (options.top_k > 0 && options.top_k < allowed) {
+    // The tokens at least as probable as the k-th are kept (ties with it included, as
+    // Hugging Face's TopKLogitsWarper keeps them).
+    std::vector<double>& values = scratch.values;
+    values.assign(p.begin(), p.end());
+    const auto kth = values.begin() + (options.top_k - 1);
+    std::nth_element(values.begin(), kth, values.end(), std::greater<double>());
+    const double threshold = *kth;
+    for (double& q : p)
+      if (q < threshold) q = 0.0;
+  }
+  if (options.top_p < 1.0) {
+    // The most probable tokens, best first (ties: the lower token first), until they
+    // hold top_p of what is left; at least one.
+    std::vector<index_t>& order = scratch.order;
+    order.clear();
+    double total = 0.0;
+    for (index_t v = 0; v < V; ++v)
+      if (p[static_cast<std::size_t>(v)] > 0.0) order.push_back(v), total += p[static_cast<std::size_t>(v)];
+    std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+      return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
+    });
+    double kept = 0.0;
+    std::size_t n = 0;
+    while (n < order.size() && (n == 0 || kept < options.top_p * total))
+      kept += p[static_cast<std::size_t>(order[n++])];
+    for (std::size_t i = n; i < order.size(); ++i) p[static_cast<std::size_t>(order[i])] = 0.0;
+  }
+  double total = 0.0;
+  for (const double q : p) total += q;
+  // The token where the running sum passes u · total; the last one kept when rounding
+  // leaves the sum short.
+  const double u = gen.uniform() * total;
+  double running = 0.0;
+  index_t chosen = -1;
+  for (index_t v = 0; v < V; ++v) {
+    const double q = p[static_cast<std::size_t>(v)];
+    if (q <= 0.0) continue;
+    chosen = v;
+    running += q;
+    if (running > u) break;
+  }
+  top[0] = {logits[chosen] - normaliser, chosen};
+  return 1;
+}
+
+/// The tokens a hypothesis may not take next: <eos> before min_length tokens, and each
+/// token that would make an n-gram (n = no_repeat_ngram_size) the hypothesis already has.
+inline void forbidden_tokens(const std::vector<index_t>& tokens, const PredictOptions& options, index_t eos,
+                             std::vector<index_t>& out) {
+  out.clear();
+  const auto length = static_cast<index_t>(tokens.size());
+  if (length < options.min_length) out.push_back(eos);
+  const index_t n = options.no_repeat_ngram_size;
+  if (n < 1 || length < n - 1) return;
+  // Each earlier n-gram whose first n − 1 tokens are the hypothesis' last n − 1 forbids its last.
+  for (index_t start = 0; start + n - 1 < length; ++start)
+    if (std::equal(tokens.begin() + start, tokens.begin() + start + n - 1, tokens.end() - (n - 1)))
+      out.push_back(tokens[static_cast<std::size_t>(start + n - 1)]);
+}
+
+/// 64 bits from a seed and a stream number (SplitMix64's finaliser), for a sample's own
+/// generator.
+inline std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t stream) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
 }
 
 /// Turns off keeping attention weights in a part (an encoder or decoder that has the
@@ -231,6 +371,7 @@ struct LiveHypothesis {
   std::vector<index_t> tokens;
   double log_prob = 0.0;
   bool ended = false;                  // emitted <eos>
+  index_t sample = 0;                  // sampling: which of the sentence's samples (its generator)
   std::vector<Tensor<T>> cross, self;  // per step: (layers, heads, k)
   index_t length() const { return static_cast<index_t>(tokens.size()) + (ended ? 1 : 0); }
 };
@@ -241,15 +382,23 @@ namespace detail {
 
 /// predict_seq2seq's work for the sentences [first, last) of all_sentences, into the
 /// same places of all_results, under the caller's settings (no grad, eval mode, packed
-/// weights, attention weights kept or not).
+/// weights, attention weights kept or not). Sample j of sentence i draws from a
+/// generator seeded with mix_seed(sample_seed, i · beam_size + j).
 template <typename T, typename Net>
 void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, std::size_t first, std::size_t last,
                       const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps, const PredictOptions& options,
-                      std::vector<Translation<T>>& all_results) {
+                      std::uint64_t sample_seed, std::vector<Translation<T>>& all_results) {
   const std::string* src_sentences = all_sentences.data() + first;
   Translation<T>* results = all_results.data() + first;
   const index_t batch = static_cast<index_t>(last - first), K = options.beam_size;
   const index_t eos = tgt_vocab["<eos>"];
+  const index_t max_steps = options.max_length > 0 ? options.max_length : num_steps;
+  const bool sampling = options.sample;
+  std::vector<Generator> generators;  // sampling: per sentence and sample
+  if (sampling)
+    for (index_t i = 0; i < batch * K; ++i)
+      generators.emplace_back(mix_seed(sample_seed, static_cast<std::uint64_t>(first) * static_cast<std::uint64_t>(K) +
+                                                        static_cast<std::uint64_t>(i)));
 
   // ---- encode the batch once ----
   IndexTensor enc_X = detail::make_tensor<std::int64_t>(Shape{batch, num_steps});
@@ -286,7 +435,11 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
   using Live = detail::LiveHypothesis<T>;
   std::vector<std::vector<Live>> live(static_cast<std::size_t>(batch));
   std::vector<std::vector<Live>> finished(static_cast<std::size_t>(batch));
-  for (auto& beams : live) beams.resize(1);  // one hypothesis, <bos>, in row i·K
+  // Beam search starts from one hypothesis, <bos>, in row i·K; sampling from K.
+  for (auto& beams : live) {
+    beams.resize(sampling ? static_cast<std::size_t>(K) : 1);
+    for (std::size_t k = 0; k < beams.size(); ++k) beams[k].sample = static_cast<index_t>(k);
+  }
   std::vector<index_t> active(static_cast<std::size_t>(batch));
   for (index_t b = 0; b < batch; ++b) active[static_cast<std::size_t>(b)] = b;
   auto score_of = [&](const Live& h, index_t length) {
@@ -294,11 +447,14 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
   };
   IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab["<bos>"]);
   const index_t V = tgt_vocab.size();
-  // Only the best min(K, V) tokens of a beam can be among the K best continuations.
-  const auto per_row = static_cast<std::size_t>(std::min(K, V));
+  // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
+  // sample continues with one.
+  const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K, V));
+  const bool constrained = options.min_length > 0 || options.no_repeat_ngram_size > 0;
   std::vector<detail::TopToken<T>> top;
   std::vector<std::size_t> found;
-  for (index_t step = 0; step < num_steps && !active.empty(); ++step) {
+  std::vector<std::vector<index_t>> forbidden;  // per row
+  for (index_t step = 0; step < max_steps && !active.empty(); ++step) {
     Tensor<T> logits = net.decoder()(dec_X, state);  // (rows, 1, V)
     if (!logits.device().is_cpu()) logits = logits.to(Device::cpu());
     const std::vector<Tensor<T>> cross =
@@ -310,13 +466,31 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
     // on one thread: the same bits for any thread count).
     top.resize(static_cast<std::size_t>(num_active * K) * per_row);
     found.assign(static_cast<std::size_t>(num_active * K), 0);
+    forbidden.resize(static_cast<std::size_t>(num_active * K));
+    const auto hypothesis = [&](index_t row) -> const Live* {  // the live hypothesis of a row, if any
+      const auto& beams = live[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)])];
+      return row % K < static_cast<index_t>(beams.size()) ? &beams[static_cast<std::size_t>(row % K)] : nullptr;
+    };
+    for (index_t row = 0; row < num_active * K; ++row) {
+      std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
+      f.clear();
+      if (const Live* h = hypothesis(row); constrained && h) detail::forbidden_tokens(h->tokens, options, eos, f);
+    }
     const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
-    detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first, index_t last) {
-      for (index_t row = first; row < last; ++row) {
+    detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first_row, index_t last_row) {
+      detail::SampleScratch scratch;
+      for (index_t row = first_row; row < last_row; ++row) {
         const auto r = static_cast<std::size_t>(row);
-        if (row % K <
-            static_cast<index_t>(live[static_cast<std::size_t>(active[r / static_cast<std::size_t>(K)])].size()))
-          found[r] = detail::top_log_probs(logits.data() + row * V, V, top.data() + r * per_row, per_row);
+        const Live* h = hypothesis(row);
+        if (!h) continue;
+        T* row_logits = logits.data() + row * V;
+        if (sampling) {
+          Generator& gen =
+              generators[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)] * K + h->sample)];
+          found[r] = detail::sample_token(row_logits, V, top.data() + r, forbidden[r], options, gen, scratch);
+        } else {
+          found[r] = detail::top_log_probs(row_logits, V, top.data() + r * per_row, per_row, forbidden[r]);
+        }
       }
     });
     std::vector<index_t> parents(static_cast<std::size_t>(num_active * K)), tokens(parents.size());
@@ -340,8 +514,14 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
               {beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(t.log_prob), k, t.token});
         }
       }
-      std::stable_sort(candidates.begin(), candidates.end(),
-                       [](const Candidate& a, const Candidate& c) { return a.log_prob > c.log_prob; });
+      // Samples each go on with their own draw, in order; beams compete.
+      if (!sampling)
+        std::stable_sort(candidates.begin(), candidates.end(),
+                         [](const Candidate& a, const Candidate& c) { return a.log_prob > c.log_prob; });
+      // A hypothesis with no allowed token ends as it is.
+      for (index_t k = 0; k < num_live; ++k)
+        if (found[static_cast<std::size_t>(i * K + k)] == 0)
+          finished[static_cast<std::size_t>(b)].push_back(beams[static_cast<std::size_t>(k)]);
       std::vector<Live> next;
       for (const Candidate& c : candidates) {
         if (static_cast<index_t>(next.size()) == K) break;
@@ -370,7 +550,7 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
       // compare against the best score a live hypothesis could reach by num_steps).
       auto& ended = finished[static_cast<std::size_t>(b)];
       bool done = next.empty();
-      if (!done && static_cast<index_t>(ended.size()) >= options.n_best) {
+      if (!done && !sampling && static_cast<index_t>(ended.size()) >= options.n_best) {
         std::vector<double> scores;
         for (const Live& h : ended) scores.push_back(score_of(h, h.length()));
         std::sort(scores.rbegin(), scores.rend());
@@ -378,7 +558,7 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
         bool can_beat = false;
         for (const Live& h : next) {
           const double best_possible =
-              K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(num_steps + 1), options.length_penalty);
+              K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(max_steps + 1), options.length_penalty);
           can_beat = can_beat || best_possible > worst_kept;
         }
         done = !can_beat;
@@ -449,12 +629,31 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
              options.micro_batches);
   HEED_CHECK(options.length_penalty >= 0.0, ValueError, "predict_seq2seq: length_penalty must be >= 0, got ",
              options.length_penalty);
+  const index_t max_steps = options.max_length > 0 ? options.max_length : num_steps;
+  HEED_CHECK(options.max_length >= 0, ValueError, "predict_seq2seq: max_length must be >= 0 (0: num_steps), got ",
+             options.max_length);
+  HEED_CHECK(options.min_length >= 0 && options.min_length <= max_steps, ValueError,
+             "predict_seq2seq: min_length must be in [0, ", max_steps, "] (the most steps decoded), got ",
+             options.min_length);
+  HEED_CHECK(options.no_repeat_ngram_size >= 0, ValueError,
+             "predict_seq2seq: no_repeat_ngram_size must be >= 0 (0: off), got ", options.no_repeat_ngram_size);
+  if (options.sample) {
+    HEED_CHECK(options.temperature > 0.0 && std::isfinite(options.temperature), ValueError,
+               "predict_seq2seq: temperature must be positive and finite, got ", options.temperature);
+    HEED_CHECK(options.top_k >= 0, ValueError, "predict_seq2seq: top_k must be >= 0 (0: every token), got ",
+               options.top_k);
+    HEED_CHECK(options.top_p > 0.0 && options.top_p <= 1.0, ValueError,
+               "predict_seq2seq: top_p must be in (0, 1], got ", options.top_p);
+  }
   for (const char* token : {"<pad>", "<bos>", "<eos>"}) {
     HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
     HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
   }
   std::vector<Translation<T>> results(src_sentences.size());
   if (src_sentences.empty()) return results;
+  // One draw from the caller's generator seeds every sample of this call (see the top).
+  const std::uint64_t sample_seed =
+      options.sample ? (options.generator ? *options.generator : default_generator()).next_u64() : 0;
   NoGradGuard no_grad;
   PackedWeightsGuard packed_weights;  // every step multiplies by the same weights
   net.eval();
@@ -463,7 +662,8 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   const std::size_t count = src_sentences.size();
   const auto parts = static_cast<std::size_t>(std::min<index_t>(options.micro_batches, static_cast<index_t>(count)));
   if (parts == 1) {
-    detail::decode_sentences<T>(net, src_sentences, 0, count, src_vocab, tgt_vocab, num_steps, options, results);
+    detail::decode_sentences<T>(net, src_sentences, 0, count, src_vocab, tgt_vocab, num_steps, options, sample_seed,
+                                results);
     return results;
   }
   // The groups run on parallel threads, with this thread's settings, unless they keep
@@ -481,7 +681,7 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
       const detail::PackedWeightsScope packed_here(packed);
       const detail::ForwardRecordsScope records_here(!parallel && detail::keeps_forward_records());
       detail::decode_sentences<T>(net, src_sentences, count * at / parts, count * (at + 1) / parts, src_vocab,
-                                  tgt_vocab, num_steps, options, results);
+                                  tgt_vocab, num_steps, options, sample_seed, results);
     } catch (...) {
       errors[at] = std::current_exception();
     }

@@ -89,6 +89,7 @@ struct TrainOptions {
   index_t micro_batches = 1;              // parts of each batch run on parallel threads (see above)
   std::optional<LrSchedule> lr_schedule;  // the rate of step 1, 2, ... over all epochs; `lr` when unset
   index_t accumulation_steps = 1;         // batches whose gradients are summed into one update (see above)
+  double label_smoothing = 0.0;           // ε of the loss's targets, as nn.CrossEntropyLoss(label_smoothing=ε)
   index_t epochs_done = 0;                // a resumed run's: epochs are numbered from epochs_done + 1 (see below)
   index_t steps_done = 0;                 // a resumed run's: the schedule goes on from step steps_done + 1
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
@@ -225,6 +226,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   HEED_CHECK(options.accumulation_steps >= 1, ValueError, "train_seq2seq: accumulation_steps must be >= 1, got ",
              options.accumulation_steps);
   HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
+  detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
   // Training runs where the net is (net.to(device) first): each batch goes there, and
   // each step's loss comes back, nothing else.
@@ -241,7 +243,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
                      [](const Tensor<T>& a, const Tensor<T>& b) { return &detail::impl(a) == &detail::impl(b); }),
       ValueError, "train_seq2seq: the optimizer's ", optimizer.params().size(), " parameters are not the net's ",
       params.size());
-  MaskedSoftmaxCELoss loss;
+  const MaskedSoftmaxCELoss loss(options.label_smoothing);
   net.train();
   const index_t bos = tgt_vocab["<bos>"];
   const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
@@ -289,7 +291,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
             const Tensor<T> H = net.features(X.to(device), dec_input.to(device), X_valid_len.to(device));
             const auto& dense = net.decoder().dense;
             l = sum(masked_linear_ce_loss(H, dense.weight, dense.bias, Y.to(device), Y_valid_len.to(device),
-                                          batch.Y.shape()[1]));
+                                          batch.Y.shape()[1], options.label_smoothing));
           }
         }
         if (!l.defined()) {
