@@ -48,6 +48,7 @@ struct Args {
   translator::ModelConfig model;
   std::string train, valid, out, resume, schedule = "constant";
   index_t num_examples = 600, batch_size = 64, batch_tokens = 0, bucket = 0, min_freq = 2, epochs = -1, warmup = 0;
+  index_t sentencepiece = 0;  // pieces per language; 0: d2l's words
   index_t accumulation_steps = 1, micro_batches = 1, valid_every = 1, beam = 1;
   double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
   std::uint64_t seed = 1;
@@ -130,8 +131,9 @@ struct Validation {
 };
 
 template <typename Net>
-Validation validate(Net& net, heed::NmtDataLoader& batches, const translator::References& refs,
-                    const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab, const Args& args) {
+Validation validate(Net& net, heed::NmtDataLoader& batches, const translator::Tokenizers& tokenizers,
+                    const translator::References& refs, const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab,
+                    const Args& args) {
   Validation out;
   net.eval();
   {
@@ -150,7 +152,8 @@ Validation validate(Net& net, heed::NmtDataLoader& batches, const translator::Re
   options.beam_size = args.beam;
   options.save_attention_weights = false;
   options.micro_batches = args.micro_batches;
-  out.bleu = translator::translate_and_score(net, refs, src_vocab, tgt_vocab, args.model.num_steps, options).bleu;
+  out.bleu =
+      translator::translate_and_score(net, tokenizers, refs, src_vocab, tgt_vocab, args.model.num_steps, options).bleu;
   net.train();
   return out;
 }
@@ -166,12 +169,18 @@ void check_same_model(const std::map<std::string, std::string>& saved, const std
     const auto it = saved.find(key);
     const std::string in_file = it == saved.end() ? "(absent)" : it->second;
     if (in_file == value) continue;
+    // Vocabularies by their sizes, SentencePiece models by theirs, the rest by value.
     const bool vocab = key == "src_vocab" || key == "tgt_vocab";
-    differences += (differences.empty() ? "" : "; ") + key + ": " +
-                   (vocab ? std::to_string(translator::split_lines(in_file).size()) + " tokens" : "'" + in_file + "'") +
-                   " in the checkpoint, " +
-                   (vocab ? std::to_string(translator::split_lines(value).size()) + " tokens" : "'" + value + "'") +
-                   " here" + (vocab ? " (built from the training data)" : "");
+    const bool model = key == translator::Tokenizers::kSourceKey || key == translator::Tokenizers::kTargetKey;
+    const auto shown = [&](const std::string& text, bool absent) {
+      if (absent) return text;
+      if (vocab) return std::to_string(translator::split_lines(text).size()) + " tokens";
+      if (model) return std::to_string(text.size()) + " base64 characters";
+      return "'" + text + "'";
+    };
+    differences += (differences.empty() ? "" : "; ") + key + ": " + shown(in_file, it == saved.end()) +
+                   " in the checkpoint, " + shown(value, false) + " here" +
+                   (vocab || model ? " (built from the training data)" : "");
   }
   if (!differences.empty())
     throw heed::FileError("--resume " + path + ": another model or data than this command line's: " + differences);
@@ -189,10 +198,14 @@ std::optional<heed::LrSchedule> schedule_of(const Args& args, index_t total_step
 template <typename Net>
 int run(const Args& args) {
   heed::manual_seed(args.seed);
-  const Split split = read_pairs(args);
-  const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};
-  const heed::Vocab src_vocab(split.train.source, args.min_freq, reserved);
-  const heed::Vocab tgt_vocab(split.train.target, args.min_freq, reserved);
+  const Split words = read_pairs(args);
+  // The model's tokens: the words, or SentencePiece's pieces of them (--sentencepiece).
+  const translator::Tokenizers tokenizers = args.sentencepiece > 0
+                                                ? translator::Tokenizers::train(words.train, args.sentencepiece)
+                                                : translator::Tokenizers();
+  const Split split{tokenizers.to_model(words.train), tokenizers.to_model(words.valid)};
+  const heed::Vocab src_vocab = tokenizers.source_vocab(split.train, args.min_freq);
+  const heed::Vocab tgt_vocab = tokenizers.target_vocab(split.train, args.min_freq);
   const index_t num_steps = args.model.num_steps;
   const Arrays train = arrays_of(split.train, src_vocab, tgt_vocab, num_steps);
   heed::NmtDataLoader loader(train.src.array, train.src.valid_len, train.tgt.array, train.tgt.valid_len,
@@ -205,13 +218,14 @@ int run(const Args& args) {
     const Arrays valid = arrays_of(split.valid, src_vocab, tgt_vocab, num_steps);
     valid_batches.emplace(valid.src.array, valid.src.valid_len, valid.tgt.array, valid.tgt.valid_len, args.batch_size,
                           args.seed, /*shuffle=*/false);
-    valid_refs = translator::group_references(split.valid);
+    valid_refs = translator::group_references(words.valid);  // scored in words, whatever the tokens
   }
 
   auto net = translator::make_net(args.model, src_vocab, tgt_vocab, static_cast<Net*>(nullptr));
   heed::Adam<Float> optimizer(net->parameters(), args.lr);
   std::map<std::string, std::string> model_metadata = args.model.to_metadata();
   model_metadata.merge(translator::vocab_metadata(src_vocab, tgt_vocab));
+  model_metadata.merge(tokenizers.metadata());
   const index_t epochs = args.epochs >= 0 ? args.epochs : (args.model.model == "bahdanau" ? 250 : 200);
   // Batches by tokens vary in number from epoch to epoch: the schedule counts the first's.
   heed::NmtDataLoader first_epoch = loader;
@@ -296,7 +310,7 @@ int run(const Args& args) {
     bool best = false;
     // "validation loss L, BLEU B", with " (best)" when B is the best so far.
     const auto validation = [&] {
-      const Validation v = validate(*net, *valid_batches, valid_refs, src_vocab, tgt_vocab, args);
+      const Validation v = validate(*net, *valid_batches, tokenizers, valid_refs, src_vocab, tgt_vocab, args);
       best = v.bleu.score > best_bleu;
       if (best) best_bleu = v.bleu.score;
       std::snprintf(line, sizeof line, "validation loss %.4f, BLEU %.2f%s", v.loss, v.bleu.score,
@@ -355,6 +369,11 @@ int main(int argc, char** argv) {
   app.add_option("--batch-tokens", args.batch_tokens,
                  "positions per batch, rows × (longest source + longest target), at most (0: by --batch-size)")
       ->check(CLI::Range(index_t(0), index_t(1) << 40))
+      ->group(data);
+  app.add_option("--sentencepiece", args.sentencepiece,
+                 "subword tokens: a SentencePiece model of this many pieces per language, trained on the training "
+                 "pairs and kept in the checkpoints (a build with HEED_WITH_SENTENCEPIECE; 0: d2l's words)")
+      ->check(CLI::Range(index_t(0), index_t(1) << 20))
       ->group(data);
   app.add_option("--bucket", args.bucket, "sort by length within windows of this many batches (0: d2l's shuffle)")
       ->check(CLI::Range(index_t(0), index_t(1) << 20))

@@ -222,8 +222,8 @@ void write_heatmaps(const std::string& dir, std::size_t index, const heed::Trans
 /// Translates each distinct English sentence of `path` once, in batches, and scores the
 /// translations against all of that sentence's French lines.
 template <typename Net>
-void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab, index_t num_steps,
-              const Args& args) {
+void evaluate(Net& net, const translator::Tokenizers& tokenizers, const heed::Vocab& src_vocab,
+              const heed::Vocab& tgt_vocab, index_t num_steps, const Args& args) {
   const heed::NmtTokens pairs = heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(args.evaluate)));
   if (pairs.source.empty()) throw heed::FileError(args.evaluate + ": holds no sentence pairs");
   const translator::References refs = translator::group_references(pairs);
@@ -232,7 +232,7 @@ void evaluate(Net& net, const heed::Vocab& src_vocab, const heed::Vocab& tgt_voc
   heed::PredictOptions options = args.decoding;
   options.save_attention_weights = false;
   const translator::Scored scored =
-      translator::translate_and_score(net, refs, src_vocab, tgt_vocab, num_steps, options);
+      translator::translate_and_score(net, tokenizers, refs, src_vocab, tgt_vocab, num_steps, options);
   const std::vector<std::string>& hypotheses = scored.hypotheses;
   std::cout << args.evaluate << ": " << sources.size() << " English sentences, " << pairs.source.size()
             << " references\n"
@@ -269,6 +269,7 @@ int run(const Args& args) {
   std::unique_ptr<heed::Vocab> src_vocab, tgt_vocab;
   translator::ModelConfig config;  // d2l's
   config.model = args.model;
+  translator::Tokenizers tokenizers;  // d2l's words, unless the checkpoint has SentencePiece models
   if (!args.load.empty()) {
     translator::Loaded<Net> loaded = translator::load_translator<Net>(args.load);
     if (loaded.config.model != args.model)
@@ -277,6 +278,7 @@ int run(const Args& args) {
     src_vocab = std::move(loaded.src_vocab);
     tgt_vocab = std::move(loaded.tgt_vocab);
     config = loaded.config;
+    tokenizers = loaded.tokenizers;
     std::cout << "loaded " << args.model << " from " << args.load << " (" << net->num_parameters() << " parameters)\n";
   } else {
     heed::NmtData data =
@@ -309,7 +311,7 @@ int run(const Args& args) {
   std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
   std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
   if (!args.evaluate.empty()) {
-    evaluate(*net, *src_vocab, *tgt_vocab, config.num_steps, args);
+    evaluate(*net, tokenizers, *src_vocab, *tgt_vocab, config.num_steps, args);
     sentences.clear();
     references.clear();
   }
@@ -318,7 +320,7 @@ int run(const Args& args) {
   options.micro_batches = 1;  // attention weights are kept: one group
   if (sentences.empty()) return 0;
   const auto translations =
-      heed::predict_seq2seq<Float>(*net, sentences, *src_vocab, *tgt_vocab, config.num_steps, options);
+      translator::translate(*net, tokenizers, sentences, *src_vocab, *tgt_vocab, config.num_steps, options);
   std::ofstream alignments;
   if (!args.alignments.empty()) {
     alignments.open(args.alignments);

@@ -1,15 +1,20 @@
 // examples/translator.hpp — what translate and train_translator share: a model's
-// hyper-parameters as a checkpoint's metadata, the net built from them, a checkpoint
-// loaded as a translator, and the scoring of a file of pairs (corpus BLEU).
+// hyper-parameters as a checkpoint's metadata, the net built from them, its tokens (d2l's
+// words, or SentencePiece's pieces kept in the checkpoint), a checkpoint loaded as a
+// translator, and the scoring of a file of pairs (corpus BLEU).
 #pragma once
 
 #include <heed/heed.hpp>
+#include <heed/io/base64.hpp>
 #include <heed/io/checkpoint.hpp>
 #include <heed/io/safetensors.hpp>
 #include <heed/io/training_checkpoint.hpp>
 #include <heed/seq2seq/bleu.hpp>
 #include <heed/seq2seq/encoder_decoder.hpp>
 #include <heed/seq2seq/predict.hpp>
+#ifdef HEED_WITH_SENTENCEPIECE
+#include <heed/seq2seq/sentencepiece.hpp>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -136,13 +141,150 @@ inline std::map<std::string, std::string> vocab_metadata(const heed::Vocab& src,
   return {{"src_vocab", join_lines(src.idx_to_token())}, {"tgt_vocab", join_lines(tgt.idx_to_token())}};
 }
 
-/// A translator read back: the net (its parameters loaded) and both vocabularies.
+/// How a model's sentences become its tokens and back: d2l's words, or the pieces of the
+/// SentencePiece models a checkpoint holds (train_translator --sentencepiece N, in a build
+/// with HEED_WITH_SENTENCEPIECE), base64 in its metadata under heed.src_spm / heed.tgt_spm.
+class Tokenizers {
+ public:
+  static constexpr const char* kSourceKey = "heed.src_spm";
+  static constexpr const char* kTargetKey = "heed.tgt_spm";
+
+  bool subwords() const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    return src_ != nullptr;
+#else
+    return false;
+#endif
+  }
+
+  /// SentencePiece models of vocab_size pieces each, trained on the two sides of `words`.
+  static Tokenizers train([[maybe_unused]] const heed::NmtTokens& words, [[maybe_unused]] index_t vocab_size) {
+#ifdef HEED_WITH_SENTENCEPIECE
+    const auto sentences = [](const std::vector<std::vector<std::string>>& side) {
+      std::vector<std::string> out;
+      for (const auto& w : side) out.push_back(join_words(w));
+      return out;
+    };
+    Tokenizers t;
+    t.src_ =
+        std::make_shared<const heed::SentencePiece>(heed::SentencePiece::train(sentences(words.source), vocab_size));
+    t.tgt_ =
+        std::make_shared<const heed::SentencePiece>(heed::SentencePiece::train(sentences(words.target), vocab_size));
+    return t;
+#else
+    throw heed::ValueError(
+        "--sentencepiece: this build has no SentencePiece (configure with -DHEED_WITH_SENTENCEPIECE=ON)");
+#endif
+  }
+
+  /// The models a checkpoint's metadata holds, if any.
+  static Tokenizers from_metadata(const std::map<std::string, std::string>& metadata, const std::string& path) {
+    const auto src = metadata.find(kSourceKey), tgt = metadata.find(kTargetKey);
+    if (src == metadata.end() && tgt == metadata.end()) return {};
+    if (src == metadata.end() || tgt == metadata.end())
+      throw heed::FileError(path + ": holds one SentencePiece model of two (" + kSourceKey + ", " + kTargetKey + ")");
+#ifdef HEED_WITH_SENTENCEPIECE
+    Tokenizers t;
+    const auto model = [&](const std::string& key, const std::string& text) {
+      const std::string what = path + ": " + key;
+      return std::make_shared<const heed::SentencePiece>(
+          heed::SentencePiece::from_serialized(heed::base64_decode(text, what), what));
+    };
+    t.src_ = model(kSourceKey, src->second);
+    t.tgt_ = model(kTargetKey, tgt->second);
+    return t;
+#else
+    throw heed::FileError(path + ": a model of SentencePiece tokens, which this build cannot read (configure with " +
+                          "-DHEED_WITH_SENTENCEPIECE=ON)");
+#endif
+  }
+
+  /// The models as metadata (nothing for words).
+  std::map<std::string, std::string> metadata() const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    if (subwords())
+      return {{kSourceKey, heed::base64_encode(src_->serialized())},
+              {kTargetKey, heed::base64_encode(tgt_->serialized())}};
+#endif
+    return {};
+  }
+
+  /// The vocabularies: the models' pieces, or d2l's of the words.
+  heed::Vocab source_vocab([[maybe_unused]] const heed::NmtTokens& words, index_t min_freq) const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    if (subwords()) return src_->vocab();
+#endif
+    return heed::Vocab(words.source, min_freq, {"<pad>", "<bos>", "<eos>"});
+  }
+  heed::Vocab target_vocab([[maybe_unused]] const heed::NmtTokens& words, index_t min_freq) const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    if (subwords()) return tgt_->vocab();
+#endif
+    return heed::Vocab(words.target, min_freq, {"<pad>", "<bos>", "<eos>"});
+  }
+
+  /// A sentence's words (preprocess_nmt'ed and split) as the model's source tokens.
+  std::vector<std::string> source_tokens(const std::vector<std::string>& words) const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    if (subwords()) return src_->encode(join_words(words));
+#endif
+    return words;
+  }
+
+  /// Pairs of words as the model's tokens.
+  heed::NmtTokens to_model(const heed::NmtTokens& words) const {
+    if (!subwords()) return words;
+    heed::NmtTokens out;
+#ifdef HEED_WITH_SENTENCEPIECE
+    for (const auto& w : words.source) out.source.push_back(src_->encode(join_words(w)));
+    for (const auto& w : words.target) out.target.push_back(tgt_->encode(join_words(w)));
+#endif
+    return out;
+  }
+
+  /// The model's target tokens as text in d2l's words, joined by spaces.
+  std::string target_text(const std::vector<std::string>& tokens) const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    if (subwords()) return tgt_->decode(tokens);
+#endif
+    return join_words(tokens);
+  }
+
+ private:
+#ifdef HEED_WITH_SENTENCEPIECE
+  std::shared_ptr<const heed::SentencePiece> src_, tgt_;
+#endif
+};
+
+/// A translator read back: the net (its parameters loaded), both vocabularies and the
+/// tokens.
 template <typename Net>
 struct Loaded {
   std::unique_ptr<Net> net;
   std::unique_ptr<heed::Vocab> src_vocab, tgt_vocab;
   ModelConfig config;
+  Tokenizers tokenizers;
 };
+
+/// Translates sentences (raw text: preprocess_nmt'ed, split, and made the model's tokens);
+/// each translation's text is in d2l's words.
+template <typename Net>
+std::vector<heed::Translation<Float>> translate(Net& net, const Tokenizers& tokenizers,
+                                                const std::vector<std::string>& sentences, const heed::Vocab& src_vocab,
+                                                const heed::Vocab& tgt_vocab, index_t num_steps,
+                                                const heed::PredictOptions& options) {
+  std::vector<std::vector<std::string>> tokens;
+  for (const std::string& s : sentences)
+    tokens.push_back(tokenizers.source_tokens(heed::detail::split(heed::preprocess_nmt(s), ' ')));
+  std::vector<heed::Translation<Float>> out =
+      heed::predict_seq2seq_tokens<Float>(net, tokens, src_vocab, tgt_vocab, num_steps, options);
+  if (tokenizers.subwords())
+    for (auto& t : out) {
+      for (auto& h : t.n_best) h.text = tokenizers.target_text(tgt_vocab.to_tokens(h.tokens));
+      t.text = t.n_best.front().text;
+    }
+  return out;
+}
 
 /// Loads a checkpoint that translate --save or train_translator wrote (a training
 /// checkpoint too: its optimizer state is read and dropped).
@@ -157,6 +299,7 @@ Loaded<Net> load_translator(const std::string& path) {
   };
   Loaded<Net> loaded;
   loaded.config = ModelConfig::from_metadata(metadata, path);
+  loaded.tokenizers = Tokenizers::from_metadata(metadata, path);
   loaded.src_vocab = std::make_unique<heed::Vocab>(heed::Vocab::from_idx_to_token(split_lines(field("src_vocab"))));
   loaded.tgt_vocab = std::make_unique<heed::Vocab>(heed::Vocab::from_idx_to_token(split_lines(field("tgt_vocab"))));
   loaded.net = make_net(loaded.config, *loaded.src_vocab, *loaded.tgt_vocab, static_cast<Net*>(nullptr));
@@ -198,8 +341,8 @@ struct Scored {
 /// Translates every source in batches of 128 and scores the translations against their
 /// references with corpus BLEU-4.
 template <typename Net>
-Scored translate_and_score(Net& net, const References& refs, const heed::Vocab& src_vocab, const heed::Vocab& tgt_vocab,
-                           index_t num_steps, const heed::PredictOptions& options) {
+Scored translate_and_score(Net& net, const Tokenizers& tokenizers, const References& refs, const heed::Vocab& src_vocab,
+                           const heed::Vocab& tgt_vocab, index_t num_steps, const heed::PredictOptions& options) {
   constexpr std::size_t kDecodeBatch = 128;
   Scored out;
   const auto start = std::chrono::steady_clock::now();
@@ -209,7 +352,7 @@ Scored translate_and_score(Net& net, const References& refs, const heed::Vocab& 
       const std::vector<std::string> batch(
           refs.sources.begin() + static_cast<long>(b),
           refs.sources.begin() + static_cast<long>(std::min(refs.sources.size(), b + kDecodeBatch)));
-      for (const auto& t : heed::predict_seq2seq<Float>(net, batch, src_vocab, tgt_vocab, num_steps, options))
+      for (const auto& t : translate(net, tokenizers, batch, src_vocab, tgt_vocab, num_steps, options))
         out.hypotheses.push_back(t.text);
     }
   }

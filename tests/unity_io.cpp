@@ -5,3 +5,4 @@
 
 #include "test_checkpoint.cpp"
 #include "test_safetensors.cpp"
+#include "test_base64.cpp"

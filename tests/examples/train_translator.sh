@@ -4,9 +4,11 @@
 # parameters, Adam's state, generators, step); translate loading the best checkpoint of
 # a model of other sizes; and the errors a user meets (each an exit status and a message
 # naming the option or the file, never a signal).
-#   tests/examples/train_translator.sh TRAIN_TRANSLATOR TRANSLATE SCRATCH_DIR
+# With TOKENS = sentencepiece (a build with HEED_WITH_SENTENCEPIECE), a model of subword
+# tokens is trained, resumed and used by translate; with words, --sentencepiece is refused.
+#   tests/examples/train_translator.sh TRAIN_TRANSLATOR TRANSLATE SCRATCH_DIR TOKENS PAIRS_FILE
 set -u
-train=$1 translate=$2 dir=$3
+train=$1 translate=$2 dir=$3 tokens=$4 pairs=$5
 rm -rf "$dir" && mkdir -p "$dir"
 failures=0
 fail() { echo "FAIL $*"; failures=$((failures + 1)); }
@@ -67,6 +69,25 @@ expect() {  # status pattern flags...
     echo "ok   $*: $(head -c 200 <<<"$got" | tr '\n' ' ')"
   fi
 }
+
+# Subword tokens: SentencePiece models trained on the training pairs, kept in the
+# checkpoints; translate reads them back and prints words, not pieces.
+if [ "$tokens" = sentencepiece ]; then
+  spm=(--num-hiddens 16 --ffn-num-hiddens 32 --num-heads 2 --valid-fraction 0.1 --quiet --sentencepiece 90 --num-steps 16)
+  out=$("$train" "${spm[@]}" --epochs 2 --out "$dir/spm" 2>&1) || fail "--sentencepiece 90: $out"
+  grep -Eq '^epoch 2/2: loss [0-9.]+, .*validation loss [0-9.]+, BLEU [0-9.]+' <<<"$out" ||
+    fail "--sentencepiece 90: no validation line: $out"
+  grep -Eq 'vocabularies [0-9]+ / [0-9]+' <<<"$out" || fail "--sentencepiece 90: no vocabulary sizes: $out"
+  out=$("$translate" --load "$dir/spm/best.safetensors" "i'm calm ." 2>&1) || fail "translate a subword model: $out"
+  grep -q "^i'm calm \. => " <<<"$out" || fail "translate a subword model: $out"
+  grep -q $'\xe2\x96\x81' <<<"$out" && fail "translate printed SentencePiece's word marks: $out"
+  out=$("$translate" --load "$dir/spm/best.safetensors" --evaluate "$pairs" 2>&1) || fail "--evaluate a subword model: $out"
+  grep -q "^BLEU = " <<<"$out" || fail "--evaluate a subword model: $out"
+  expect 1 "heed.src_spm: [0-9]+ base64 characters in the checkpoint, [0-9]+ base64 characters here" \
+    "${spm[@]/90/70}" --epochs 3 --resume "$dir/spm/last.safetensors"
+else
+  expect 1 "--sentencepiece: this build has no SentencePiece" --sentencepiece 90
+fi
 expect 1 "^train_translator: read_data_nmt: .*no_such_file.txt" --train "$dir/no_such_file.txt"
 printf 'go .\tva !\n' >"$dir/one.txt" && : >"$dir/empty.txt"
 printf 'hello there\n' >"$dir/no_tab.txt"

@@ -51,9 +51,14 @@ vocabs='"heed.model":"transformer","src_vocab":"<unk>\n","tgt_vocab":"<unk>\n"'
 write_checkpoint vast_model.safetensors "{\"__metadata__\":{$vocabs,\"num_layers\":\"1000000000\"}}"
 write_checkpoint nan_size.safetensors "{\"__metadata__\":{$vocabs,\"num_hiddens\":\"nan\"}}"
 write_checkpoint word_size.safetensors "{\"__metadata__\":{$vocabs,\"num_heads\":\"4 heads\"}}"
+# SentencePiece models (train_translator --sentencepiece) that are not base64, not a
+# model, or one of two; without SentencePiece in the build, any is refused by name.
+write_checkpoint spm_not_base64.safetensors "{\"__metadata__\":{$vocabs,\"heed.src_spm\":\"@@@@\",\"heed.tgt_spm\":\"QUJD\"}}"
+write_checkpoint spm_garbage.safetensors "{\"__metadata__\":{$vocabs,\"heed.src_spm\":\"QUJD\",\"heed.tgt_spm\":\"QUJD\"}}"
+write_checkpoint spm_one.safetensors "{\"__metadata__\":{$vocabs,\"heed.src_spm\":\"QUJD\"}}"
 
 for name in deep_metadata deep_dtype deep_shape deep_offsets unclosed huge_number huge_offset negative_shape \
-  vast_shape vast_header fifo vast_model nan_size word_size; do
+  vast_shape vast_header fifo vast_model nan_size word_size spm_not_base64 spm_garbage spm_one; do
   expect_file_error "$name.safetensors"
   expect_file_error "$name.safetensors" --model transformer
 done

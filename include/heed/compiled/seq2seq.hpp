@@ -38,7 +38,10 @@
       const PredictOptions &);                                                                                        \
   EXT template Translation<T> predict_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(                                  \
       EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::string &, const Vocab &, const Vocab &, index_t,                \
-      const PredictOptions &);
+      const PredictOptions &);                                                                                        \
+  EXT template std::vector<Translation<T>> predict_seq2seq_tokens<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(              \
+      EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::vector<std::vector<std::string>> &, const Vocab &,              \
+      const Vocab &, index_t, const PredictOptions &);
 
 #define HEED_COMPILED_SEQ2SEQ(EXT, T)                                                                           \
   EXT template class Seq2SeqEncoder<T>;                                                                         \

@@ -380,15 +380,17 @@ struct LiveHypothesis {
 
 namespace detail {
 
-/// predict_seq2seq's work for the sentences [first, last) of all_sentences, into the
+/// predict_seq2seq's work for the sentences [first, last) of all_sources (tokens, without
+/// <eos>), into the
 /// same places of all_results, under the caller's settings (no grad, eval mode, packed
 /// weights, attention weights kept or not). Sample j of sentence i draws from a
 /// generator seeded with mix_seed(sample_seed, i · beam_size + j).
 template <typename T, typename Net>
-void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, std::size_t first, std::size_t last,
-                      const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps, const PredictOptions& options,
-                      std::uint64_t sample_seed, std::vector<Translation<T>>& all_results) {
-  const std::string* src_sentences = all_sentences.data() + first;
+void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all_sources, std::size_t first,
+                      std::size_t last, const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
+                      const PredictOptions& options, std::uint64_t sample_seed,
+                      std::vector<Translation<T>>& all_results) {
+  const std::vector<std::string>* sources = all_sources.data() + first;
   Translation<T>* results = all_results.data() + first;
   const index_t batch = static_cast<index_t>(last - first), K = options.beam_size;
   const index_t eos = tgt_vocab["<eos>"];
@@ -405,7 +407,7 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
   IndexTensor enc_valid_len = detail::make_tensor<std::int64_t>(Shape{batch});
   for (index_t b = 0; b < batch; ++b) {
     Translation<T>& r = results[static_cast<std::size_t>(b)];
-    r.source_tokens = detail::split(preprocess_nmt(src_sentences[static_cast<std::size_t>(b)]), ' ');
+    r.source_tokens = sources[static_cast<std::size_t>(b)];
     r.source_tokens.push_back("<eos>");
     std::vector<index_t> ids = src_vocab[r.source_tokens];
     enc_valid_len.data()[b] = static_cast<index_t>(ids.size());
@@ -616,11 +618,13 @@ void decode_sentences(Net& net, const std::vector<std::string>& all_sentences, s
 
 }  // namespace detail
 
-/// Translates a batch of sentences; returns one Translation per sentence.
+/// Translates a batch of sentences given as tokens, as they are (no preprocess_nmt, no
+/// splitting: subword pieces, heed/seq2seq/sentencepiece.hpp, or words split your own way);
+/// <eos> is appended to each. Returns one Translation per sentence.
 template <typename T, typename Net>
-std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::string>& src_sentences,
-                                            const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
-                                            const PredictOptions& options = {}) {
+std::vector<Translation<T>> predict_seq2seq_tokens(Net& net, const std::vector<std::vector<std::string>>& src_tokens,
+                                                   const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
+                                                   const PredictOptions& options = {}) {
   HEED_CHECK(num_steps > 0, ValueError, "predict_seq2seq: num_steps must be positive, got ", num_steps);
   HEED_CHECK(options.beam_size >= 1 && options.n_best >= 1 && options.n_best <= options.beam_size, ValueError,
              "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = ", options.n_best,
@@ -649,8 +653,8 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
     HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
     HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
   }
-  std::vector<Translation<T>> results(src_sentences.size());
-  if (src_sentences.empty()) return results;
+  std::vector<Translation<T>> results(src_tokens.size());
+  if (src_tokens.empty()) return results;
   // One draw from the caller's generator seeds every sample of this call (see the top).
   const std::uint64_t sample_seed =
       options.sample ? (options.generator ? *options.generator : default_generator()).next_u64() : 0;
@@ -659,10 +663,10 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   net.eval();
   const detail::NoAttentionWeightsScope encoder_weights(net.encoder(), options.save_attention_weights);
   const detail::NoAttentionWeightsScope decoder_weights(net.decoder(), options.save_attention_weights);
-  const std::size_t count = src_sentences.size();
+  const std::size_t count = src_tokens.size();
   const auto parts = static_cast<std::size_t>(std::min<index_t>(options.micro_batches, static_cast<index_t>(count)));
   if (parts == 1) {
-    detail::decode_sentences<T>(net, src_sentences, 0, count, src_vocab, tgt_vocab, num_steps, options, sample_seed,
+    detail::decode_sentences<T>(net, src_tokens, 0, count, src_vocab, tgt_vocab, num_steps, options, sample_seed,
                                 results);
     return results;
   }
@@ -680,8 +684,8 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
       const NoGradGuard no_grad_here;
       const detail::PackedWeightsScope packed_here(packed);
       const detail::ForwardRecordsScope records_here(!parallel && detail::keeps_forward_records());
-      detail::decode_sentences<T>(net, src_sentences, count * at / parts, count * (at + 1) / parts, src_vocab,
-                                  tgt_vocab, num_steps, options, sample_seed, results);
+      detail::decode_sentences<T>(net, src_tokens, count * at / parts, count * (at + 1) / parts, src_vocab, tgt_vocab,
+                                  num_steps, options, sample_seed, results);
     } catch (...) {
       errors[at] = std::current_exception();
     }
@@ -693,6 +697,18 @@ std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::str
   for (const std::exception_ptr& error : errors)
     if (error) std::rethrow_exception(error);
   return results;
+}
+
+/// Translates a batch of sentences, each preprocess_nmt'ed and split on spaces (see the
+/// top of this file); returns one Translation per sentence.
+template <typename T, typename Net>
+std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::string>& src_sentences,
+                                            const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
+                                            const PredictOptions& options = {}) {
+  std::vector<std::vector<std::string>> tokens;
+  tokens.reserve(src_sentences.size());
+  for (const std::string& sentence : src_sentences) tokens.push_back(detail::split(preprocess_nmt(sentence), ' '));
+  return predict_seq2seq_tokens<T>(net, tokens, src_vocab, tgt_vocab, num_steps, options);
 }
 
 /// One sentence: d2l's predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps).
