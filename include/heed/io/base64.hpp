@@ -23,8 +23,7 @@ inline std::string base64_encode(std::string_view bytes) {
   for (std::size_t i = 0; i < bytes.size(); i += 3) {
     const std::size_t n = bytes.size() - i < 3 ? bytes.size() - i : 3;
     std::uint32_t group = 0;
-    for (std::size_t j = 0; j < 3; ++j)
-      group = (group << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
+    for (std::size_t j = 0; j < 3; ++j) group = (group << 8) | (j < n ? static_cast<unsigned char>(bytes[i + j]) : 0u);
     for (std::size_t j = 0; j < 4; ++j) out += j <= n ? kAlphabet[(group >> (18 - 6 * j)) & 63u] : '=';
   }
   return out;
@@ -41,8 +40,7 @@ inline std::string base64_decode(std::string_view text, std::string_view what) {
     if (c == '/') return 63;
     return -1;
   };
-  HEED_CHECK(text.size() % 4 == 0, FileError, what, ": not base64: ", text.size(),
-             " characters, not a multiple of 4");
+  HEED_CHECK(text.size() % 4 == 0, FileError, what, ": not base64: ", text.size(), " characters, not a multiple of 4");
   std::string out;
   out.reserve(text.size() / 4 * 3);
   for (std::size_t i = 0; i < text.size(); i += 4) {
@@ -52,8 +50,7 @@ inline std::string base64_decode(std::string_view text, std::string_view what) {
     std::uint32_t group = 0;
     for (std::size_t j = 0; j < 4; ++j) {
       const int v = j < 4 - padding ? value(text[i + j]) : 0;
-      HEED_CHECK(v >= 0, FileError, what, ": not base64: character ", i + j, " is '",
-                 std::string(1, text[i + j]), "'");
+      HEED_CHECK(v >= 0, FileError, what, ": not base64: character ", i + j, " is '", std::string(1, text[i + j]), "'");
       group = (group << 6) | static_cast<std::uint32_t>(v);
     }
     for (std::size_t j = 0; j < 3 - padding; ++j) out += static_cast<char>((group >> (16 - 8 * j)) & 255u);
