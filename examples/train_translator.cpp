@@ -404,6 +404,11 @@ int main(int argc, char** argv) {
       ->group(model);
   app.add_option("--dropout", args.model.dropout, "dropout probability")->check(CLI::Range(0.0, 0.99))->group(model);
   app.add_flag("--pre-norm", args.model.norm_first, "Transformer: LayerNorm before each sublayer")->group(model);
+  app.add_option("--embedding-scale", args.model.embedding_scale,
+                 "Transformer: the embeddings' factor before the positions are added (0: sqrt(--num-hiddens), d2l's; "
+                 "1: none)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->group(model);
 
   auto* training = "Training";
   app.add_option("--epochs", args.epochs, "epochs in all (a resumed run counts those done; default: d2l's)")

@@ -41,22 +41,29 @@ struct ModelConfig {
   index_t num_steps = 10;
   double dropout = 0.1;
   bool norm_first = false;
+  double embedding_scale = 0.0;  // Transformer: TransformerOptions::embedding_scale (0: √num_hiddens)
 
-  /// As a checkpoint's metadata (with "heed.model" for the kind).
+  /// As a checkpoint's metadata (with "heed.model" for the kind; embedding_scale only when
+  /// set, so that earlier checkpoints still match).
   std::map<std::string, std::string> to_metadata() const {
-    std::ostringstream dropout_text;
-    dropout_text.precision(17);
-    dropout_text << dropout;
-    return {{"heed.model", model},
-            {"num_hiddens", std::to_string(num_hiddens)},
-            {"embed_size", std::to_string(embed_size)},
-            {"ffn_num_hiddens", std::to_string(ffn_num_hiddens)},
-            {"num_heads", std::to_string(num_heads)},
-            {"num_kv_heads", std::to_string(num_kv_heads)},
-            {"num_layers", std::to_string(num_layers)},
-            {"num_steps", std::to_string(num_steps)},
-            {"dropout", dropout_text.str()},
-            {"norm_first", norm_first ? "1" : "0"}};
+    const auto text = [](double value) {
+      std::ostringstream out;
+      out.precision(17);
+      out << value;
+      return out.str();
+    };
+    std::map<std::string, std::string> metadata = {{"heed.model", model},
+                                                   {"num_hiddens", std::to_string(num_hiddens)},
+                                                   {"embed_size", std::to_string(embed_size)},
+                                                   {"ffn_num_hiddens", std::to_string(ffn_num_hiddens)},
+                                                   {"num_heads", std::to_string(num_heads)},
+                                                   {"num_kv_heads", std::to_string(num_kv_heads)},
+                                                   {"num_layers", std::to_string(num_layers)},
+                                                   {"num_steps", std::to_string(num_steps)},
+                                                   {"dropout", text(dropout)},
+                                                   {"norm_first", norm_first ? "1" : "0"}};
+    if (embedding_scale != 0.0) metadata["embedding_scale"] = text(embedding_scale);
+    return metadata;
   }
 
   /// From a checkpoint's metadata: a key that is absent keeps d2l's value (translate's
@@ -89,6 +96,7 @@ struct ModelConfig {
     number("num_layers", config.num_layers, 256);
     number("num_steps", config.num_steps, 4096);
     number("dropout", config.dropout, 0.99);
+    number("embedding_scale", config.embedding_scale, 1e6);
     index_t norm_first = 0;
     number("norm_first", norm_first, 1);
     config.norm_first = norm_first != 0;
@@ -110,6 +118,7 @@ inline std::unique_ptr<TransformerNet> make_net(const ModelConfig& c, const heed
   heed::TransformerOptions options;
   options.norm_first = c.norm_first;
   options.num_kv_heads = c.num_kv_heads;
+  options.embedding_scale = c.embedding_scale;
   return heed::make_encoder_decoder<Float>(
       std::make_unique<heed::TransformerEncoder<Float>>(src.size(), h, h, h, h, heed::Shape{h}, h, c.ffn_num_hiddens,
                                                         c.num_heads, c.num_layers, c.dropout, false, options),

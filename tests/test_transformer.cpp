@@ -401,6 +401,43 @@ TEST_CASE("Pre-LayerNorm blocks normalise before each sublayer and after the sta
   CHECK_THAT(encoder.repr(), Contains("(gelu): GELU(approximate='none')"));
 }
 
+TEST_CASE("embedding_scale multiplies the embeddings in place of sqrt(num_hiddens)", "[transformer]") {
+  // A model with embedding_scale s equals d2l's model whose embedding weights are
+  // multiplied by s / √num_hiddens: the scale is the only difference.
+  const IndexTensor tokens({1, 4, 2, 9, 3, 0, 7, 7}, {2, 4});
+  const IndexTensor valid_lens = lens({4, 3}, {2});
+  for (const double scale : {1.0, 0.5, std::sqrt(8.0)}) {
+    INFO("embedding_scale " << scale);
+    heed::Generator gen_a(21), gen_b(21);
+    TransformerOptions scaled, plain;
+    scaled.embedding_scale = scale;
+    scaled.generator = &gen_a;
+    plain.generator = &gen_b;
+    heed::TransformerEncoder<double> encoder(11, 8, 8, 8, 8, {8}, 8, 12, 2, 2, 0.0, false, scaled);
+    heed::TransformerEncoder<double> reference(11, 8, 8, 8, 8, {8}, 8, 12, 2, 2, 0.0, false, plain);
+    heed::TransformerDecoder<double> decoder(11, 8, 8, 8, 8, {8}, 8, 12, 2, 2, 0.0, scaled);
+    heed::TransformerDecoder<double> decoder_reference(11, 8, 8, 8, 8, {8}, 8, 12, 2, 2, 0.0, plain);
+    {
+      heed::NoGradGuard no_grad;
+      for (heed::Embedding<double>* e : {&reference.embedding, &decoder_reference.embedding})
+        e->weight.copy_(e->weight * (scale / std::sqrt(8.0)));
+    }
+    const Tensord enc = encoder(tokens, valid_lens);
+    check_close(enc, reference(tokens, valid_lens), 1e-12);
+    auto state = decoder.init_state(enc, valid_lens);
+    auto state_reference = decoder_reference.init_state(enc, valid_lens);
+    check_close(decoder(tokens, state), decoder_reference(tokens, state_reference), 1e-12);
+  }
+  TransformerOptions bad;
+  bad.embedding_scale = -1.0;
+  CHECK_ERROR(heed::ValueError,
+              "TransformerEncoder: embedding_scale must be finite and >= 0 (0: sqrt(num_hiddens)), got -1",
+              heed::TransformerEncoder<float>(11, 8, 8, 8, 8, {8}, 8, 12, 2, 2, 0.0, false, bad));
+  bad.embedding_scale = std::nan("");
+  CHECK_ERROR(heed::ValueError, "TransformerDecoder: embedding_scale must be finite and >= 0",
+              heed::TransformerDecoder<float>(11, 8, 8, 8, 8, {8}, 8, 12, 2, 2, 0.0, bad));
+}
+
 TEST_CASE("Keeping attention weights changes no output", "[transformer]") {
   heed::Generator gen(3);
   auto decoder = small_decoder<float>(2);

@@ -134,6 +134,7 @@ class TransformerDecoder : public Module<T> {
       : Module<T>("TransformerDecoder"),
         num_hiddens_(num_hiddens),
         num_layers_(num_layers),
+        embedding_scale_(detail::embedding_scale(options, num_hiddens, "TransformerDecoder")),
         norm_first_(options.norm_first),
         embedding(vocab_size, num_hiddens, options.init_generator()),
         pos_encoding(num_hiddens, dropout),
@@ -176,7 +177,7 @@ class TransformerDecoder : public Module<T> {
                "TransformerDecoder: tokens must be (batch, num_steps), got ",
                tokens.defined() ? to_string(tokens.shape()) : std::string("undefined"));
     const index_t offset = this->is_training() ? 0 : state.num_steps;
-    Tensor<T> X = pos_encoding(embedding(tokens) * std::sqrt(static_cast<double>(num_hiddens_)), offset);
+    Tensor<T> X = pos_encoding(embedding(tokens) * embedding_scale_, offset);
     for (auto& blk : blks) X = (*blk)(X, state);
     if (!this->is_training()) state.num_steps += tokens.shape()[1];
     return norm_first_ ? ln(X) : X;
@@ -223,6 +224,7 @@ class TransformerDecoder : public Module<T> {
 
  private:
   index_t num_hiddens_, num_layers_;
+  double embedding_scale_;
   bool norm_first_;
 
  public:

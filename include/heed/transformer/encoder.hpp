@@ -83,6 +83,7 @@ class TransformerEncoder : public Module<T> {
                      index_t num_layers, double dropout, bool use_bias = false, const TransformerOptions& options = {})
       : Module<T>("TransformerEncoder"),
         num_hiddens_(num_hiddens),
+        embedding_scale_(detail::embedding_scale(options, num_hiddens, "TransformerEncoder")),
         embedding(vocab_size, num_hiddens, options.init_generator()),
         pos_encoding(num_hiddens, dropout),
         blks("Sequential"),
@@ -106,8 +107,8 @@ class TransformerEncoder : public Module<T> {
                "TransformerEncoder: tokens must be (batch, num_steps), got ",
                tokens.defined() ? to_string(tokens.shape()) : std::string("undefined"));
     // The embeddings are N(0, 1) and P is in [-1, 1]: scaling by √num_hiddens keeps the
-    // positions from drowning the tokens (d2l's reason).
-    Tensor<T> X = pos_encoding(embedding(tokens) * std::sqrt(static_cast<double>(num_hiddens_)));
+    // positions from drowning the tokens (d2l's reason; TransformerOptions::embedding_scale).
+    Tensor<T> X = pos_encoding(embedding(tokens) * embedding_scale_);
     for (auto& blk : blks) X = (*blk)(X, mask);
     return norm_first_ ? ln(X) : X;
   }
@@ -138,6 +139,7 @@ class TransformerEncoder : public Module<T> {
 
  private:
   index_t num_hiddens_;
+  double embedding_scale_;
   bool norm_first_ = false;
 
  public:

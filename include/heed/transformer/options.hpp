@@ -11,6 +11,8 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <cmath>
+
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
 #include "heed/nn/activation.hpp"
@@ -28,11 +30,21 @@ struct TransformerOptions {
   index_t num_kv_heads = 0;
   /// Where the initial weights come from; nullptr means default_generator().
   Generator* generator = nullptr;
+  /// What the encoder and decoder multiply the embeddings by before adding the positional
+  /// encoding; 0 means d2l's √num_hiddens, and 1 turns the scaling off.
+  double embedding_scale = 0.0;
 
   Generator& init_generator() const { return generator ? *generator : default_generator(); }
 };
 
 namespace detail {
+
+/// The factor of TransformerOptions::embedding_scale for a model of num_hiddens.
+inline double embedding_scale(const TransformerOptions& options, index_t num_hiddens, const char* model) {
+  HEED_CHECK(options.embedding_scale >= 0.0 && std::isfinite(options.embedding_scale), ValueError, model,
+             ": embedding_scale must be finite and >= 0 (0: sqrt(num_hiddens)), got ", options.embedding_scale);
+  return options.embedding_scale > 0.0 ? options.embedding_scale : std::sqrt(static_cast<double>(num_hiddens));
+}
 
 /// A block maps (batch, steps, num_hiddens) to the same shape, so every size that its
 /// sublayers read from the block's input must be num_hiddens.
