@@ -49,6 +49,7 @@ struct Args {
   std::string train, valid, out, resume, schedule = "constant";
   index_t num_examples = 600, batch_size = 64, batch_tokens = 0, bucket = 0, min_freq = 2, epochs = -1, warmup = 0;
   index_t sentencepiece = 0;  // pieces per language; 0: d2l's words
+  index_t max_steps = 0;      // updates in all, mid-epoch if so; 0: --epochs alone
   index_t accumulation_steps = 1, micro_batches = 1, valid_every = 1, beam = 1;
   double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
   std::uint64_t seed = 1;
@@ -234,6 +235,7 @@ int run(const Args& args) {
   const index_t steps_per_epoch = (batches_per_epoch + args.accumulation_steps - 1) / args.accumulation_steps;
 
   index_t epochs_done = 0, steps_done = 0;
+  index_t skip_batches = 0;  // of a run stopped by --max-steps in mid-epoch: that epoch's batches done
   double best_bleu = -1.0;
   if (!args.resume.empty()) {
     check_same_model(heed::read_safetensors_metadata(args.resume), model_metadata, args.resume);
@@ -256,9 +258,12 @@ int run(const Args& args) {
     epochs_done = static_cast<index_t>(number("epochs_done"));
     steps_done = static_cast<index_t>(number("steps_done"));
     best_bleu = number("best_bleu");
+    if (saved.count("epoch_batches_done")) skip_batches = static_cast<index_t>(number("epoch_batches_done"));
     loader.generator().set_state(loader_state);
     heed::default_generator().set_state(default_state);
-    std::cout << "resumed from " << args.resume << " after epoch " << epochs_done << ", step " << steps_done << "\n";
+    std::cout << "resumed from " << args.resume << " after epoch " << epochs_done;
+    if (skip_batches > 0) std::cout << " and " << skip_batches << " batches of epoch " << epochs_done + 1;
+    std::cout << ", step " << steps_done << "\n";
   }
   std::cout << args.model.model << " on " << (args.train.empty() ? "the built-in corpus" : args.train) << ": "
             << split.train.source.size() << " training pairs, " << split.valid.source.size()
@@ -273,19 +278,24 @@ int run(const Args& args) {
   options.accumulation_steps = args.accumulation_steps;
   options.grad_clip = args.grad_clip;
   options.label_smoothing = args.label_smoothing;
-  options.lr_schedule = schedule_of(args, epochs * steps_per_epoch);
+  options.max_steps = args.max_steps;
+  options.lr_schedule = schedule_of(
+      args, args.max_steps > 0 ? std::min(args.max_steps, epochs * steps_per_epoch) : epochs * steps_per_epoch);
   if (!args.quiet) options.on_epoch = heed::ProgressReport();
   if (!args.out.empty()) std::filesystem::create_directories(args.out);
   double seconds = 0.0;  // training alone, this run's
   index_t tokens = 0, epochs_run = 0;
-  // last.safetensors after every epoch, best.safetensors when the validation BLEU rose.
-  const auto save = [&](index_t epoch, bool best) {
+  // last.safetensors after every epoch, best.safetensors when the validation BLEU rose. A
+  // run stopped in mid-epoch saves the epochs before it, the loader's generator as it was
+  // when that epoch began, and the epoch's batches done.
+  const auto save = [&](index_t epochs_complete, bool best, index_t epoch_batches, const std::string& loader_state) {
     if (best) heed::save_checkpoint(*net, args.out + "/best.safetensors", model_metadata);
     std::map<std::string, std::string> state = model_metadata;
-    state["loader_generator"] = loader.generator().get_state();
+    state["loader_generator"] = loader_state;
     state["default_generator"] = heed::default_generator().get_state();
-    state["epochs_done"] = std::to_string(epoch);
+    state["epochs_done"] = std::to_string(epochs_complete);
     state["steps_done"] = std::to_string(steps_done);
+    if (epoch_batches > 0) state["epoch_batches_done"] = std::to_string(epoch_batches);
     std::ostringstream best_text;
     best_text.precision(17);
     best_text << best_bleu;
@@ -293,16 +303,24 @@ int run(const Args& args) {
     heed::save_training_checkpoint(*net, optimizer, args.out + "/last.safetensors", state);
   };
   for (index_t epoch = epochs_done + 1; epoch <= epochs; ++epoch) {
-    options.xavier_init = epoch == 1;  // a resumed or continued run keeps its parameters
+    if (args.max_steps > 0 && steps_done >= args.max_steps) break;
+    options.xavier_init = epoch == 1 && skip_batches == 0;  // a resumed or continued run keeps its parameters
     options.epochs_done = epoch - 1;
     options.steps_done = steps_done;
+    options.skip_batches = skip_batches;
+    const std::string loader_before = loader.generator().get_state();
     heed::TrainResult result = heed::train_seq2seq<Float>(*net, loader, optimizer, 1, tgt_vocab, options);
+    skip_batches = 0;
     steps_done += result.steps;
     seconds += result.seconds;
     tokens += result.tokens;
     ++epochs_run;
-    const bool validate_now = valid_batches && (epoch % args.valid_every == 0 || epoch == epochs);
+    const bool validate_now =
+        valid_batches && (epoch % args.valid_every == 0 || epoch == epochs || result.stopped_mid_epoch);
     std::string report = "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs);
+    if (result.stopped_mid_epoch)
+      report += " (" + std::to_string(result.epoch_batches) + " of " + std::to_string(loader.num_batches()) +
+                " batches: --max-steps " + std::to_string(args.max_steps) + ")";
     char line[256];
     std::snprintf(line, sizeof line, ": loss %.4f, %.0f tokens/s, %.1f s", result.losses.back(),
                   result.tokens_per_second, seconds);
@@ -321,7 +339,13 @@ int run(const Args& args) {
     std::cout << report << std::endl;
     const bool out_of_time = args.time_budget > 0.0 && seconds >= 60.0 * args.time_budget;
     if (out_of_time && valid_batches && !validate_now) std::cout << "epoch " << epoch << " " << validation() << "\n";
-    if (!args.out.empty()) save(epoch, best);
+    if (!args.out.empty()) {
+      if (result.stopped_mid_epoch)
+        save(epoch - 1, best, result.epoch_batches, loader_before);
+      else
+        save(epoch, best, 0, loader.generator().get_state());
+    }
+    if (result.stopped_mid_epoch) break;
     if (out_of_time) {
       std::printf("stopped after epoch %lld: %.1f s of training reached --time-budget %g min\n",
                   static_cast<long long>(epoch), seconds, args.time_budget);
@@ -441,6 +465,11 @@ int main(int argc, char** argv) {
                  "parts of each batch trained on parallel threads (the thread count trains fastest; the parts, "
                  "not the threads, set the bits)")
       ->check(CLI::Range(index_t(1), index_t(1024)))
+      ->group(training);
+  app.add_option("--max-steps", args.max_steps,
+                 "stop after this many optimiser steps in all, in mid-epoch if so (0: --epochs alone); a --resume "
+                 "with more goes on from there")
+      ->check(CLI::Range(index_t(0), index_t(1) << 40))
       ->group(training);
   app.add_option("--time-budget", args.time_budget,
                  "stop after the first epoch that ends past this many minutes of training (0: no limit)")

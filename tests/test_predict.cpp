@@ -10,6 +10,10 @@
 
 namespace {
 
+/// What the tests translate: sentences of several lengths (the first four, or all).
+const std::vector<std::string> kSentences = {"go .",     "i'm home .", "he's calm .", "we are not tired at all .",
+                                             "i lost .", "he ran .",   "i'm fine .",  "wait ."};
+
 /// small_net trained for 5 epochs on `data`, from a generator seeded with `seed`.
 template <typename Net>
 std::unique_ptr<Net> trained_small_net(heed::NmtData& data, std::uint64_t seed) {
@@ -28,7 +32,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
   const std::unique_ptr<Net> net = trained_small_net<Net>(data, 11);
-  const std::vector<std::string> sentences = {"go .", "i'm home .", "he's calm .", "we are not tired at all ."};
+  const std::vector<std::string> sentences(kSentences.begin(), kSentences.begin() + 4);
 
   // Greedy: each step's token is the argmax, its log-probability what the decoder gives.
   const auto greedy = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10);
@@ -141,8 +145,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes groups of sentences on parallel thre
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
   const std::unique_ptr<Net> net = trained_small_net<Net>(data, 12);
-  const std::vector<std::string> sentences = {"go .",     "i'm home .", "he's calm .", "we are not tired at all .",
-                                              "i lost .", "he ran .",   "i'm fine .",  "wait ."};
+  const std::vector<std::string>& sentences = kSentences;
   heed::PredictOptions options;
   options.save_attention_weights = false;
   const auto whole = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
@@ -283,7 +286,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq keeps min_length, max_length and no_repeat_n
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
   const std::unique_ptr<Net> net = trained_small_net<Net>(data, 13);
-  const std::vector<std::string> sentences = {"go .", "i'm home .", "he's calm .", "we are not tired at all ."};
+  const std::vector<std::string> sentences(kSentences.begin(), kSentences.begin() + 4);
   const index_t eos = data.tgt_vocab["<eos>"];
   struct Setting {
     index_t min_length, max_length, no_repeat;
@@ -349,8 +352,7 @@ TEMPLATE_TEST_CASE("predict_seq2seq samples reproducibly, and top_k = 1 samples 
   using Net = TestType;
   heed::NmtData data = small_corpus(80);
   const std::unique_ptr<Net> net = trained_small_net<Net>(data, 14);
-  const std::vector<std::string> sentences = {"go .",     "i'm home .", "he's calm .", "we are not tired at all .",
-                                              "i lost .", "he ran .",   "i'm fine .",  "wait ."};
+  const std::vector<std::string>& sentences = kSentences;
   heed::PredictOptions greedy_options;
   greedy_options.save_attention_weights = false;
   const auto greedy = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, greedy_options);

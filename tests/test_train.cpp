@@ -440,6 +440,52 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   for (std::size_t i = 0; i < expected.size(); ++i) differ += std::memcmp(&expected[i], &got[i], sizeof(float)) != 0;
   CHECK(differ == 0);
 
+  // Stopped by max_steps two batches into epoch 2, then resumed from there: the same bits
+  // again. The loader's generator is saved as it was before epoch 2 (the epoch's order is
+  // drawn again), and the batches done are passed over.
+  heed::manual_seed(8);
+  auto [part, part_adam] = fresh();
+  auto part_loader = data.data_iter;
+  heed::TrainOptions stop = options;
+  stop.max_steps = one.steps + 2;
+  const heed::TrainResult epoch1 = heed::train_seq2seq<float>(*part, part_loader, *part_adam, 1, data.tgt_vocab, stop);
+  CHECK_FALSE(epoch1.stopped_mid_epoch);
+  const std::string before_epoch2 = part_loader.generator().get_state();
+  stop.xavier_init = false;
+  stop.epochs_done = 1;
+  stop.steps_done = epoch1.steps;
+  bool reported = false;
+  stop.on_epoch = [&](const heed::EpochStats&) { reported = true; };
+  const heed::TrainResult stopped = heed::train_seq2seq<float>(*part, part_loader, *part_adam, 5, data.tgt_vocab, stop);
+  CHECK(stopped.stopped_mid_epoch);
+  CHECK(stopped.steps == 2);
+  CHECK(stopped.epoch_batches == 2);
+  CHECK_FALSE(reported);  // a part of an epoch is not an epoch
+  const std::string dropout_state = heed::default_generator().get_state();
+  REQUIRE(part_loader.num_batches() > 2);
+  heed::manual_seed(99);
+  auto [rest_net, rest_adam] = fresh();
+  heed::save_training_checkpoint(*part, *part_adam, path.string(), {});
+  heed::load_training_checkpoint(*rest_net, *rest_adam, path.string());
+  std::filesystem::remove(path);
+  auto rest_loader = data.data_iter;
+  rest_loader.generator().set_state(before_epoch2);
+  heed::default_generator().set_state(dropout_state);
+  heed::TrainOptions go_on = options;
+  go_on.xavier_init = false;
+  go_on.epochs_done = 1;
+  go_on.steps_done = epoch1.steps + stopped.steps;
+  go_on.skip_batches = stopped.epoch_batches;
+  const heed::TrainResult finished =
+      heed::train_seq2seq<float>(*rest_net, rest_loader, *rest_adam, 1, data.tgt_vocab, go_on);
+  CHECK(epoch1.steps + stopped.steps + finished.steps == two.steps);
+  const std::vector<float> resumed_mid_epoch = values_of(*rest_net);
+  REQUIRE(resumed_mid_epoch.size() == expected.size());
+  differ = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    differ += std::memcmp(&expected[i], &resumed_mid_epoch[i], sizeof(float)) != 0;
+  CHECK(differ == 0);
+
   // The optimizer must be the net's, and the counts of a resumed run cannot be negative.
   heed::Adam<float> stray(first->parameters(), 0.01);
   CHECK_ERROR(heed::ValueError, "train_seq2seq: the optimizer's",

@@ -31,6 +31,20 @@ cmp "$dir/straight/last.safetensors" "$dir/resumed/last.safetensors" ||
   fail "2 epochs + resume + 2 differ from 4 epochs"
 cmp "$dir/straight/best.safetensors" "$dir/resumed/best.safetensors" || fail "the best checkpoints differ"
 
+# --max-steps stops in mid-epoch; a resume with more steps goes on from that batch: 10
+# steps straight (an epoch of 7 batches and 3 more) against 5, then resumed to 10. No
+# validation: the run stopped at 5 would validate once more, and keep another best BLEU.
+steps=("${small[@]/0.1/0}")
+"$train" "${steps[@]}" --epochs 100 --max-steps 10 --out "$dir/steps10" >"$dir/steps10.log" 2>&1 ||
+  fail "--max-steps 10: $(cat "$dir/steps10.log")"
+grep -Eq '^epoch 2/100 \(3 of 7 batches: --max-steps 10\)' "$dir/steps10.log" ||
+  fail "no mid-epoch line: $(cat "$dir/steps10.log")"
+"$train" "${steps[@]}" --epochs 100 --max-steps 5 --out "$dir/steps5" >/dev/null 2>&1 || fail "--max-steps 5"
+out=$("$train" "${steps[@]}" --epochs 100 --max-steps 10 --out "$dir/steps5" --resume "$dir/steps5/last.safetensors" 2>&1) ||
+  fail "the resumed --max-steps run: $out"
+grep -q "resumed from .* after epoch 0 and 5 batches of epoch 1, step 5" <<<"$out" || fail "no mid-epoch resume line: $out"
+cmp "$dir/steps10/last.safetensors" "$dir/steps5/last.safetensors" || fail "5 steps + resume + 5 differ from 10 steps"
+
 # translate reads the sizes from the checkpoint, and loads a training checkpoint too.
 for f in best last; do
   out=$("$translate" --load "$dir/straight/$f.safetensors" "i'm calm ." 2>&1) || fail "translate --load $f: $out"

@@ -92,6 +92,8 @@ struct TrainOptions {
   double label_smoothing = 0.0;           // ε of the loss's targets, as nn.CrossEntropyLoss(label_smoothing=ε)
   index_t epochs_done = 0;                // a resumed run's: epochs are numbered from epochs_done + 1 (see below)
   index_t steps_done = 0;                 // a resumed run's: the schedule goes on from step steps_done + 1
+  index_t max_steps = 0;                  // stop once steps_done + this run's updates reach it, mid-epoch if so; 0: off
+  index_t skip_batches = 0;               // a run resumed mid-epoch: the first epoch's batches already trained
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
 };
 
@@ -101,6 +103,11 @@ struct TrainResult {
   index_t tokens = 0;  // target tokens processed in all epochs
   index_t steps = 0;   // optimiser updates in all epochs (batches / accumulation_steps, rounded up per epoch)
   double tokens_per_second = 0.0;
+  // Where max_steps stopped the run: the last epoch's batches trained (skipped ones
+  // included), fewer than its batches when it stopped mid-epoch (then its loss is of
+  // those batches, and on_epoch is not called for it).
+  index_t epoch_batches = 0;
+  bool stopped_mid_epoch = false;
 };
 
 namespace detail {
@@ -213,7 +220,10 @@ struct has_output_features<Decoder, std::void_t<decltype(&Decoder::features), de
 /// generator, which dropout draws from), then a run of num_epochs − e epochs in a new
 /// net and optimizer loaded from it (load_training_checkpoint, the generators' states
 /// set back), with options.xavier_init = false, epochs_done = e and steps_done = the
-/// first run's TrainResult::steps. Tested.
+/// first run's TrainResult::steps. Tested. A run stopped by max_steps in mid-epoch goes
+/// on the same way from the loader's generator as it was before that epoch began, with
+/// epochs_done = the epochs before it and skip_batches = its TrainResult::epoch_batches:
+/// the epoch's order is drawn again and its first batches passed over. Tested too.
 template <typename T, typename Net, typename Loader>
 TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index_t num_epochs, const Vocab& tgt_vocab,
                           const TrainOptions& options = {}) {
@@ -226,6 +236,9 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   HEED_CHECK(options.accumulation_steps >= 1, ValueError, "train_seq2seq: accumulation_steps must be >= 1, got ",
              options.accumulation_steps);
   HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
+  HEED_CHECK(options.max_steps >= 0 && options.skip_batches >= 0, ValueError,
+             "train_seq2seq: max_steps and skip_batches must be >= 0, got ", options.max_steps, " and ",
+             options.skip_batches);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
   // Training runs where the net is (net.to(device) first): each batch goes there, and
@@ -259,12 +272,23 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
     if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(options.steps_done + result.steps));
     optimizer.step();
   };
+  const auto reached_max_steps = [&] {
+    return options.max_steps > 0 && options.steps_done + result.steps >= options.max_steps;
+  };
   for (index_t epoch = options.epochs_done + 1; epoch <= options.epochs_done + num_epochs; ++epoch) {
+    if (reached_max_steps()) break;
     const auto epoch_start = std::chrono::steady_clock::now();
     double loss_sum = 0.0;
     index_t num_tokens = 0;
     index_t accumulated = 0;  // batches whose gradients wait for the next update
-    for (const auto& loaded : data_iter) {
+    index_t batches = 0;      // of this epoch, skipped ones included
+    const index_t skip = epoch == options.epochs_done + 1 ? options.skip_batches : 0;
+    bool stopped = false;
+    auto next = data_iter.begin();  // begin() before end(): it draws the epoch's batches
+    const auto last = data_iter.end();
+    for (; next != last; ++next) {
+      const auto& loaded = *next;
+      if (batches++ < skip) continue;  // trained before the run was stopped
       if (accumulated == 0) optimizer.zero_grad();
       const index_t batch_rows = loaded.X.shape()[0], parts = std::min(options.micro_batches, batch_rows);
       NmtBatch batch{loaded.X, loaded.X_valid_len, loaded.Y, loaded.Y_valid_len};
@@ -307,9 +331,15 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
       if (++accumulated == options.accumulation_steps) {
         update();
         accumulated = 0;
+        if (reached_max_steps()) {
+          stopped = ++next != last;  // stopped after the epoch's last batch is the epoch done
+          break;
+        }
       }
     }
     if (accumulated > 0) update();  // the epoch's last batches, fewer than accumulation_steps
+    result.epoch_batches = batches;
+    result.stopped_mid_epoch = stopped;
     EpochStats stats;
     stats.epoch = epoch;
     stats.num_epochs = options.epochs_done + num_epochs;
@@ -318,6 +348,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
     stats.elapsed_seconds = seconds_since(start);
     result.losses.push_back(stats.loss);
     result.tokens += num_tokens;
+    if (stopped) break;  // mid-epoch: no epoch's figures to report
     if (options.on_epoch) options.on_epoch(stats);
   }
   result.seconds = seconds_since(start);
