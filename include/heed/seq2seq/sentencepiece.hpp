@@ -14,8 +14,9 @@
 // vocabulary is sp.vocab() and the NMT pipeline (heed/seq2seq/data.hpp) runs on the
 // pieces as on words: a piece never holds a space ("▁" marks a word's start), so pieces
 // joined by spaces split back into the same pieces. serialized() is the whole model
-// (its pieces, scores and normaliser), a few kilobytes, which a checkpoint can keep
-// (base64 in its metadata, heed/io/base64.hpp) so that it is a complete translator.
+// (its pieces, their scores and its settings: about 1 KB at 90 pieces, growing with the
+// pieces), which a checkpoint can keep (base64 in its metadata, heed/io/base64.hpp) so
+// that it is a complete translator.
 // Training is SentencePiece's, on one thread so that the same sentences always give the
 // same model, with the identity normaliser: the text is taken as given (d2l's
 // preprocess_nmt has lowercased it and spaced its punctuation).
