@@ -205,8 +205,8 @@ int run(const Args& args) {
                                                 ? translator::Tokenizers::train(words.train, args.sentencepiece)
                                                 : translator::Tokenizers();
   const Split split{tokenizers.to_model(words.train), tokenizers.to_model(words.valid)};
-  const heed::Vocab src_vocab = tokenizers.source_vocab(split.train, args.min_freq);
-  const heed::Vocab tgt_vocab = tokenizers.target_vocab(split.train, args.min_freq);
+  const heed::Vocab src_vocab = tokenizers.vocab(split.train.source, /*target=*/false, args.min_freq);
+  const heed::Vocab tgt_vocab = tokenizers.vocab(split.train.target, /*target=*/true, args.min_freq);
   const index_t num_steps = args.model.num_steps;
   const Arrays train = arrays_of(split.train, src_vocab, tgt_vocab, num_steps);
   heed::NmtDataLoader loader(train.src.array, train.src.valid_len, train.tgt.array, train.tgt.valid_len,

@@ -218,18 +218,14 @@ class Tokenizers {
     return {};
   }
 
-  /// The vocabularies: the models' pieces, or d2l's of the words.
-  heed::Vocab source_vocab([[maybe_unused]] const heed::NmtTokens& words, index_t min_freq) const {
+  /// The vocabulary of one side of the model's tokens: its SentencePiece model's pieces,
+  /// or d2l's of the words.
+  heed::Vocab vocab(const std::vector<std::vector<std::string>>& side, [[maybe_unused]] bool target,
+                    index_t min_freq) const {
 #ifdef HEED_WITH_SENTENCEPIECE
-    if (subwords()) return src_->vocab();
+    if (subwords()) return (target ? tgt_ : src_)->vocab();
 #endif
-    return heed::Vocab(words.source, min_freq, {"<pad>", "<bos>", "<eos>"});
-  }
-  heed::Vocab target_vocab([[maybe_unused]] const heed::NmtTokens& words, index_t min_freq) const {
-#ifdef HEED_WITH_SENTENCEPIECE
-    if (subwords()) return tgt_->vocab();
-#endif
-    return heed::Vocab(words.target, min_freq, {"<pad>", "<bos>", "<eos>"});
+    return heed::Vocab(side, min_freq, {"<pad>", "<bos>", "<eos>"});
   }
 
   /// A sentence's words (preprocess_nmt'ed and split) as the model's source tokens.
