@@ -5,10 +5,10 @@ if(HEED_WITH_OPENMP)
   find_package(OpenMP COMPONENTS CXX)
 endif()
 
-# Warnings are errors in the project's own build.
+# Warnings are errors in the project's own build (HEED_WARNINGS_AS_ERRORS, ON by default).
 function(heed_strict_warnings target)
   if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Werror)
+    target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic $<$<BOOL:${HEED_WARNINGS_AS_ERRORS}>:-Werror>)
   endif()
 endfunction()
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <heed/cuda/runtime.hpp>
@@ -31,6 +32,13 @@ struct Row {
   std::string what, measured, reference, ratio, goal;
 };
 std::vector<Row> table;
+
+/// Keeps a row for the table printed last, and prints it now: a crash later keeps it.
+void add_row(Row row) {
+  std::printf("  %s: %s %s %s\n", row.what.c_str(), row.measured.c_str(), row.reference.c_str(), row.ratio.c_str());
+  std::fflush(stdout);
+  table.push_back(std::move(row));
+}
 
 std::string format(const char* pattern, double value) {
   char text[64];
@@ -66,7 +74,7 @@ void softmax_vs_copy(index_t n) {
   const double t_copy = seconds([&] { copy.copy_(scores); }, 10);
   const double copy_gbs = 2 * bytes / t_copy / 1e9;
   const std::string shape = "(" + std::to_string(n) + ", " + std::to_string(n) + ", " + std::to_string(n) + ")";
-  table.push_back({"device-to-device copy " + shape, format("%.0f GB/s", copy_gbs), "", "", ""});
+  add_row({"device-to-device copy " + shape, format("%.0f GB/s", copy_gbs), "", "", ""});
 
   const heed::IndexTensor valid_lens = heed::full<std::int64_t>({n}, n / 2, gpu);
   Tensor<float> weights;
@@ -75,7 +83,7 @@ void softmax_vs_copy(index_t n) {
   const Tensor<float> g = heed::rand<float>({n, n, n}, gen).to(gpu);
   const double t_backward = seconds([&] { heed::detail::softmax_backward(g, weights, 2); }, 10);
   const auto add = [&](const std::string& what, double gbs) {
-    table.push_back({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs),
+    add_row({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs),
                      format("%.0f %%", 100 * gbs / copy_gbs), ">= 70 %"});
   };
   add("masked_softmax forward " + shape, 2 * bytes / t_forward / 1e9);
@@ -113,7 +121,7 @@ void bmm_vs_cublas(index_t batch, index_t m, index_t k, index_t n) {
   std::snprintf(what, sizeof what, "bmm (%lld, %lld, %lld) @ (%lld, %lld, %lld)", static_cast<long long>(batch),
                 static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(batch),
                 static_cast<long long>(k), static_cast<long long>(n));
-  table.push_back({what, format("%.1f TFLOP/s", flops / t_heed / 1e12), format("%.1f TFLOP/s", flops / t_cublas / 1e12),
+  add_row({what, format("%.1f TFLOP/s", flops / t_heed / 1e12), format("%.1f TFLOP/s", flops / t_cublas / 1e12),
                    format("%.0f %%", 100 * t_cublas / t_heed), ">= 95 %"});
 }
 
@@ -138,9 +146,9 @@ void multi_head_attention(index_t batch, index_t steps, index_t hidden, index_t 
   char what[96];
   std::snprintf(what, sizeof what, "MultiHeadAttention B=%lld L=%lld d=%lld h=%lld", static_cast<long long>(batch),
                 static_cast<long long>(steps), static_cast<long long>(hidden), static_cast<long long>(heads));
-  table.push_back({std::string(what) + " forward", format("%.2f ms", 1e3 * t_forward),
+  add_row({std::string(what) + " forward", format("%.2f ms", 1e3 * t_forward),
                    format("%.1f TFLOP/s", forward_flops / t_forward / 1e12), "", ""});
-  table.push_back({std::string(what) + " forward+backward", format("%.2f ms", 1e3 * t_both),
+  add_row({std::string(what) + " forward+backward", format("%.2f ms", 1e3 * t_both),
                    format("%.1f TFLOP/s", 3 * forward_flops / t_both / 1e12), "", ""});
 }
 
@@ -163,7 +171,7 @@ void training(index_t hidden, index_t ffn, index_t heads, index_t epochs) {
   char what[96];
   std::snprintf(what, sizeof what, "Transformer training, %lld hidden, ffn %lld, %lld heads",
                 static_cast<long long>(hidden), static_cast<long long>(ffn), static_cast<long long>(heads));
-  table.push_back({what, format("%.0f tokens/s", on_gpu), format("%.0f tokens/s (CPU)", on_cpu),
+  add_row({what, format("%.0f tokens/s", on_gpu), format("%.0f tokens/s (CPU)", on_cpu),
                    format("%.1f x", on_gpu / on_cpu), ""});
 }
 
