@@ -1,6 +1,7 @@
 // src/cuda/softmax.cu — masked softmax forward and backward, a warp per row for rows of
 // up to 1024 keys (held in registers: one read, one write) and a block per row beyond.
 #include <cmath>
+#include <type_traits>
 
 #include "common.cuh"
 #include "instantiate.hpp"
@@ -36,14 +37,32 @@ __global__ void softmax_warp_kernel(T* out, const T* scores, index_t rows, index
   const kernels::SoftmaxRow<T> row(r, heads, num_queries, num_keys, mask);
   const T* x = scores + r * num_keys;
   T* y = out + r * num_keys;
+  // Every score is loaded before any is used, the masks after: a mask test between two
+  // loads (SoftmaxRow::score) made each load wait for the one before, a third of the
+  // memory bandwidth on an H200. The result is score()'s: masked keys −inf, others x + additive.
   T v[kPerLane];
-  T max = -INFINITY;
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const index_t j = lane + i * kWarp;
-    v[i] = j < num_keys ? row.score(x, j) : -INFINITY;
-    max = v[i] > max ? v[i] : max;
+    v[i] = j < row.limit ? x[j] : -INFINITY;
   }
+  if (row.additive != nullptr) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const index_t j = lane + i * kWarp;
+      if (j < row.limit) v[i] += row.additive[j * row.additive_stride];
+    }
+  }
+  if (row.allowed != nullptr) {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const index_t j = lane + i * kWarp;
+      if (j < row.limit && !row.allowed[j * row.allowed_stride]) v[i] = -INFINITY;
+    }
+  }
+  T max = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) max = v[i] > max ? v[i] : max;
   max = warp_max(max);
   T sum = 0;
 #pragma unroll
@@ -90,13 +109,26 @@ __global__ void softmax_block_kernel(T* out, const T* scores, index_t heads, ind
   }
 }
 
-template <typename T, int kPerLane>
-void launch_warp(int device, T* out, const T* scores, index_t rows, index_t heads, index_t num_queries,
-                 index_t num_keys, const SoftmaxMask<T>& mask) {
-  const index_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  softmax_warp_kernel<T, kPerLane>
-      <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, detail::stream_for(device)>>>(
-          out, scores, rows, heads, num_queries, num_keys, mask);
+/// Calls f(std::integral_constant<int, K>) with the fewest values per lane K (1, 2, 4, …,
+/// 32) that hold a row of `cols` ≤ 1024 in one warp's registers.
+template <typename F>
+void with_per_lane(index_t cols, F&& f) {
+  if (cols <= 32)
+    f(std::integral_constant<int, 1>{});
+  else if (cols <= 64)
+    f(std::integral_constant<int, 2>{});
+  else if (cols <= 128)
+    f(std::integral_constant<int, 4>{});
+  else if (cols <= 256)
+    f(std::integral_constant<int, 8>{});
+  else if (cols <= 512)
+    f(std::integral_constant<int, 16>{});
+  else
+    f(std::integral_constant<int, 32>{});
+}
+
+inline unsigned warp_blocks(index_t rows) {
+  return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
 }
 
 template <typename T>
@@ -107,35 +139,41 @@ void masked_softmax_forward(int device, T* out, const T* scores, index_t batch, 
   if (rows > index_t(2147483647))
     throw ValueError(heed::detail::concat("masked_softmax: ", rows, " rows are more than one launch takes ",
                                           detail::on_device(device)));
-  if (num_keys <= 32)
-    launch_warp<T, 1>(device, out, scores, rows, heads, num_queries, num_keys, mask);
-  else if (num_keys <= 64)
-    launch_warp<T, 2>(device, out, scores, rows, heads, num_queries, num_keys, mask);
-  else if (num_keys <= 128)
-    launch_warp<T, 4>(device, out, scores, rows, heads, num_queries, num_keys, mask);
-  else if (num_keys <= 256)
-    launch_warp<T, 8>(device, out, scores, rows, heads, num_queries, num_keys, mask);
-  else if (num_keys <= 512)
-    launch_warp<T, 16>(device, out, scores, rows, heads, num_queries, num_keys, mask);
-  else if (num_keys <= 1024)
-    launch_warp<T, 32>(device, out, scores, rows, heads, num_queries, num_keys, mask);
+  cudaStream_t stream = detail::stream_for(device);
+  if (num_keys <= 1024)
+    with_per_lane(num_keys, [&](auto per_lane) {
+      softmax_warp_kernel<T, decltype(per_lane)::value><<<warp_blocks(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
+          out, scores, rows, heads, num_queries, num_keys, mask);
+    });
   else
-    softmax_block_kernel<T><<<static_cast<unsigned>(rows), kRowThreads, 0, detail::stream_for(device)>>>(
-        out, scores, heads, num_queries, num_keys, mask);
+    softmax_block_kernel<T>
+        <<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(out, scores, heads, num_queries, num_keys, mask);
   detail::check_launch("masked_softmax_forward", device);
 }
 
-template <typename T>
+template <typename T, int kPerLane>
 __global__ void softmax_backward_warp_kernel(T* grad_in, const T* grad_out, const T* y, index_t rows, index_t cols) {
   const index_t r = blockIdx.x * index_t(kWarpsPerBlock) + threadIdx.x / kWarp;
   if (r >= rows) return;
   const int lane = threadIdx.x % kWarp;
   const T* g = grad_out + r * cols;
   const T* w = y + r * cols;
+  T gv[kPerLane], wv[kPerLane];  // the row in registers: each value read once
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const index_t j = lane + i * kWarp;
+    gv[i] = j < cols ? g[j] : T(0);
+    wv[i] = j < cols ? w[j] : T(0);
+  }
   T dot = 0;
-  for (index_t j = lane; j < cols; j += kWarp) dot += g[j] * w[j];
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) dot += gv[i] * wv[i];
   dot = warp_sum(dot);
-  for (index_t j = lane; j < cols; j += kWarp) grad_in[r * cols + j] = w[j] * (g[j] - dot);
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const index_t j = lane + i * kWarp;
+    if (j < cols) grad_in[r * cols + j] = wv[i] * (gv[i] - dot);
+  }
 }
 
 template <typename T>
@@ -154,14 +192,14 @@ template <typename T>
 void softmax_backward(int device, T* grad_in, const T* grad_out, const T* y, index_t rows, index_t cols) {
   if (rows == 0 || cols == 0) return;
   cudaStream_t stream = detail::stream_for(device);
-  if (cols <= 1024) {
-    const index_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    softmax_backward_warp_kernel<T>
-        <<<static_cast<unsigned>(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(grad_in, grad_out, y, rows, cols);
-  } else {
+  if (cols <= 1024)
+    with_per_lane(cols, [&](auto per_lane) {
+      softmax_backward_warp_kernel<T, decltype(per_lane)::value>
+          <<<warp_blocks(rows), kWarpsPerBlock * kWarp, 0, stream>>>(grad_in, grad_out, y, rows, cols);
+    });
+  else
     softmax_backward_block_kernel<T>
         <<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(grad_in, grad_out, y, cols);
-  }
   detail::check_launch("softmax_backward", device);
 }
 
