@@ -35,9 +35,12 @@ The three implementations
     (`compare_seq2seq.py --torch-child MODEL`); the scale workload runs this script's child
     mode (`--torch-child scale`, which takes the peers' flags).
 For each workload, model and thread count the three run in the order pytorch, libtorch,
-heed (then the next repeat, then the next thread count), so that drift of the machine
-hits all alike; --repeats R keeps the best of R runs of each figure (the smallest time,
-the largest rates, the smallest peak RSS; the loss is the fastest run's).
+heed, the order rotated by one at each repeat (libtorch, heed, pytorch; then heed,
+pytorch, libtorch), then the next thread count, with --pause seconds of rest before each
+run, so that drift of the machine, and whatever one run leaves the next (a 2-thread run
+right after another ran up to 17 % slower than alone), hits all alike; --repeats R keeps
+the best of R runs of each figure (the smallest time, the largest rates, the smallest peak
+RSS; the loss is the fastest run's).
 
 Workload d2l (--workloads d2l): d2l chapter 10's two translation runs on the first 600
 pairs of fra-eng/fra.txt (--d2l-data; d2l's num_examples=600 reads 601 lines): batch 64,
@@ -323,6 +326,17 @@ def best_of(records, key, smallest):
     return min(values) if smallest else max(values)
 
 
+def rotated(impls, repeat):
+    """The run order of a repeat: each implementation leads once in every len(impls) repeats."""
+    k = repeat % len(impls)
+    return impls[k:] + impls[:k]
+
+
+def rest(args):
+    if args.pause > 0:
+        time.sleep(args.pause)
+
+
 def d2l_workload(args, impls, thread_counts, tmp, all_records):
     models = args.models
     print(f"\n== d2l: chapter 10's translation runs on the first {D2L_NUM_EXAMPLES} pairs of {args.d2l_data}, "
@@ -330,8 +344,9 @@ def d2l_workload(args, impls, thread_counts, tmp, all_records):
     runs = {}  # (model, impl, threads) -> [record]
     for model in models:
         for threads in thread_counts:
-            for _ in range(args.repeats):
-                for impl in impls:
+            for repeat in range(args.repeats):
+                for impl in rotated(impls, repeat):
+                    rest(args)
                     r = run_d2l(impl, model, threads, args, tmp)
                     runs.setdefault((model, impl, threads), []).append(r)
                     all_records.append(r)
@@ -409,7 +424,8 @@ def scale_workload(args, impls, thread_counts, tmp, all_records):
     runs = {}  # (impl, threads) -> [record]
     for threads in thread_counts:
         for repeat in range(args.repeats):
-            for impl in impls:
+            for impl in rotated(impls, repeat):
+                rest(args)
                 r = run_scale(impl, threads, args, tmp, test_src, repeat)
                 runs.setdefault((impl, threads), []).append(r)
                 all_records.append(r)
@@ -708,6 +724,8 @@ def parse_args():
     parser.add_argument("--workloads", default="d2l,scale", help="comma-separated: d2l, scale")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (all implementations)")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each configuration; the best figures count")
+    parser.add_argument("--pause", type=float, default=10.0,
+                        help="seconds of rest before each run, so that no run inherits the last one's load (0: none)")
     parser.add_argument("--seed", type=int, default=1, help="seed of every run")
     parser.add_argument("--skip-torch", action="store_true", help="no PyTorch (d2l's Python code) runs")
     parser.add_argument("--skip-libtorch", action="store_true", help="no libtorch peer runs")
@@ -762,6 +780,8 @@ def parse_args():
         parser.error("--threads wants distinct positive thread counts")
     if args.repeats < 1:
         parser.error("--repeats must be >= 1")
+    if args.pause < 0:
+        parser.error("--pause must be >= 0")
     if args.epochs is not None and args.epochs < 1:
         parser.error("--epochs must be >= 1")
     if args.scale_epochs < 1 or args.train_subset < 0 or args.max_pairs < 0 or args.decode_sentences < 0:

@@ -290,6 +290,39 @@ TEST_CASE("buffer_usage counts the bytes in tensors and held idle, and their pea
   CHECK(heed::buffer_usage().idle == 0);
 }
 
+TEST_CASE("a large request the idle buffers cannot serve returns as many smaller idle bytes to the system",
+          "[tensor]") {
+  heed::empty_buffer_cache();
+  const index_t n = 51200;  // 200 KiB of floats
+  const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(float);
+  {
+    auto a = heed::zeros({n});
+    auto b = heed::zeros({n});
+    auto c = heed::zeros({n});
+    auto big = heed::zeros({5 * n});  // too large to serve 2n (more than twice): kept
+  }
+  CHECK(heed::buffer_usage().idle == 8 * bytes);
+  {
+    auto d = heed::zeros({2 * n});  // a miss: two of the 200 KiB buffers go, the third stays
+    CHECK(heed::buffer_usage().idle == 6 * bytes);
+  }
+  CHECK(heed::buffer_usage().idle == 8 * bytes);  // d's buffer joins the idle ones
+  {
+    auto e = heed::zeros({n});  // served by the remaining one: no release
+    auto f = heed::zeros({2 * n});
+    CHECK(heed::buffer_usage().idle == 5 * bytes);
+  }
+  heed::empty_buffer_cache();
+  {
+    auto a = heed::zeros({n});
+  }
+  {
+    auto g = heed::zeros({3 * n});  // fewer idle bytes than asked: nothing released
+    CHECK(heed::buffer_usage().idle == bytes);
+  }
+  heed::empty_buffer_cache();
+}
+
 // ---- devices ------------------------------------------------------------------------------
 
 TEST_CASE("a Device is the CPU or a CUDA device, named as in PyTorch", "[tensor][device]") {

@@ -116,7 +116,11 @@ class BufferCache {
       return p;
     }
     auto it = idle_.lower_bound(bytes);
-    if (it == idle_.end() || it->first / 2 > bytes) return ++misses_, nullptr;
+    if (it == idle_.end() || it->first / 2 > bytes) {
+      ++misses_;
+      release_smaller(bytes);
+      return nullptr;
+    }
     bytes = it->first;
     void* p = it->second;
     idle_.erase(it);
@@ -205,6 +209,23 @@ class BufferCache {
     in_use_bytes_ += bytes;
     peak_held_bytes_ = std::max(peak_held_bytes_, in_use_bytes_ + idle_bytes_);
     peak_in_use_bytes_ = std::max(peak_in_use_bytes_, in_use_bytes_);
+  }
+
+  /// Before a fresh allocation of `bytes`: idle large buffers smaller than it, which
+  /// could not serve it, go back to the system allocator, the largest first, until as
+  /// many bytes as it asks have gone, so that it can join them to serve it, instead of
+  /// both staying resident.
+  void release_smaller(std::size_t bytes) {
+    if (idle_bytes_ < bytes) return;
+    std::size_t freed = 0;
+    auto it = idle_.lower_bound(bytes);
+    while (freed < bytes && it != idle_.begin()) {
+      --it;
+      freed += it->first;
+      idle_bytes_ -= it->first;
+      std::free(it->second);
+      it = idle_.erase(it);
+    }
   }
 
   SpinMutex mutex_;
