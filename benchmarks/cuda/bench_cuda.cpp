@@ -83,8 +83,8 @@ void softmax_vs_copy(index_t n) {
   const Tensor<float> g = heed::rand<float>({n, n, n}, gen).to(gpu);
   const double t_backward = seconds([&] { heed::detail::softmax_backward(g, weights, 2); }, 10);
   const auto add = [&](const std::string& what, double gbs) {
-    add_row({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs),
-                     format("%.0f %%", 100 * gbs / copy_gbs), ">= 70 %"});
+    add_row({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs), format("%.0f %%", 100 * gbs / copy_gbs),
+             ">= 70 %"});
   };
   add("masked_softmax forward " + shape, 2 * bytes / t_forward / 1e9);
   add("masked_softmax forward, valid_lens " + shape, 2 * bytes / t_masked / 1e9);  // counts every element
@@ -122,7 +122,7 @@ void bmm_vs_cublas(index_t batch, index_t m, index_t k, index_t n) {
                 static_cast<long long>(m), static_cast<long long>(k), static_cast<long long>(batch),
                 static_cast<long long>(k), static_cast<long long>(n));
   add_row({what, format("%.1f TFLOP/s", flops / t_heed / 1e12), format("%.1f TFLOP/s", flops / t_cublas / 1e12),
-                   format("%.0f %%", 100 * t_cublas / t_heed), ">= 95 %"});
+           format("%.0f %%", 100 * t_cublas / t_heed), ">= 95 %"});
 }
 
 void multi_head_attention(index_t batch, index_t steps, index_t hidden, index_t heads) {
@@ -147,9 +147,9 @@ void multi_head_attention(index_t batch, index_t steps, index_t hidden, index_t 
   std::snprintf(what, sizeof what, "MultiHeadAttention B=%lld L=%lld d=%lld h=%lld", static_cast<long long>(batch),
                 static_cast<long long>(steps), static_cast<long long>(hidden), static_cast<long long>(heads));
   add_row({std::string(what) + " forward", format("%.2f ms", 1e3 * t_forward),
-                   format("%.1f TFLOP/s", forward_flops / t_forward / 1e12), "", ""});
+           format("%.1f TFLOP/s", forward_flops / t_forward / 1e12), "", ""});
   add_row({std::string(what) + " forward+backward", format("%.2f ms", 1e3 * t_both),
-                   format("%.1f TFLOP/s", 3 * forward_flops / t_both / 1e12), "", ""});
+           format("%.1f TFLOP/s", 3 * forward_flops / t_both / 1e12), "", ""});
 }
 
 /// d2l's Transformer (or a wider one) trained on the built-in corpus, tokens per second.
@@ -172,7 +172,7 @@ void training(index_t hidden, index_t ffn, index_t heads, index_t epochs) {
   std::snprintf(what, sizeof what, "Transformer training, %lld hidden, ffn %lld, %lld heads",
                 static_cast<long long>(hidden), static_cast<long long>(ffn), static_cast<long long>(heads));
   add_row({what, format("%.0f tokens/s", on_gpu), format("%.0f tokens/s (CPU)", on_cpu),
-                   format("%.1f x", on_gpu / on_cpu), ""});
+           format("%.1f x", on_gpu / on_cpu), ""});
 }
 
 }  // namespace
