@@ -313,9 +313,7 @@ TEST_CASE("a large request the idle buffers cannot serve returns as many smaller
     CHECK(heed::buffer_usage().idle == 5 * bytes);
   }
   heed::empty_buffer_cache();
-  {
-    auto a = heed::zeros({n});
-  }
+  { auto a = heed::zeros({n}); }
   {
     auto g = heed::zeros({3 * n});  // fewer idle bytes than asked: nothing released
     CHECK(heed::buffer_usage().idle == bytes);
