@@ -677,10 +677,14 @@ def parse_args():
                         help="OPENBLAS_CORETYPE of both sides (as compare_scale.py: auto is SkylakeX on AVX-512)")
     parser.add_argument("--openblas-dir", metavar="DIR", default="/usr/lib/x86_64-linux-gnu/openblas-pthread",
                         help="put first on PyTorch's LD_LIBRARY_PATH ('' for none)")
+    parser.add_argument("--peer-malloc", choices=["tcmalloc", "jemalloc", "glibc"], default="tcmalloc",
+                        help="allocator preloaded into PyTorch (as compare_scale.py: default tcmalloc, its best)")
     default_python = "/usr/bin/python3" if os.path.isfile("/usr/bin/python3") else sys.executable
     parser.add_argument("--python", metavar="PATH", default=default_python,
                         help="interpreter with torch (Debian's python3-torch)")
     args = parser.parse_args()
+    if cs.peer_malloc_path(args) and not os.path.isfile(cs.peer_malloc_path(args)):
+        parser.error(f"{cs.peer_malloc_path(args)} is missing: install it, or --peer-malloc glibc")
     args.order = [s.strip() for s in args.order.split(",") if s.strip()]
     if sorted(args.order) != sorted(SIDES):
         parser.error("--order wants pytorch,heed or heed,pytorch")

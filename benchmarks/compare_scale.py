@@ -208,7 +208,25 @@ def peer_env(threads, args):
     if args.openblas_dir:
         old = os.environ.get("LD_LIBRARY_PATH")
         env["LD_LIBRARY_PATH"] = args.openblas_dir + (":" + old if old else "")
+    if peer_malloc_path(args):
+        env["LD_PRELOAD"] = peer_malloc_path(args)
     return env
+
+
+PEER_MALLOCS = {"tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4",
+                "jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
+
+
+def peer_malloc_path(args):
+    """The allocator preloaded into the peers, or None for glibc's. PyTorch and libtorch take
+    each tensor from malloc afresh; glibc maps buffers over 32 MiB afresh each time and the
+    kernel faults their pages in again (the vocabulary projection's 49 MB output: 160 ms on
+    a machine whose page faults cost 11 us, 20 ms under tcmalloc, which keeps them).
+    PyTorch's tuning guide recommends tcmalloc or jemalloc for this; heed keeps its own
+    buffers (heed/core/storage.hpp) and runs with glibc's."""
+    if args.peer_malloc == "glibc":
+        return None
+    return PEER_MALLOCS[args.peer_malloc]
 
 
 def build_peer(name, args):
@@ -747,6 +765,9 @@ def parse_args():
                              "on an AVX-512 CPU, which OpenBLAS 0.3.21 may not recognise)")
     parser.add_argument("--openblas-dir", default="/usr/lib/x86_64-linux-gnu/openblas-pthread",
                         help="put first on the peers' LD_LIBRARY_PATH ('' for none)")
+    parser.add_argument("--peer-malloc", choices=["tcmalloc", "jemalloc", "glibc"], default="tcmalloc",
+                        help="allocator preloaded into the peers (default tcmalloc, Debian's libtcmalloc-minimal4: "
+                             "their best; see peer_malloc_path)")
     default_python = "/usr/bin/python3" if os.path.isfile("/usr/bin/python3") else sys.executable
     parser.add_argument("--python", default=default_python,
                         help="interpreter with torch for the PyTorch runs (Debian's python3-torch)")
@@ -830,12 +851,15 @@ def main():
         print(f"WARNING: {args.openblas_dir} does not exist: the peers run with the default libblas.so.3 "
               "(apt-get install libopenblas0-pthread)")
 
+    if peer_malloc_path(args) and not os.path.isfile(peer_malloc_path(args)) and impls != ["heed"]:
+        sys.exit(f"compare_scale: {peer_malloc_path(args)} is missing (apt-get install "
+                 f"{'libtcmalloc-minimal4' if args.peer_malloc == 'tcmalloc' else 'libjemalloc2'}, or --peer-malloc glibc)")
     print(f"implementations: {', '.join(impls)}; threads {', '.join(map(str, args.thread_counts))}; "
           f"best of {args.repeats}; {os.cpu_count()} CPUs")
     if impls != ["heed"]:
         print(f"peers: LD_LIBRARY_PATH={args.openblas_dir or '(unchanged)'}, OPENBLAS_NUM_THREADS = "
-              f"OMP_NUM_THREADS = --threads, OPENBLAS_CORETYPE={openblas_coretype(args) or '(detected)'}; "
-              f"pytorch: {args.python}")
+              f"OMP_NUM_THREADS = --threads, OPENBLAS_CORETYPE={openblas_coretype(args) or '(detected)'}, "
+              f"LD_PRELOAD={peer_malloc_path(args) or '(glibc malloc)'}; pytorch: {args.python}")
     if "heed" in impls:
         print(f"heed: OMP_NUM_THREADS = --threads, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'passive')}")
     records = []

@@ -103,7 +103,7 @@ case "${1:-}" in
         --data ../shared/data/fra-eng/fra.txt --threads 1,2
     fi
     if [ -f ../shared/data/fra-eng-large/train.txt ] && [ -d ../shared/peers/libtorch ]; then
-      install_deps libtorch-dev libopenblas-dev libopenblas0-pthread
+      install_deps libtorch-dev libopenblas-dev libopenblas0-pthread libtcmalloc-minimal4
       cmake --preset release -B build/bench -DHEED_BUILD_BENCHMARKS=ON -DHEED_BUILD_TESTS=OFF \
         -DHEED_WITH_OPENBLAS=ON >/dev/null
       cmake --build build/bench --target train_scale translate bench_gemm_shapes
