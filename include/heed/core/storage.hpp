@@ -98,12 +98,12 @@ class BufferCache {
   /// A cached buffer of at least `bytes` and at most twice that (the smallest such), or
   /// nullptr; its size is written back to `bytes`. A resident buffer a little too big
   /// beats fresh memory, which would raise the peak. On a miss the caller allocates
-  /// afresh and the idle buffers stay: a training step needs the same sizes step after
-  /// step, so once the first step has run, every request finds its buffer and nothing
-  /// is allocated or faulted in again. (Releasing idle buffers on a miss, as heed did
-  /// before, kept the peak lower but freed buffers that the same step needed a moment
-  /// later: the realistic Transformer, 16 steps, faulted in 512k pages instead of 93k
-  /// and trained in 8.6 s instead of 3.4, for a peak of 319 MB instead of 339.)
+  /// afresh, and only as many bytes of smaller idle buffers go (release_smaller): a
+  /// training step needs the same sizes step after step, so once the first step has
+  /// run, every request finds its buffer and nothing is allocated or faulted in again.
+  /// (Releasing every idle buffer on a miss, as heed once did, freed buffers that the
+  /// same step needed a moment later: the realistic Transformer, 16 steps, faulted in
+  /// 512k pages instead of 93k and trained in 8.6 s instead of 3.4.)
   void* take(std::size_t& bytes) {
     std::lock_guard<SpinMutex> lock(mutex_);
     if (bytes < kMinBytes) {
