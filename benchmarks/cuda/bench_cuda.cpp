@@ -91,6 +91,26 @@ void softmax_vs_copy(index_t n) {
   add("masked_softmax backward " + shape, 3 * bytes / t_backward / 1e9);
 }
 
+/// Rows longer than a warp holds (the block kernels): (rows, keys) against a copy.
+void long_rows_softmax(index_t rows, index_t keys) {
+  heed::Generator gen(4);
+  const Tensor<float> scores = heed::rand<float>({1, rows, keys}, gen).to(gpu);
+  const double bytes = static_cast<double>(scores.numel()) * sizeof(float);
+  Tensor<float> copy = heed::zeros<float>({1, rows, keys}, gpu);
+  const double copy_gbs = 2 * bytes / seconds([&] { copy.copy_(scores); }, 10) / 1e9;
+  Tensor<float> weights;
+  const double t_forward = seconds([&] { weights = heed::masked_softmax(scores); }, 10);
+  const Tensor<float> g = heed::rand<float>({1, rows, keys}, gen).to(gpu);
+  const double t_backward = seconds([&] { heed::detail::softmax_backward(g, weights, 2); }, 10);
+  const std::string shape = "(1, " + std::to_string(rows) + ", " + std::to_string(keys) + ")";
+  const auto add = [&](const std::string& what, double gbs) {
+    add_row({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs), format("%.0f %%", 100 * gbs / copy_gbs),
+             ">= 70 %"});
+  };
+  add("masked_softmax forward " + shape, 2 * bytes / t_forward / 1e9);
+  add("masked_softmax backward " + shape, 3 * bytes / t_backward / 1e9);
+}
+
 void bmm_vs_cublas(index_t batch, index_t m, index_t k, index_t n) {
   heed::Generator gen(2);
   const Tensor<float> a = heed::randn<float>({batch, m, k}, gen).to(gpu),
@@ -188,6 +208,7 @@ int main(int argc, char** argv) {
   std::printf("bench_cuda on %s (%d SMs)%s\n", props.name, props.multiProcessorCount, quick ? ", quick sizes" : "");
   try {
     softmax_vs_copy(quick ? 256 : 1024);
+    long_rows_softmax(quick ? 4096 : 65536, quick ? 2048 : 8192);
     bmm_vs_cublas(quick ? 16 : 256, quick ? 256 : 1024, 64, quick ? 256 : 1024);  // scores Q Kᵀ per head
     bmm_vs_cublas(quick ? 16 : 256, quick ? 256 : 1024, quick ? 256 : 1024, 64);  // weights · V
     bmm_vs_cublas(quick ? 4 : 32, quick ? 256 : 2048, quick ? 256 : 2048, quick ? 256 : 2048);

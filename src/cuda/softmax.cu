@@ -79,7 +79,10 @@ __global__ void softmax_warp_kernel(T* out, const T* scores, index_t rows, index
   }
 }
 
-template <typename T>
+/// A block per row, for rows over 1024 keys. kPlain: no boolean or additive mask, so a
+/// key's score is a load alone, and the loads of one thread's keys go out together (a
+/// mask test between them, as in SoftmaxRow::score, makes each wait for the last).
+template <typename T, bool kPlain>
 __global__ void softmax_block_kernel(T* out, const T* scores, index_t heads, index_t num_queries, index_t num_keys,
                                      SoftmaxMask<T> mask) {
   __shared__ T shared[kRowThreads / kWarp];
@@ -87,9 +90,11 @@ __global__ void softmax_block_kernel(T* out, const T* scores, index_t heads, ind
   const kernels::SoftmaxRow<T> row(r, heads, num_queries, num_keys, mask);
   const T* x = scores + r * num_keys;
   T* y = out + r * num_keys;
+  const auto score = [&](index_t j) { return kPlain ? (j < row.limit ? x[j] : T(-INFINITY)) : row.score(x, j); };
   T max = -INFINITY;
+#pragma unroll 4
   for (index_t j = threadIdx.x; j < num_keys; j += kRowThreads) {
-    const T s = row.score(x, j);
+    const T s = score(j);
     max = s > max ? s : max;
   }
   max = block_reduce<T, true>(max, shared);
@@ -98,13 +103,15 @@ __global__ void softmax_block_kernel(T* out, const T* scores, index_t heads, ind
     return;
   }
   T sum = 0;
+#pragma unroll 4
   for (index_t j = threadIdx.x; j < num_keys; j += kRowThreads) {
-    const T s = row.score(x, j);
+    const T s = score(j);
     sum += s == -INFINITY ? T(0) : exp(s - max);
   }
   const T scale = T(1) / block_reduce<T, false>(sum, shared);
+#pragma unroll 4
   for (index_t j = threadIdx.x; j < num_keys; j += kRowThreads) {
-    const T s = row.score(x, j);
+    const T s = score(j);
     y[j] = s == -INFINITY ? T(0) : exp(s - max) * scale;
   }
 }
@@ -145,8 +152,11 @@ void masked_softmax_forward(int device, T* out, const T* scores, index_t batch, 
       softmax_warp_kernel<T, decltype(per_lane)::value><<<warp_blocks(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
           out, scores, rows, heads, num_queries, num_keys, mask);
     });
+  else if (mask.allowed == nullptr && mask.additive == nullptr)
+    softmax_block_kernel<T, true>
+        <<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(out, scores, heads, num_queries, num_keys, mask);
   else
-    softmax_block_kernel<T>
+    softmax_block_kernel<T, false>
         <<<static_cast<unsigned>(rows), kRowThreads, 0, stream>>>(out, scores, heads, num_queries, num_keys, mask);
   detail::check_launch("masked_softmax_forward", device);
 }
