@@ -683,8 +683,8 @@ def parse_args():
     parser.add_argument("--python", metavar="PATH", default=default_python,
                         help="interpreter with torch (Debian's python3-torch)")
     args = parser.parse_args()
-    if cs.peer_malloc_path(args) and not os.path.isfile(cs.peer_malloc_path(args)):
-        parser.error(f"{cs.peer_malloc_path(args)} is missing: install it, or --peer-malloc glibc")
+    if cs.missing_peer_malloc(args):
+        parser.error(cs.missing_peer_malloc(args))
     args.order = [s.strip() for s in args.order.split(",") if s.strip()]
     if sorted(args.order) != sorted(SIDES):
         parser.error("--order wants pytorch,heed or heed,pytorch")

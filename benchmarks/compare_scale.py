@@ -229,6 +229,15 @@ def peer_malloc_path(args):
     return PEER_MALLOCS[args.peer_malloc]
 
 
+def missing_peer_malloc(args):
+    """Why --peer-malloc cannot be preloaded, or None."""
+    path = peer_malloc_path(args)
+    if path is None or os.path.isfile(path):
+        return None
+    package = "libtcmalloc-minimal4" if args.peer_malloc == "tcmalloc" else "libjemalloc2"
+    return f"{path} is missing (apt-get install {package}, or --peer-malloc glibc)"
+
+
 def build_peer(name, args):
     """The libtorch peer `name` in --peer-dir, built when missing or older than its source."""
     source = os.path.join(args.peer_src, name + ".cpp")
@@ -851,9 +860,8 @@ def main():
         print(f"WARNING: {args.openblas_dir} does not exist: the peers run with the default libblas.so.3 "
               "(apt-get install libopenblas0-pthread)")
 
-    if peer_malloc_path(args) and not os.path.isfile(peer_malloc_path(args)) and impls != ["heed"]:
-        sys.exit(f"compare_scale: {peer_malloc_path(args)} is missing (apt-get install "
-                 f"{'libtcmalloc-minimal4' if args.peer_malloc == 'tcmalloc' else 'libjemalloc2'}, or --peer-malloc glibc)")
+    if impls != ["heed"] and missing_peer_malloc(args):
+        sys.exit(f"compare_scale: {missing_peer_malloc(args)}")
     print(f"implementations: {', '.join(impls)}; threads {', '.join(map(str, args.thread_counts))}; "
           f"best of {args.repeats}; {os.cpu_count()} CPUs")
     if impls != ["heed"]:

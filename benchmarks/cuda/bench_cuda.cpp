@@ -66,49 +66,33 @@ void check_cublas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(call) + " failed");
 }
 
-void softmax_vs_copy(index_t n) {
+/// masked_softmax forward and backward on scores of `shape` (batch, queries, keys), in
+/// GB/s against a device copy of the same bytes. with_valid_lens: also a forward with half
+/// the keys masked, and the copy's own row. Rows over 1024 keys take the block kernels.
+void softmax_vs_copy(const Shape& shape, bool with_valid_lens) {
   heed::Generator gen(1);
-  const Tensor<float> scores = heed::rand<float>({n, n, n}, gen).to(gpu);
+  const Tensor<float> scores = heed::rand<float>(shape, gen).to(gpu);
   const double bytes = static_cast<double>(scores.numel()) * sizeof(float);
-  Tensor<float> copy = heed::zeros<float>({n, n, n}, gpu);
+  Tensor<float> copy = heed::zeros<float>(shape, gpu);
   const double t_copy = seconds([&] { copy.copy_(scores); }, 10);
   const double copy_gbs = 2 * bytes / t_copy / 1e9;
-  const std::string shape = "(" + std::to_string(n) + ", " + std::to_string(n) + ", " + std::to_string(n) + ")";
-  add_row({"device-to-device copy " + shape, format("%.0f GB/s", copy_gbs), "", "", ""});
-
-  const heed::IndexTensor valid_lens = heed::full<std::int64_t>({n}, n / 2, gpu);
-  Tensor<float> weights;
-  const double t_forward = seconds([&] { weights = heed::masked_softmax(scores); }, 10);
-  const double t_masked = seconds([&] { weights = heed::masked_softmax(scores, valid_lens); }, 10);
-  const Tensor<float> g = heed::rand<float>({n, n, n}, gen).to(gpu);
-  const double t_backward = seconds([&] { heed::detail::softmax_backward(g, weights, 2); }, 10);
+  const std::string name = heed::to_string(shape);
+  if (with_valid_lens) add_row({"device-to-device copy " + name, format("%.0f GB/s", copy_gbs), "", "", ""});
   const auto add = [&](const std::string& what, double gbs) {
     add_row({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs), format("%.0f %%", 100 * gbs / copy_gbs),
              ">= 70 %"});
   };
-  add("masked_softmax forward " + shape, 2 * bytes / t_forward / 1e9);
-  add("masked_softmax forward, valid_lens " + shape, 2 * bytes / t_masked / 1e9);  // counts every element
-  add("masked_softmax backward " + shape, 3 * bytes / t_backward / 1e9);
-}
 
-/// Rows longer than a warp holds (the block kernels): (rows, keys) against a copy.
-void long_rows_softmax(index_t rows, index_t keys) {
-  heed::Generator gen(4);
-  const Tensor<float> scores = heed::rand<float>({1, rows, keys}, gen).to(gpu);
-  const double bytes = static_cast<double>(scores.numel()) * sizeof(float);
-  Tensor<float> copy = heed::zeros<float>({1, rows, keys}, gpu);
-  const double copy_gbs = 2 * bytes / seconds([&] { copy.copy_(scores); }, 10) / 1e9;
   Tensor<float> weights;
-  const double t_forward = seconds([&] { weights = heed::masked_softmax(scores); }, 10);
-  const Tensor<float> g = heed::rand<float>({1, rows, keys}, gen).to(gpu);
-  const double t_backward = seconds([&] { heed::detail::softmax_backward(g, weights, 2); }, 10);
-  const std::string shape = "(1, " + std::to_string(rows) + ", " + std::to_string(keys) + ")";
-  const auto add = [&](const std::string& what, double gbs) {
-    add_row({what, format("%.0f GB/s", gbs), format("%.0f GB/s", copy_gbs), format("%.0f %%", 100 * gbs / copy_gbs),
-             ">= 70 %"});
-  };
-  add("masked_softmax forward " + shape, 2 * bytes / t_forward / 1e9);
-  add("masked_softmax backward " + shape, 3 * bytes / t_backward / 1e9);
+  add("masked_softmax forward " + name, 2 * bytes / seconds([&] { weights = heed::masked_softmax(scores); }, 10) / 1e9);
+  if (with_valid_lens) {
+    const heed::IndexTensor valid_lens = heed::full<std::int64_t>({shape[0]}, shape[-1] / 2, gpu);
+    add("masked_softmax forward, valid_lens " + name,  // counts every element
+        2 * bytes / seconds([&] { weights = heed::masked_softmax(scores, valid_lens); }, 10) / 1e9);
+  }
+  const Tensor<float> g = heed::rand<float>(shape, gen).to(gpu);
+  add("masked_softmax backward " + name,
+      3 * bytes / seconds([&] { heed::detail::softmax_backward(g, weights, 2); }, 10) / 1e9);
 }
 
 void bmm_vs_cublas(index_t batch, index_t m, index_t k, index_t n) {
@@ -207,8 +191,9 @@ int main(int argc, char** argv) {
   cudaGetDeviceProperties(&props, 0);
   std::printf("bench_cuda on %s (%d SMs)%s\n", props.name, props.multiProcessorCount, quick ? ", quick sizes" : "");
   try {
-    softmax_vs_copy(quick ? 256 : 1024);
-    long_rows_softmax(quick ? 4096 : 65536, quick ? 2048 : 8192);
+    const index_t n = quick ? 256 : 1024;
+    softmax_vs_copy({n, n, n}, true);
+    softmax_vs_copy({1, quick ? 4096 : 65536, quick ? 2048 : 8192}, false);       // the block kernels
     bmm_vs_cublas(quick ? 16 : 256, quick ? 256 : 1024, 64, quick ? 256 : 1024);  // scores Q Kᵀ per head
     bmm_vs_cublas(quick ? 16 : 256, quick ? 256 : 1024, quick ? 256 : 1024, 64);  // weights · V
     bmm_vs_cublas(quick ? 4 : 32, quick ? 256 : 2048, quick ? 256 : 2048, quick ? 256 : 2048);
