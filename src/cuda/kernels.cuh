@@ -189,11 +189,19 @@ struct SoftmaxRow {
     additive_stride = t[3];
   }
 
-  /// Key j's masked score, or -inf when masked.
-  HEED_HD T score(const T* x, index_t j) const {
-    if (j >= limit || (allowed != nullptr && !allowed[j * allowed_stride])) return -INFINITY;
-    return additive == nullptr ? x[j] : x[j] + additive[j * additive_stride];
+  /// Key j's score after the masks, from x_j already loaded: -inf when masked, else
+  /// x_j + additive. The mask loads do not wait on each other (no test between them), so
+  /// a kernel that applies this to several keys in turn keeps their loads in flight.
+  HEED_HD T apply(T x_j, index_t j) const {
+    const bool visible = j < limit;
+    const bool kept = !visible || allowed == nullptr || allowed[j * allowed_stride];
+    const T added = visible && additive != nullptr ? additive[j * additive_stride] : T(0);
+    if (!visible || !kept) return -INFINITY;
+    return additive == nullptr ? x_j : x_j + added;
   }
+
+  /// Key j's masked score, or -inf when masked.
+  HEED_HD T score(const T* x, index_t j) const { return apply(j < limit ? x[j] : T(-INFINITY), j); }
 };
 
 /// A row-major product C = op(A) · op(B) (op(A) m × k, op(B) k × n) as the column-major

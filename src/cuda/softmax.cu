@@ -38,27 +38,17 @@ __global__ void softmax_warp_kernel(T* out, const T* scores, index_t rows, index
   const T* x = scores + r * num_keys;
   T* y = out + r * num_keys;
   // Every score is loaded before any is used, the masks after: a mask test between two
-  // loads (SoftmaxRow::score) made each load wait for the one before, a third of the
-  // memory bandwidth on an H200. The result is score()'s: masked keys −inf, others x + additive.
+  // loads made each load wait for the one before, a third of the memory bandwidth on an
+  // H200.
   T v[kPerLane];
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const index_t j = lane + i * kWarp;
     v[i] = j < row.limit ? x[j] : -INFINITY;
   }
-  if (row.additive != nullptr) {
+  if (row.allowed != nullptr || row.additive != nullptr) {
 #pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const index_t j = lane + i * kWarp;
-      if (j < row.limit) v[i] += row.additive[j * row.additive_stride];
-    }
-  }
-  if (row.allowed != nullptr) {
-#pragma unroll
-    for (int i = 0; i < kPerLane; ++i) {
-      const index_t j = lane + i * kWarp;
-      if (j < row.limit && !row.allowed[j * row.allowed_stride]) v[i] = -INFINITY;
-    }
+    for (int i = 0; i < kPerLane; ++i) v[i] = row.apply(v[i], lane + i * kWarp);
   }
   T max = -INFINITY;
 #pragma unroll
@@ -81,7 +71,7 @@ __global__ void softmax_warp_kernel(T* out, const T* scores, index_t rows, index
 
 /// A block per row, for rows over 1024 keys. kPlain: no boolean or additive mask, so a
 /// key's score is a load alone, and the loads of one thread's keys go out together (a
-/// mask test between them, as in SoftmaxRow::score, makes each wait for the last).
+/// mask test between them makes each wait for the last).
 template <typename T, bool kPlain>
 __global__ void softmax_block_kernel(T* out, const T* scores, index_t heads, index_t num_queries, index_t num_keys,
                                      SoftmaxMask<T> mask) {
