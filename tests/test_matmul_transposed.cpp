@@ -152,7 +152,7 @@ TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thre
 #endif
   // Eigen below kBlasMinRows rows or kBlasMinCols columns; OpenBLAS above when built in; panels
   // shared by the threads from kParallelGemmWork (512 × 256 × 128 = 2^24: 4 panels of
-  // 128 rows).
+  // 128 rows for Eigen, 2 of 256 for OpenBLAS).
   CHECK_FALSE(heed::detail::gemm_uses_blas<float>(8, 8, 8));
   CHECK_FALSE(heed::detail::gemm_uses_blas<float>(4, 9807, 128));          // few rows: Eigen's
   CHECK(heed::detail::gemm_uses_blas<float>(10, 8, 10) == with_openblas);  // d2l's attention per head
@@ -160,6 +160,11 @@ TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thre
   CHECK(heed::detail::gemm_uses_blas<float>(64, 64, 64) == with_openblas);
   CHECK(heed::detail::gemm_uses_blas<double>(64, 64, 64) == with_openblas);
   REQUIRE(512 * 256 * 128 >= heed::detail::kParallelGemmWork);
+  CHECK(heed::detail::gemm_panels<float>(512, 256, 127, false) == 1);  // below kParallelGemmWork
+  CHECK(heed::detail::gemm_panels<float>(512, 256, 128, false) == (with_openblas ? 2 : 4));
+  CHECK(heed::detail::gemm_panels<float>(1024, 512, 2048, true) == (with_openblas ? 4 : 8));
+  CHECK(heed::detail::gemm_panels<float>(1536, 9807, 128, true) == (with_openblas ? 8 : 12));
+  CHECK(heed::detail::gemm_panels<float>(524288, 8, 16, false) == 12);  // heed's small kernel: Eigen's rule
   for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{3, 5, 4}, {10, 8, 10}, {64, 64, 64}, {37, 129, 70}})
     check_gemm<double>(m, n, k, 1e-12), check_gemm<float>(m, n, k, 1e-4);
   check_gemm<float>(512, 256, 128, 1e-4);

@@ -220,26 +220,53 @@ constexpr index_t kGemmPanelMin = 128;
 constexpr index_t kGemmMaxPanels = 12;
 constexpr index_t kGemmPanelAlign = 16;
 
+/// OpenBLAS's panels are fewer and larger: a power of two up to 8, each at least 256
+/// rows (or columns). Each panel packs the whole of the other operand again, and
+/// OpenBLAS packs faster than Eigen but computes faster still, so at 128 rows a product
+/// took up to 1.27× as long on one thread as whole (1024×512×2048 a·bᵀ in 8 panels:
+/// 152 GFLOP/s against 193). At the Transformer's shapes (the d2l EncoderBlock's FFN
+/// and projections, the realistic model's 1536-row products and vocabulary projection),
+/// this rule took 0.955 of the time of Eigen's rule on one thread and 0.950 on two,
+/// 0.82–1.06 per shape. Eigen keeps its rule: at 256 columns it falls off a cliff
+/// (1024×2048×512 a·bᵀ in 8 panels: 55 GFLOP/s against 120 in 12).
+constexpr index_t kBlasPanelMin = 256;
+constexpr index_t kBlasMaxPanels = 8;
+
+/// How many panels gemm cuts a product of m × n × k into (1: it runs whole, on the
+/// calling thread): a function of the sizes and of the kernel that takes them alone, so
+/// the bits of a result do not depend on the thread count.
+template <typename T>
+constexpr index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
+  const index_t work = m * n * k, extent = m >= n ? m : n;
+  if (work < kParallelGemmWork) return 1;
+  if (k > 0 && !gemm_uses_small<T>(m, n, k, trans_b) && gemm_uses_blas<T>(m, n, k)) {
+    const index_t most = std::min({work / kGemmPanelWork, extent / kBlasPanelMin, kBlasMaxPanels});
+    index_t panels = 1;
+    while (panels * 2 <= most) panels *= 2;
+    return panels;
+  }
+  return std::max<index_t>(1, std::min({work / kGemmPanelWork, extent / kGemmPanelMin, kGemmMaxPanels}));
+}
+
 /// c = op(a) · op(b). Small products run on the calling thread. A large one is cut into
 /// panels of rows (or of columns, when the product is wider than tall) whose edges
-/// depend only on m, n and k; the panels are handed out to the OpenMP threads, each
-/// computed whole by one thread with Eigen (or OpenBLAS) kept serial inside. Eigen's
-/// own threaded GEMM would be the alternative, but its blocking depends on the thread
-/// count, and so would the bits of the result.
+/// depend only on m, n and k (gemm_panels); the panels are handed out to the OpenMP
+/// threads, each computed whole by one thread with Eigen (or OpenBLAS) kept serial
+/// inside. Eigen's own threaded GEMM would be the alternative, but its blocking depends
+/// on the thread count, and so would the bits of the result.
 template <typename T>
 void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
-  const index_t work = m * n * k;
-  const bool by_rows = m >= n;
-  const index_t extent = by_rows ? m : n;
-  index_t panels = std::min({work / kGemmPanelWork, extent / kGemmPanelMin, kGemmMaxPanels});
-  if (work < kParallelGemmWork || panels < 2) {
+  index_t panels = gemm_panels<T>(m, n, k, trans_b);
+  if (panels < 2) {
     const SerialGemmScope serial(true);
     gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
     return;
   }
+  const bool by_rows = m >= n;
+  const index_t extent = by_rows ? m : n;
   const index_t per_panel = ((extent + panels - 1) / panels + kGemmPanelAlign - 1) / kGemmPanelAlign * kGemmPanelAlign;
   panels = (extent + per_panel - 1) / per_panel;
-  parallel_tasks(panels, work, [&](index_t panel) {
+  parallel_tasks(panels, m * n * k, [&](index_t panel) {
     const SerialGemmScope serial(true);  // no-op on a worker thread, which Eigen keeps serial itself
     const index_t first = panel * per_panel, size = std::min(per_panel, extent - first);
     if (by_rows)
