@@ -404,12 +404,21 @@ index_t Tensor<T>::offset_of(std::initializer_list<index_t> index) const {
   return offset;
 }
 
+namespace detail {
+
+/// host_data's error, out of line: the check is all that stays in that accessor.
+[[noreturn]] __attribute__((cold, noinline)) inline void fail_host_read(const Shape& shape, Device device) {
+  throw DeviceError(concat("the tensor of shape ", to_string(shape), " is on ", to_string(device),
+                           " and host code read its data: the op has no implementation on ", to_string(device),
+                           " (move its inputs with .to(heed::Device::cpu()) to run it on the CPU)"));
+}
+
+}  // namespace detail
+
 template <typename T>
-T* Tensor<T>::host_data() const {
+inline T* Tensor<T>::host_data() const {
   detail::Storage<T>& storage = *impl().storage;
-  HEED_CHECK(storage.device().is_cpu(), DeviceError, "the tensor of shape ", to_string(shape()), " is on ",
-             to_string(storage.device()), " and host code read its data: the op has no implementation on ",
-             to_string(storage.device()), " (move its inputs with .to(heed::Device::cpu()) to run it on the CPU)");
+  if (!storage.device().is_cpu()) detail::fail_host_read(shape(), storage.device());
   return storage.data();
 }
 
