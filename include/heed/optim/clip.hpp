@@ -55,6 +55,29 @@ Tensor<double> clip_grad_norm_on_device(const std::vector<Tensor<T>>& params, do
   return total;
 }
 
+/// Σ x² over n values, in double, in 16 running sums (element i in sum i mod 16), added
+/// in order at the end: a fixed order, vectorised. Eigen's cast<double>().square().sum()
+/// did not vectorise the cast: 34 µs against 3.7 for d2l's Bahdanau model's 49,449
+/// gradients, 2–3 % of its training.
+template <typename T>
+double sum_of_squares(const T* x, index_t n) {
+  constexpr index_t kSums = 16;
+  double sums[kSums] = {};
+  index_t i = 0;
+  for (; i + kSums <= n; i += kSums)
+    for (index_t j = 0; j < kSums; ++j) {
+      const auto v = static_cast<double>(x[i + j]);
+      sums[j] += v * v;
+    }
+  double total = 0.0;
+  for (; i < n; ++i) {
+    const auto v = static_cast<double>(x[i]);
+    total += v * v;
+  }
+  for (const double s : sums) total += s;
+  return total;
+}
+
 /// clip_grad_norm on the host: returns the norm before clipping. Σ grad² is summed per
 /// chunk (chunks_of), the chunks' sums added in order: the same bits on any
 /// number of threads.
@@ -76,7 +99,7 @@ T clip_grad_norm_on_host(const std::vector<Tensor<T>>& params, double max_norm) 
     return Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(grads[c.item] + c.begin, c.end - c.begin);
   };
   parallel_chunks(chunks, [&](std::size_t index, const Chunk& c) {
-    chunk_sums[index] = grad_of(c).template cast<double>().square().sum();
+    chunk_sums[index] = sum_of_squares(grads[c.item] + c.begin, c.end - c.begin);
   });
   double sum_of_squares = 0.0;
   for (const double s : chunk_sums) sum_of_squares += s;
