@@ -167,20 +167,33 @@ constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, bool trans_b) {
   return true;
 }
 
+enum class GemmKernel { small, blas, eigen };
+
+/// The kernel that computes a product of m × n × k, whole or any panel of it: heed's
+/// small kernel (gemm_uses_small; it only overwrites), else OpenBLAS (gemm_uses_blas),
+/// else Eigen.
+template <typename T>
+constexpr GemmKernel gemm_kernel(index_t m, index_t n, index_t k, bool trans_b, bool accumulate = false) {
+  if (!accumulate && gemm_uses_small<T>(m, n, k, trans_b)) return GemmKernel::small;
+  if (k > 0 && gemm_uses_blas<T>(m, n, k)) return GemmKernel::blas;
+  return GemmKernel::eigen;
+}
+
 /// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
-/// the kernel gemm_uses_small or gemm_uses_blas picks for the whole product (m × n × k):
-/// so that every panel of one product takes the same path. With `accumulate` the product
-/// is added to the block (OpenBLAS's β = 1, Eigen's +=); the small kernel cannot, so
-/// callers that accumulate send its products elsewhere (gemm_add_in_scope).
+/// the kernel gemm_kernel picks for the whole product (m × n × k): so that every panel
+/// of one product takes the same path. With `accumulate` the product is added to the
+/// block (OpenBLAS's β = 1, Eigen's +=); the small kernel cannot, so callers that
+/// accumulate send its products elsewhere (gemm_add_in_scope).
 template <typename T>
 void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
                 index_t rows, index_t c0, index_t cols, bool accumulate = false) {
-  if (!accumulate && gemm_uses_small<T>(m, n, k, trans_b)) {
+  const GemmKernel kernel = gemm_kernel<T>(m, n, k, trans_b, accumulate);
+  if (kernel == GemmKernel::small) {
     small_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
     return;
   }
 #ifdef HEED_WITH_OPENBLAS
-  if (k > 0 && gemm_uses_blas<T>(m, n, k)) {
+  if (kernel == GemmKernel::blas) {
     blas_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols, accumulate);
     return;
   }
@@ -239,7 +252,7 @@ template <typename T>
 constexpr index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
   const index_t work = m * n * k, extent = m >= n ? m : n;
   if (work < kParallelGemmWork) return 1;
-  if (k > 0 && !gemm_uses_small<T>(m, n, k, trans_b) && gemm_uses_blas<T>(m, n, k)) {
+  if (gemm_kernel<T>(m, n, k, trans_b) == GemmKernel::blas) {
     const index_t most = std::min({work / kGemmPanelWork, extent / kBlasPanelMin, kBlasMaxPanels});
     index_t panels = 1;
     while (panels * 2 <= most) panels *= 2;
