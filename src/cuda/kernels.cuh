@@ -200,8 +200,11 @@ struct SoftmaxRow {
     return additive == nullptr ? x_j : x_j + added;
   }
 
+  /// Key j's score as loaded: x[j] within the visible prefix, -inf beyond it (no read).
+  HEED_HD T load(const T* x, index_t j) const { return j < limit ? x[j] : T(-INFINITY); }
+
   /// Key j's masked score, or -inf when masked.
-  HEED_HD T score(const T* x, index_t j) const { return apply(j < limit ? x[j] : T(-INFINITY), j); }
+  HEED_HD T score(const T* x, index_t j) const { return apply(load(x, j), j); }
 };
 
 /// A row-major product C = op(A) · op(B) (op(A) m × k, op(B) k × n) as the column-major

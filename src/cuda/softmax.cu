@@ -42,10 +42,7 @@ __global__ void softmax_warp_kernel(T* out, const T* scores, index_t rows, index
   // H200.
   T v[kPerLane];
 #pragma unroll
-  for (int i = 0; i < kPerLane; ++i) {
-    const index_t j = lane + i * kWarp;
-    v[i] = j < row.limit ? x[j] : -INFINITY;
-  }
+  for (int i = 0; i < kPerLane; ++i) v[i] = row.load(x, lane + i * kWarp);
   if (row.allowed != nullptr || row.additive != nullptr) {
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) v[i] = row.apply(v[i], lane + i * kWarp);
@@ -80,7 +77,7 @@ __global__ void softmax_block_kernel(T* out, const T* scores, index_t heads, ind
   const kernels::SoftmaxRow<T> row(r, heads, num_queries, num_keys, mask);
   const T* x = scores + r * num_keys;
   T* y = out + r * num_keys;
-  const auto score = [&](index_t j) { return kPlain ? (j < row.limit ? x[j] : T(-INFINITY)) : row.score(x, j); };
+  const auto score = [&](index_t j) { return kPlain ? row.load(x, j) : row.score(x, j); };
   T max = -INFINITY;
 #pragma unroll 4
   for (index_t j = threadIdx.x; j < num_keys; j += kRowThreads) {
