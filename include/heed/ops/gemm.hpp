@@ -183,14 +183,29 @@ constexpr GemmKernel gemm_kernel(index_t m, index_t n, index_t k, bool trans_b, 
 /// the kernel gemm_kernel picks for the whole product (m × n × k): so that every panel
 /// of one product takes the same path. With `accumulate` the product is added to the
 /// block (OpenBLAS's β = 1, Eigen's +=); the small kernel cannot, so callers that
-/// accumulate send its products elsewhere (gemm_add_in_scope).
+/// accumulate send its products elsewhere (gemm_add_in_scope). With `bias` (n values,
+/// one per column of c) each row of the block gets bias[c0 : c0 + cols] added: OpenBLAS
+/// and Eigen start from the bias and accumulate, which saves a pass over the block
+/// against zeroing it (their β = 0) and adding the bias after; the small kernel, which
+/// writes each element once, adds it after.
 template <typename T>
 void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
-                index_t rows, index_t c0, index_t cols, bool accumulate = false) {
+                index_t rows, index_t c0, index_t cols, bool accumulate = false, const T* bias = nullptr) {
   const GemmKernel kernel = gemm_kernel<T>(m, n, k, trans_b, accumulate);
+  using Block = Eigen::Map<RowMajorMatrix<T>, 0, Eigen::OuterStride<>>;
+  const auto block = [&] { return Block(c + r0 * n + c0, rows, cols, Eigen::OuterStride<>(n)); };
+  const auto bias_row = [&] { return Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bias + c0, cols); };
   if (kernel == GemmKernel::small) {
     small_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols);
+    if (bias != nullptr) block().rowwise() += bias_row();
     return;
+  }
+  if (bias != nullptr) {
+    if (accumulate)
+      block().rowwise() += bias_row();
+    else
+      block().rowwise() = bias_row();
+    accumulate = true;
   }
 #ifdef HEED_WITH_OPENBLAS
   if (kernel == GemmKernel::blas) {
@@ -201,10 +216,12 @@ void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_
   eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols, accumulate);
 }
 
-/// c = op(a) · op(b), with whatever threading is in force (see gemm).
+/// c = op(a) · op(b) (+ bias, one value per column of c), with whatever threading is in
+/// force (see gemm).
 template <typename T>
-void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
-  gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n);
+void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
+                   const T* bias = nullptr) {
+  gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/false, bias);
 }
 
 /// c += op(a) · op(b) (m × n, row-major), with whatever threading is in force: OpenBLAS
@@ -261,18 +278,20 @@ constexpr index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
   return std::max<index_t>(1, std::min({work / kGemmPanelWork, extent / kGemmPanelMin, kGemmMaxPanels}));
 }
 
-/// c = op(a) · op(b). Small products run on the calling thread. A large one is cut into
+/// c = op(a) · op(b) (+ bias, n values: one per column of c, added to every row; see
+/// gemm_block). Small products run on the calling thread. A large one is cut into
 /// panels of rows (or of columns, when the product is wider than tall) whose edges
 /// depend only on m, n and k (gemm_panels); the panels are handed out to the OpenMP
 /// threads, each computed whole by one thread with Eigen (or OpenBLAS) kept serial
 /// inside. Eigen's own threaded GEMM would be the alternative, but its blocking depends
 /// on the thread count, and so would the bits of the result.
 template <typename T>
-void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
+          const T* bias = nullptr) {
   index_t panels = gemm_panels<T>(m, n, k, trans_b);
   if (panels < 2) {
     const SerialGemmScope serial(true);
-    gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
+    gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k, bias);
     return;
   }
   const bool by_rows = m >= n;
@@ -283,22 +302,27 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
     const SerialGemmScope serial(true);  // no-op on a worker thread, which Eigen keeps serial itself
     const index_t first = panel * per_panel, size = std::min(per_panel, extent - first);
     if (by_rows)
-      gemm_block(a, trans_a, b, trans_b, c, m, n, k, first, size, 0, n);
+      gemm_block(a, trans_a, b, trans_b, c, m, n, k, first, size, 0, n, /*accumulate=*/false, bias);
     else
-      gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, first, size);
+      gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, first, size, /*accumulate=*/false, bias);
   });
 }
 
 /// gemm on `device`: gemm above on the CPU, cuBLAS on a CUDA device (pointers into tensors
-/// on that device).
+/// on that device; there the bias is added to the product's rows in place, after it).
 template <typename T>
-void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k) {
+void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
+             const T* bias = nullptr) {
   if (!device.is_cpu()) {
-    kernels_for<T>(device, "matmul")
-        .gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
+    DeviceKernels<T>& kernels = kernels_for<T>(device, "matmul");
+    kernels.gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
+    if (bias != nullptr) {
+      const StridedShape rows_of_c{2, {m, n}, {n, 1}}, bias_per_row{2, {m, n}, {0, 1}};
+      kernels.binary(device.index(), BinaryOp::add, c, c, rows_of_c, bias, bias_per_row);
+    }
     return;
   }
-  gemm(a, trans_a, b, trans_b, c, m, n, k);
+  gemm(a, trans_a, b, trans_b, c, m, n, k, bias);
 }
 
 }  // namespace detail

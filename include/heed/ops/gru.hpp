@@ -69,10 +69,7 @@ void affine_rows(const T* x, index_t rows, const Tensor<T>& weight, const Tensor
     step.packed->apply(x, rows, bias.defined() ? bias.data() : nullptr, out);
     return;
   }
-  gemm(x, false, step.transposed.data(), false, out, rows, n, k);
-  if (bias.defined())
-    Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(out, rows, n).rowwise() +=
-        bias.matrix(1, n).row(0);
+  gemm(x, false, step.transposed.data(), false, out, rows, n, k, bias.defined() ? bias.data() : nullptr);
 }
 
 /// One GRU step for B rows: from gi = x W_ihᵀ + b_ih and gh = h W_hhᵀ + b_hh (B, 3H

@@ -38,18 +38,8 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
     packed->apply(x.data(), rows, bias.defined() ? bias.data() : nullptr, out.data());
     return out;
   }
-  detail::gemm_on(device, device_data(x), false, device_data(weight), true, device_data(out), rows, out_features, in);
-  if (bias.defined()) {
-    if (!device.is_cpu()) {  // out += bias, row by row, in place
-      const StridedShape rows_of_out{2, {rows, out_features}, {out_features, 1}};
-      const StridedShape bias_per_row{2, {rows, out_features}, {0, 1}};
-      detail::kernels_for<T>(device, "linear")
-          .binary(device.index(), BinaryOp::add, device_data(out), device_data(out), rows_of_out, device_data(bias),
-                  bias_per_row);
-    } else {
-      out.matrix(rows, out_features).rowwise() += bias.matrix(1, out_features).row(0);
-    }
-  }
+  detail::gemm_on(device, device_data(x), false, device_data(weight), true, device_data(out), rows, out_features, in,
+                  bias.defined() ? device_data(bias) : nullptr);
 
   if (records) {
     autograd::record(out, "AddmmBackward", {x, weight, bias},

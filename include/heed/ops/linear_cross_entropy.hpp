@@ -81,10 +81,8 @@ struct FusedLinearCE {
   /// out (block_rows × width) = the logits of rows [r0, r0 + block_rows) and classes
   /// [c0, c0 + width); on the calling thread.
   void logits(index_t r0, index_t block_rows, index_t c0, index_t width, T* out) const {
-    gemm_in_scope(x.data() + r0 * in, false, weight.data() + c0 * in, true, out, block_rows, width, in);
-    if (bias.defined())
-      Eigen::Map<RowMajorMatrix<T>>(out, block_rows, width).rowwise() +=
-          ConstVecMap<T>(bias.data() + c0, width).matrix().transpose();
+    gemm_in_scope(x.data() + r0 * in, false, weight.data() + c0 * in, true, out, block_rows, width, in,
+                  bias.defined() ? bias.data() + c0 : nullptr);
   }
 
   /// Folds a tile's logits of rows [r0, r0 + block_rows) into `p` (see Partials).
