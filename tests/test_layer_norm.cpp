@@ -130,3 +130,37 @@ TEST_CASE("LayerNorm refuses bad arguments and inputs, naming itself", "[nn][err
               ln2(heed::zeros<float>({4})));
   CHECK(ln2(heed::zeros<float>({5, 3, 4})).shape() == heed::Shape{5, 3, 4});
 }
+
+// The backward runs in blocks of 64 rows, each with its own partial dweight and dbias.
+TEST_CASE("layer_norm over 200 rows (blocks of 64 and a last of 8) gradchecks", "[nn]") {
+  heed::Generator gen(9);
+  const auto weight = heed::randn<double>({6}, gen).requires_grad_(), bias = heed::randn<double>({6}, gen).requires_grad_();
+  const Fn f = [](const Inputs& in) { return heed::layer_norm(in[0], heed::Shape{6}, in[1], in[2]); };
+  CHECK_GRADIENTS(f, {leaf({200, 6}, 6), weight, bias});
+}
+
+#ifdef _OPENMP
+TEST_CASE("layer_norm's backward gives the same bits on any thread count", "[nn]") {
+  heed::Generator gen(10);
+  const auto x = heed::randn<float>({1000, 300}, gen), g = heed::randn<float>({1000, 300}, gen);
+  const auto grads = [&] {
+    const auto in = x.detach().requires_grad_();
+    const auto weight = heed::ones<float>({300}).requires_grad_(), bias = heed::zeros<float>({300}).requires_grad_();
+    heed::layer_norm(in, heed::Shape{300}, weight, bias).backward(g);
+    return std::vector<std::vector<float>>{in.grad().to_vector(), weight.grad().to_vector(), bias.grad().to_vector()};
+  };
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const auto one = grads();
+  omp_set_num_threads(3);
+  const auto three = grads();
+  omp_set_num_threads(threads);
+  CHECK(one == three);
+  // dbias is the column sums of g.
+  for (index_t c : {index_t(0), index_t(299)}) {
+    double sum = 0;
+    for (index_t r = 0; r < 1000; ++r) sum += g.at({r, c});
+    CHECK(one[2][static_cast<std::size_t>(c)] == Approx(sum).margin(1e-3));
+  }
+}
+#endif

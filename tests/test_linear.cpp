@@ -235,3 +235,30 @@ TEST_CASE("a packed product gives the same bits on any thread count", "[ops]") {
   CHECK(one == three);
 }
 #endif
+
+#ifdef _OPENMP
+TEST_CASE("linear's bias gradient sums g's rows, with the same bits on any thread count", "[ops]") {
+  // 1000 × 1100: over the size where sum_rows shares its column blocks (256 wide, the
+  // last 76) among the threads.
+  heed::Generator gen(8);
+  const Tensorf x = heed::randn<float>({1000, 3}, gen), w = heed::randn<float>({1100, 3}, gen),
+                g = heed::randn<float>({1000, 1100}, gen);
+  const auto bias_grad = [&] {
+    const Tensorf b = heed::zeros<float>({1100}).requires_grad_();
+    heed::linear(x, w, b).backward(g);
+    return b.grad().to_vector();
+  };
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> one = bias_grad();
+  omp_set_num_threads(3);
+  const std::vector<float> three = bias_grad();
+  omp_set_num_threads(threads);
+  CHECK(one == three);
+  for (index_t c : {index_t(0), index_t(255), index_t(256), index_t(1099)}) {
+    double sum = 0;
+    for (index_t r = 0; r < 1000; ++r) sum += g.at({r, c});
+    CHECK(one[static_cast<std::size_t>(c)] == Approx(sum).margin(1e-3));
+  }
+}
+#endif

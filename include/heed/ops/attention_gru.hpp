@@ -391,7 +391,7 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
           };
           const auto bias_grad = [&](const Tensor<T>& d, index_t n) {
             Tensor<T> grad = make_tensor<T>(Shape{n});
-            grad.matrix(1, n) = d.matrix(S * B, n).colwise().sum();
+            detail::sum_rows(d.data(), S * B, n, grad.data());
             return grad;
           };
           const Tensor<T> last_previous =

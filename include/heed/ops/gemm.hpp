@@ -308,6 +308,27 @@ void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, i
   });
 }
 
+/// out (cols) = the sum of g's rows (g: rows × cols, row-major), 1ᵀ · g: the gradient of
+/// gemm's bias. The columns are cut into blocks of kSumRowsBlock, whose edges depend
+/// only on cols, each summed whole by one thread (the bits do not depend on the thread
+/// count). Row after row into sums that stay in L1: Eigen's colwise().sum() of a
+/// row-major (1024, 2048) took 1.1–1.3 ms against 0.16 on one thread (0.08 against 0.05
+/// at (1024, 512)).
+constexpr index_t kSumRowsBlock = 256;
+
+template <typename T>
+void sum_rows(const T* g, index_t rows, index_t cols, T* out) {
+  using Row = Eigen::Map<Eigen::Array<T, 1, Eigen::Dynamic>>;
+  using ConstRow = Eigen::Map<const Eigen::Array<T, 1, Eigen::Dynamic>>;
+  const index_t blocks = (cols + kSumRowsBlock - 1) / kSumRowsBlock;
+  parallel_tasks(blocks, rows * cols, [&](index_t block) {
+    const index_t c0 = block * kSumRowsBlock, width = std::min(kSumRowsBlock, cols - c0);
+    Row sum(out + c0, width);  // the block's sums stay in L1 while the rows stream past
+    sum.setZero();
+    for (index_t r = 0; r < rows; ++r) sum += ConstRow(g + r * cols + c0, width);
+  });
+}
+
 /// gemm on `device`: gemm above on the CPU, cuBLAS on a CUDA device (pointers into tensors
 /// on that device; there the bias is added to the product's rows in place, after it).
 template <typename T>

@@ -175,7 +175,7 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
           }
           if (need[3]) {
             grads[3] = detail::make_tensor<T>(Shape{3 * H});
-            grads[3].matrix(1, 3 * H) = dgh.matrix(S * B, 3 * H).colwise().sum();
+            detail::sum_rows(dgh.data(), S * B, 3 * H, grads[3].data());
           }
           return grads;
         });

@@ -14,6 +14,7 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <utility>
 #include <vector>
@@ -22,6 +23,9 @@
 
 namespace heed {
 namespace detail {
+
+/// Rows per task of layer_norm's backward.
+constexpr index_t kLayerNormRowBlock = 64;
 
 /// Rows and row length of x for normalising over normalized_shape.
 inline std::pair<index_t, index_t> layer_norm_rows(const Shape& x, const Shape& normalized_shape, const char* op) {
@@ -132,25 +136,39 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
           const Tensor<T> w = saved_w_defined ? saved_w.get() : Tensor<T>();
           autograd::Grads<T> grads(3);
           if (need_x) grads[0] = detail::make_tensor<T>(in.shape());
-          Eigen::Array<T, Eigen::Dynamic, 1> dw = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_w ? n : 0);
-          Eigen::Array<T, Eigen::Dynamic, 1> db = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_b ? n : 0);
-          Eigen::Array<T, Eigen::Dynamic, 1> x_hat(n), g_hat(n);
           const T *g_data = g.data(), *in_data = in.data(), *mean_data = mean.data(), *rstd_data = rstd.data();
           const T* w_data = w.defined() ? w.data() : nullptr;
           T* dx_data = need_x ? grads[0].data() : nullptr;
-          // Serial over rows: dweight and dbias sum over all of them.
-          for (index_t r = 0; r < rows; ++r) {
-            const detail::ConstVecMap<T> gr(g_data + r * n, n);
-            x_hat = (detail::ConstVecMap<T>(in_data + r * n, n) - mean_data[r]) * rstd_data[r];
-            if (need_w) dw += gr * x_hat;
-            if (need_b) db += gr;
-            if (!need_x) continue;
-            if (w_data)  // into g_hat's buffer: .eval() allocated a temporary per row
-              g_hat = gr * detail::ConstVecMap<T>(w_data, n);
-            else
-              g_hat = gr;
-            detail::VecMap<T>(dx_data + r * n, n) =
-                rstd_data[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
+          // Blocks of rows whose edges depend only on `rows`, each on one thread, with
+          // its own column of partial sums for dweight and dbias, added in block order
+          // after: the bits do not depend on the thread count. Each block has its own
+          // x̂ and ĝ rows, allocated here (the body must not throw).
+          using Columns = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>;
+          const index_t blocks = (rows + detail::kLayerNormRowBlock - 1) / detail::kLayerNormRowBlock;
+          Columns partial_w = Columns::Zero(need_w ? n : 0, blocks), partial_b = Columns::Zero(need_b ? n : 0, blocks);
+          Columns x_hats(n, blocks), g_hats(n, blocks);
+          detail::parallel_tasks(blocks, 4 * rows * n, [&](index_t block) {
+            auto x_hat = x_hats.col(block), g_hat = g_hats.col(block);
+            const index_t last = std::min(rows, (block + 1) * detail::kLayerNormRowBlock);
+            for (index_t r = block * detail::kLayerNormRowBlock; r < last; ++r) {
+              const detail::ConstVecMap<T> gr(g_data + r * n, n);
+              x_hat = (detail::ConstVecMap<T>(in_data + r * n, n) - mean_data[r]) * rstd_data[r];
+              if (need_w) partial_w.col(block) += gr * x_hat;
+              if (need_b) partial_b.col(block) += gr;
+              if (!need_x) continue;
+              if (w_data)
+                g_hat = gr * detail::ConstVecMap<T>(w_data, n);
+              else
+                g_hat = gr;
+              detail::VecMap<T>(dx_data + r * n, n) =
+                  rstd_data[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
+            }
+          });
+          Eigen::Array<T, Eigen::Dynamic, 1> dw = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_w ? n : 0);
+          Eigen::Array<T, Eigen::Dynamic, 1> db = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_b ? n : 0);
+          for (index_t block = 0; block < blocks; ++block) {
+            if (need_w) dw += partial_w.col(block);
+            if (need_b) db += partial_b.col(block);
           }
           if (need_w) grads[1] = detail::make_tensor<T>(normalized_shape), grads[1].array() = dw;
           if (need_b) grads[2] = detail::make_tensor<T>(normalized_shape), grads[2].array() = db;

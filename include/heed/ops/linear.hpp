@@ -63,7 +63,7 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
                          grads[2] = detail::sum_to(g, Shape{out_features});
                        } else if (need_b) {
                          grads[2] = detail::make_tensor<T>(Shape{out_features});
-                         grads[2].matrix(1, out_features) = g.matrix(rows, out_features).colwise().sum();
+                         detail::sum_rows(g.data(), rows, out_features, grads[2].data());
                        }
                        return grads;
                      });

@@ -133,13 +133,22 @@ Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst
     return dx;
   }
   Tensor<T> dx = make_tensor<T>(in_shape);
-  dx.array().setZero();
-  if (g.numel() == 0) return dx;  // as in gather_strided
+  if (g.numel() == 0) {  // as in gather_strided
+    dx.array().setZero();
+    return dx;
+  }
   std::array<index_t, kMaxLoopDims> src_strides{};
   for (index_t d = rank - 1, step = 1; d >= 0; --d) {
     src_strides[d] = step;
     step *= sizes[d];
   }
+  // A permutation (permute, a transpose) puts each g element in its own place of dx and
+  // fills it: a copy, without zeroing dx first and adding into it.
+  if (g.numel() == dx.numel() && writes_each_once(sizes, dst_strides, rank)) {
+    strided_copy(dx.data() + dst_offset, dst_strides, g.data(), src_strides.data(), sizes, rank);
+    return dx;
+  }
+  dx.array().setZero();
   strided_accumulate(dx.data() + dst_offset, dst_strides, g.data(), src_strides.data(), sizes, rank);
   return dx;
 }
