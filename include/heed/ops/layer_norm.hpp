@@ -24,8 +24,10 @@
 namespace heed {
 namespace detail {
 
-/// Rows per task of layer_norm's backward.
+/// layer_norm's backward cuts its rows into ⌈rows / kLayerNormRowBlock⌉ blocks of equal
+/// size, at most kLayerNormBlocks (each block keeps four columns of n values).
 constexpr index_t kLayerNormRowBlock = 64;
+constexpr index_t kLayerNormBlocks = 64;
 
 /// Rows and row length of x for normalising over normalized_shape.
 inline std::pair<index_t, index_t> layer_norm_rows(const Shape& x, const Shape& normalized_shape, const char* op) {
@@ -144,13 +146,15 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
           // after: the bits do not depend on the thread count. Each block has its own
           // x̂ and ĝ rows, allocated here (the body must not throw).
           using Columns = Eigen::Array<T, Eigen::Dynamic, Eigen::Dynamic>;
-          const index_t blocks = (rows + detail::kLayerNormRowBlock - 1) / detail::kLayerNormRowBlock;
+          const index_t blocks =
+              std::min(detail::kLayerNormBlocks, (rows + detail::kLayerNormRowBlock - 1) / detail::kLayerNormRowBlock);
+          const index_t per_block = blocks == 0 ? 0 : (rows + blocks - 1) / blocks;
           Columns partial_w = Columns::Zero(need_w ? n : 0, blocks), partial_b = Columns::Zero(need_b ? n : 0, blocks);
           Columns x_hats(n, blocks), g_hats(n, blocks);
           detail::parallel_tasks(blocks, 4 * rows * n, [&](index_t block) {
             auto x_hat = x_hats.col(block), g_hat = g_hats.col(block);
-            const index_t last = std::min(rows, (block + 1) * detail::kLayerNormRowBlock);
-            for (index_t r = block * detail::kLayerNormRowBlock; r < last; ++r) {
+            const index_t last = std::min(rows, (block + 1) * per_block);
+            for (index_t r = block * per_block; r < last; ++r) {
               const detail::ConstVecMap<T> gr(g_data + r * n, n);
               x_hat = (detail::ConstVecMap<T>(in_data + r * n, n) - mean_data[r]) * rstd_data[r];
               if (need_w) partial_w.col(block) += gr * x_hat;
