@@ -20,7 +20,7 @@
 
 #include "heed/autograd/node.hpp"
 #include "heed/core/factory.hpp"
-#include "heed/detail/parallel.hpp"
+#include "heed/ops/elementwise.hpp"
 #include "heed/ops/kernels.hpp"
 
 namespace heed {
@@ -48,13 +48,7 @@ void add_into(Tensor<T>& sum, const Tensor<T>& g) {
         .axpy(sum.device().index(), heed::detail::device_data(sum), heed::detail::device_data(g), g.numel(), T(1));
     return;
   }
-  // Elementwise, so the bits do not depend on how the threads share it out.
-  T* out = sum.data();
-  const T* in = g.data();
-  heed::detail::parallel_for(g.numel(), heed::detail::kParallelGrain, [&](index_t begin, index_t end) {
-    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>>(out + begin, end - begin) +=
-        Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(in + begin, end - begin);
-  });
+  heed::detail::add_scaled_on_host(sum.data(), g.data(), g.numel(), T(1));
 }
 
 /// Adds g into `sum`. On first arrival `sum` keeps g itself when it is the sole owner,

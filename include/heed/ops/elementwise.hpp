@@ -510,6 +510,19 @@ Tensor<T>& Tensor<T>::copy_(const Tensor& src) {
   return *this;
 }
 
+namespace detail {
+
+/// y[0 : n) += alpha · x[0 : n) on the CPU, in parallel ranges: elementwise, so the bits
+/// do not depend on the thread count. add_ and backward's gradient sums (add_into).
+template <typename T>
+void add_scaled_on_host(T* y, const T* x, index_t n, T alpha) {
+  parallel_for(n, kParallelGrain, [&](index_t begin, index_t end) {
+    VecMap<T>(y + begin, end - begin) += alpha * ConstVecMap<T>(x + begin, end - begin);
+  });
+}
+
+}  // namespace detail
+
 template <typename T>
 Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
   HEED_CHECK(detail::broadcasts_to(other.shape(), shape()), ShapeError, "add_: operand of shape ",
@@ -521,7 +534,8 @@ Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
               numel(), alpha);
     return *this;
   }
-  array() += alpha * detail::broadcast_to(other, shape()).array();
+  const Tensor full = detail::broadcast_to(other, shape());
+  detail::add_scaled_on_host(data(), full.data(), numel(), alpha);
   return *this;
 }
 
