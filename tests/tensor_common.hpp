@@ -8,9 +8,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {

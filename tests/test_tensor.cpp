@@ -321,6 +321,75 @@ TEST_CASE("a large request the idle buffers cannot serve returns as many smaller
   heed::empty_buffer_cache();
 }
 
+TEST_CASE("a thread reuses the buffers it took and freed; others go through the shared pool", "[tensor]") {
+  heed::empty_buffer_cache();
+  const index_t n = 1000;  // 4000 bytes: the 4096-byte class
+  const std::size_t bytes = 4096;
+  std::promise<const float*> freed, freed_again, taken_back;
+  std::promise<void> emptied, checked;
+  std::thread worker([&] {
+    const float* p = nullptr;
+    {
+      auto t = heed::zeros({n});
+      p = t.data();
+    }
+    freed.set_value(p);  // in the worker's own cache
+    emptied.get_future().wait();
+    {
+      auto t = heed::zeros({n});
+      p = t.data();
+    }
+    freed_again.set_value(p);
+    checked.get_future().wait();
+  });
+  const float* worker_buffer = freed.get_future().get();
+  CHECK(heed::buffer_cache_idle_bytes() == bytes);
+  std::uint64_t allocations = heed::buffer_allocations();
+  {
+    auto t = heed::zeros({n});  // the worker's idle buffer is not this thread's: fresh memory
+    CHECK(t.data() != worker_buffer);
+    CHECK(heed::buffer_allocations() == allocations + 1);
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 2 * bytes);
+  heed::empty_buffer_cache();  // frees the worker's idle buffer too
+  CHECK(heed::buffer_cache_idle_bytes() == 0);
+  emptied.set_value();
+  worker_buffer = freed_again.get_future().get();
+  CHECK(heed::buffer_cache_idle_bytes() == bytes);
+  checked.set_value();
+  worker.join();  // at its exit, the worker's idle buffer goes to the shared pool
+  CHECK(heed::buffer_cache_idle_bytes() == bytes);
+  allocations = heed::buffer_allocations();
+  {
+    auto t = heed::zeros({n});
+    CHECK(t.data() == worker_buffer);
+    CHECK(heed::buffer_allocations() == allocations);
+  }
+
+  // A buffer freed by a thread that did not take it goes to the shared pool, where the
+  // thread that took it finds it again while the other thread still runs.
+  heed::empty_buffer_cache();
+  auto mine = heed::zeros({n});
+  const float* my_buffer = mine.data();
+  std::promise<void> released, reused;
+  std::thread other([&] {
+    mine = heed::Tensor<float>();
+    released.set_value();
+    reused.get_future().wait();
+  });
+  released.get_future().wait();
+  allocations = heed::buffer_allocations();
+  {
+    auto t = heed::zeros({n});
+    CHECK(t.data() == my_buffer);
+    CHECK(heed::buffer_allocations() == allocations);
+  }
+  reused.set_value();
+  other.join();
+  heed::empty_buffer_cache();
+  CHECK(heed::buffer_cache_idle_bytes() == 0);
+}
+
 // ---- devices ------------------------------------------------------------------------------
 
 TEST_CASE("a Device is the CPU or a CUDA device, named as in PyTorch", "[tensor][device]") {
