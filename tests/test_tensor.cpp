@@ -325,15 +325,25 @@ TEST_CASE("a thread reuses the buffers it took and freed; others go through the 
   heed::empty_buffer_cache();
   const index_t n = 1000;  // 4000 bytes: the 4096-byte class
   const std::size_t bytes = 4096;
-  std::promise<const float*> freed, freed_again, taken_back;
+  const float* first = nullptr;
+  const float* second = nullptr;
+  {
+    auto a = heed::zeros({n});
+    auto b = heed::zeros({n});
+    first = a.data();
+    second = b.data();
+  }
+  CHECK(heed::buffer_cache_idle_bytes() == 2 * bytes);  // both in this thread's cache
+  std::uint64_t allocations = heed::buffer_allocations();
+  std::promise<const float*> freed, freed_again;
   std::promise<void> emptied, checked;
   std::thread worker([&] {
     const float* p = nullptr;
     {
-      auto t = heed::zeros({n});
+      auto t = heed::zeros({n});  // no idle buffer of its own or shared: one of the main thread's
       p = t.data();
     }
-    freed.set_value(p);  // in the worker's own cache
+    freed.set_value(p);  // into the worker's own cache now: the worker took it
     emptied.get_future().wait();
     {
       auto t = heed::zeros({n});
@@ -343,15 +353,17 @@ TEST_CASE("a thread reuses the buffers it took and freed; others go through the 
     checked.get_future().wait();
   });
   const float* worker_buffer = freed.get_future().get();
-  CHECK(heed::buffer_cache_idle_bytes() == bytes);
-  std::uint64_t allocations = heed::buffer_allocations();
+  CHECK((worker_buffer == first || worker_buffer == second));
+  CHECK(heed::buffer_allocations() == allocations);
   {
-    auto t = heed::zeros({n});  // the worker's idle buffer is not this thread's: fresh memory
-    CHECK(t.data() != worker_buffer);
-    CHECK(heed::buffer_allocations() == allocations + 1);
+    auto t = heed::zeros({n});  // this thread's own idle buffer first
+    CHECK(t.data() == (worker_buffer == first ? second : first));
+    auto u = heed::zeros({n});  // then another thread's, before fresh memory
+    CHECK(u.data() == worker_buffer);
+    CHECK(heed::buffer_allocations() == allocations);
   }
   CHECK(heed::buffer_cache_idle_bytes() == 2 * bytes);
-  heed::empty_buffer_cache();  // frees the worker's idle buffer too
+  heed::empty_buffer_cache();  // frees idle buffers in every thread's cache
   CHECK(heed::buffer_cache_idle_bytes() == 0);
   emptied.set_value();
   worker_buffer = freed_again.get_future().get();
@@ -366,18 +378,30 @@ TEST_CASE("a thread reuses the buffers it took and freed; others go through the 
     CHECK(heed::buffer_allocations() == allocations);
   }
 
-  // A buffer freed by a thread that did not take it goes to the shared pool, where the
-  // thread that took it finds it again while the other thread still runs.
+  // A buffer freed by a thread that did not take it goes to the shared pool: that thread
+  // takes its own idle buffer before it, and the thread that took it finds it again.
   heed::empty_buffer_cache();
   auto mine = heed::zeros({n});
   const float* my_buffer = mine.data();
-  std::promise<void> released, reused;
+  std::promise<std::pair<const float*, const float*>> released;  // the other thread's buffer, what it took next
+  std::promise<void> reused;
   std::thread other([&] {
+    const float* own = nullptr;
+    {
+      auto t = heed::zeros({n});
+      own = t.data();
+    }
     mine = heed::Tensor<float>();
-    released.set_value();
+    const float* next = nullptr;
+    {
+      auto t = heed::zeros({n});
+      next = t.data();
+    }
+    released.set_value({own, next});
     reused.get_future().wait();
   });
-  released.get_future().wait();
+  const auto [other_buffer, other_next] = released.get_future().get();
+  CHECK(other_next == other_buffer);
   allocations = heed::buffer_allocations();
   {
     auto t = heed::zeros({n});
