@@ -113,14 +113,14 @@ class BufferCache {
 
   /// A cached buffer of at least `bytes` and at most twice that (the smallest such), or
   /// nullptr; its size is written back to `bytes`. The calling thread's own cache is
-  /// asked first, then the shared pool, then other threads' caches. A resident buffer a little too big beats fresh
-  /// memory, which would raise the peak. On a miss the caller allocates afresh, and only
-  /// as many bytes of smaller idle buffers go (release_smaller): a training step needs
-  /// the same sizes step after step, so once the first step has run, every request
-  /// finds its buffer and nothing is allocated or faulted in again. (Releasing every
-  /// idle buffer on a miss, as heed once did, freed buffers that the same step needed a
-  /// moment later: the realistic Transformer, 16 steps, faulted in 512k pages instead of
-  /// 93k and trained in 8.6 s instead of 3.4.)
+  /// asked first, then the shared pool, then other threads' caches. A resident buffer a
+  /// little too big beats fresh memory, which would raise the peak. On a miss the caller
+  /// allocates afresh, and only as many bytes of smaller idle buffers go
+  /// (release_smaller): a training step needs the same sizes step after step, so once
+  /// the first step has run, every request finds its buffer and nothing is allocated or
+  /// faulted in again. (Releasing every idle buffer on a miss, as heed once did, freed
+  /// buffers that the same step needed a moment later: the realistic Transformer, 16
+  /// steps, faulted in 512k pages instead of 93k and trained in 8.6 s instead of 3.4.)
   void* take(std::size_t& bytes) {
     void* p = nullptr;
     ThreadPool* own = bytes < kThreadMaxBytes ? thread_pool() : nullptr;
@@ -179,7 +179,8 @@ class BufferCache {
   }
 
   std::size_t idle_bytes() const {
-    // held first: a buffer allocated between the two loads is then counted in neither
+    // Two loads, not one snapshot: while other threads take and give buffers, this is
+    // off by theirs (and a difference below zero reads as 0).
     const std::size_t held = held_.load(std::memory_order_relaxed), in_use = in_use_.load(std::memory_order_relaxed);
     return held > in_use ? held - in_use : 0;
   }
@@ -198,7 +199,8 @@ class BufferCache {
   }
 
  private:
-  /// Idle buffers of one kind of owner: small ones by size, large ones by size.
+  /// The idle buffers of one owner (a thread, or all threads): small ones by size class,
+  /// large ones by size (best fit).
   struct Pool {
     std::multimap<std::size_t, void*> large;
     std::vector<void*> small[kMinBytes / kSmallGranule];
