@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -247,7 +248,11 @@ class BufferCache {
   /// destructors, go there too).
   class ThreadPoolOwner {
    public:
-    ThreadPoolOwner() : own_(new ThreadPool) { instance().enrol(own_); }
+    ThreadPoolOwner() {
+      auto own = std::make_unique<ThreadPool>();
+      instance().enrol(own.get());  // may throw: then nothing is registered, and the next call tries again
+      own_ = own.release();
+    }
     ~ThreadPoolOwner() {
       instance().retire(own_);
       state() = State::gone;
@@ -257,7 +262,7 @@ class BufferCache {
     ThreadPool* get() const { return own_; }
 
    private:
-    ThreadPool* own_;
+    ThreadPool* own_ = nullptr;
   };
   enum class State : unsigned char { none, live, gone };
   static State& state() {
