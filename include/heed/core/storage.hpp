@@ -221,16 +221,31 @@ class BufferCache {
       large.erase(it);
       return p;
     }
-    /// Whether p was kept (a small list holds at most kSmallPerSize).
-    bool keep(void* p, std::size_t bytes) {
-      if (bytes >= kMinBytes) {
-        large.emplace(bytes, p);
+    /// Whether p was kept: a small list holds at most kSmallPerSize, and keeping needs
+    /// memory of its own (this runs in destructors, which must not throw).
+    bool keep(void* p, std::size_t bytes) noexcept {
+      try {
+        if (bytes >= kMinBytes) {
+          large.emplace(bytes, p);
+          return true;
+        }
+        std::vector<void*>& list = small[bytes / kSmallGranule];
+        if (list.size() >= kSmallPerSize) return false;
+        list.push_back(p);
         return true;
+      } catch (const std::bad_alloc&) {
+        return false;
       }
-      std::vector<void*>& list = small[bytes / kSmallGranule];
-      if (list.size() >= kSmallPerSize) return false;
-      list.push_back(p);
-      return true;
+    }
+    /// Hands every idle buffer to f(p, bytes) and forgets it.
+    template <typename F>
+    void drain(F&& f) {
+      for (const auto& entry : large) f(entry.second, entry.first);
+      large.clear();
+      for (std::size_t size = 0; size < std::size(small); ++size) {
+        for (void* p : small[size]) f(p, size * kSmallGranule);
+        small[size].clear();
+      }
     }
   };
 
@@ -287,23 +302,15 @@ class BufferCache {
   void retire(ThreadPool* thread) {
     std::lock_guard<SpinMutex> lock(mutex_);
     threads_.erase(std::find(threads_.begin(), threads_.end(), thread));  // out of empty()'s reach
-    const auto move = [&](void* p, std::size_t bytes) {
-      bool kept = false;
-      try {
-        kept = shared_.keep(p, bytes);
-      } catch (const std::bad_alloc&) {
-      }
-      if (!kept) release(p, bytes);
-    };
-    for (const auto& entry : thread->pool.large) move(entry.second, entry.first);
-    for (std::size_t size = 0; size < std::size(thread->pool.small); ++size)
-      for (void* p : thread->pool.small[size]) move(p, size * kSmallGranule);
+    thread->pool.drain([&](void* p, std::size_t bytes) {
+      if (!shared_.keep(p, bytes)) release(p, bytes);
+    });
     delete thread;
   }
 
   /// Whether give kept p: in the calling thread's cache when it took the buffer, else in
-  /// the shared pool. Keeping a buffer needs memory of its own; when there is none, p is
-  /// not kept (give runs in destructors, which must not throw).
+  /// the shared pool. A thread's first give makes its cache, which needs memory; when
+  /// there is none, p is not kept (give runs in destructors, which must not throw).
   bool keep(void* p, std::size_t bytes, std::uint64_t owner) noexcept {
     try {
       ThreadPool* own = bytes < kThreadMaxBytes && owner != 0 ? thread_pool() : nullptr;
@@ -332,12 +339,7 @@ class BufferCache {
     held_.fetch_sub(bytes, std::memory_order_relaxed);
   }
   void release_all(Pool& pool) {
-    for (const auto& entry : pool.large) release(entry.second, entry.first);
-    pool.large.clear();
-    for (std::size_t size = 0; size < std::size(pool.small); ++size) {
-      for (void* p : pool.small[size]) release(p, size * kSmallGranule);
-      pool.small[size].clear();
-    }
+    pool.drain([&](void* p, std::size_t bytes) { release(p, bytes); });
   }
 
   /// Before a fresh allocation of `bytes` (large): idle large buffers smaller than it,
