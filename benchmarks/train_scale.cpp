@@ -20,6 +20,13 @@
 // shuffle) and the first stderr line says how much of an epoch is padding. The time is
 // train_seq2seq's alone (the peer's too); tokens are the targets' valid lengths, as d2l
 // counts them.
+//
+// Built with heed::mpi and run under `mpiexec -n N`, it trains data-parallel on the N
+// processes (TrainOptions::communicator, benchmarks/compare_dist.py); rank 0 alone
+// decodes and writes the record, which adds "ranks" and "allreduce_s".
+#ifdef HEED_WITH_MPI
+#include <heed/dist/mpi.hpp>
+#endif
 #include <heed/heed.hpp>
 #include <heed/io/checkpoint.hpp>
 #include <heed/seq2seq/data.hpp>
@@ -27,6 +34,7 @@
 #include <heed/seq2seq/predict.hpp>
 #include <heed/seq2seq/train.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +66,7 @@ struct Args {
   long max_pairs = 0, train_subset = 0, epochs = 2, decode_batch = 128, micro_batches = 1;
   int threads = 2;
   std::uint64_t seed = 0;
+  heed::dist::Communicator* communicator = nullptr;  // mpiexec's processes, when more than one
   bool quiet = false;
   index_t bucket = 0;  // NmtDataLoader::set_bucketing: windows of this many batches sorted by length
   index_t batch_size = 128, num_steps = 12, num_hiddens = 128, num_layers = 2, embed_size = 128, ffn_num_hiddens = 512,
@@ -221,14 +230,17 @@ int run(const Args& a) {
 #else
   const std::string gemm = "Eigen";
 #endif
-  std::fprintf(stderr,
-               "heed: %lld pairs, vocab %lld/%lld, %lld params, %d threads, GEMM %s; bucketing %lld: %.1f %% of the "
-               "first epoch's positions are padding\n",
-               static_cast<long long>(loader.num_examples()), static_cast<long long>(src_vocab.size()),
-               static_cast<long long>(tgt_vocab.size()), static_cast<long long>(net->num_parameters()), a.threads,
-               gemm.c_str(), static_cast<long long>(a.bucket), 100.0 * padding.fraction());
+  const bool rank0 = !a.communicator || a.communicator->rank() == 0;
+  if (rank0)
+    std::fprintf(stderr,
+                 "heed: %lld pairs, vocab %lld/%lld, %lld params, %d threads, GEMM %s; bucketing %lld: %.1f %% of the "
+                 "first epoch's positions are padding\n",
+                 static_cast<long long>(loader.num_examples()), static_cast<long long>(src_vocab.size()),
+                 static_cast<long long>(tgt_vocab.size()), static_cast<long long>(net->num_parameters()), a.threads,
+                 gemm.c_str(), static_cast<long long>(a.bucket), 100.0 * padding.fraction());
   heed::TrainOptions options;
   options.micro_batches = a.micro_batches;
+  options.communicator = a.communicator;
   if (!a.quiet)
     options.on_epoch = [](const heed::EpochStats& s) {
       std::fprintf(stderr, "epoch %lld: loss %.4f\n", static_cast<long long>(s.epoch), s.loss);
@@ -241,6 +253,7 @@ int run(const Args& a) {
   const heed::TrainResult result = heed::train_seq2seq<Float>(*net, loader, a.lr, a.epochs, tgt_vocab, options);
   const std::uint64_t train_allocations = heed::buffer_allocations() - allocations_before_training;
   const heed::BufferUsage train_usage = heed::buffer_usage();  // peaks since the start: training's
+  if (!rank0) return 0;                                        // its parameters are rank 0's
   if (!a.save_path.empty()) heed::save_checkpoint(*net, a.save_path);
 
   std::vector<std::string> sentences, hyps;
@@ -270,6 +283,13 @@ int run(const Args& a) {
     if (!f) throw heed::FileError("train_scale: cannot write " + a.hyp_path);
   }
   const double final_loss = result.losses.empty() ? 0.0 : result.losses.back();
+  const int ranks = a.communicator ? a.communicator->size() : 1;
+  if (ranks > 1)
+    std::printf(
+        "heed %d processes: the gradients' all-reduce took %.2f s, %.1f %% of training, after %.2f s of "
+        "waiting for the slowest rank\n",
+        ranks, result.communication_seconds, 100.0 * result.communication_seconds / std::max(result.seconds, 1e-9),
+        result.wait_seconds);
   std::printf(
       "heed threads %d, micro-batches %ld: train %.2f s, %.0f tokens/s, final loss %.4f; decode %zu sentences in %.2f "
       "s; "
@@ -282,13 +302,15 @@ int run(const Args& a) {
   if (!a.out_path.empty()) {
     std::ostringstream js;
     js << "{\"impl\": \"heed\", \"model\": " << json_string(a.model) << ", \"threads\": " << a.threads
-       << ", \"micro_batches\": " << a.micro_batches << ", \"bucket\": " << a.bucket
-       << ", \"padded_fraction\": " << json_number(padding.fraction()) << ", \"seed\": " << a.seed
-       << ", \"train_file\": " << json_string(a.train_path) << ", \"max_pairs\": " << a.max_pairs
-       << ", \"train_subset\": " << a.train_subset << ", \"n_pairs_read\": " << n_pairs_read
-       << ", \"n_train_pairs\": " << loader.num_examples() << ", \"src_vocab\": " << src_vocab.size()
-       << ", \"tgt_vocab\": " << tgt_vocab.size() << ", \"n_params\": " << net->num_parameters()
-       << ", \"epochs\": " << a.epochs << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
+       << ", \"ranks\": " << ranks << ", \"allreduce_s\": " << json_number(result.communication_seconds)
+       << ", \"allreduce_wait_s\": " << json_number(result.wait_seconds) << ", \"micro_batches\": " << a.micro_batches
+       << ", \"bucket\": " << a.bucket << ", \"padded_fraction\": " << json_number(padding.fraction())
+       << ", \"seed\": " << a.seed << ", \"train_file\": " << json_string(a.train_path)
+       << ", \"max_pairs\": " << a.max_pairs << ", \"train_subset\": " << a.train_subset
+       << ", \"n_pairs_read\": " << n_pairs_read << ", \"n_train_pairs\": " << loader.num_examples()
+       << ", \"src_vocab\": " << src_vocab.size() << ", \"tgt_vocab\": " << tgt_vocab.size()
+       << ", \"n_params\": " << net->num_parameters() << ", \"epochs\": " << a.epochs
+       << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
        << ", \"lr\": " << json_number(a.lr) << ", \"num_hiddens\": " << a.num_hiddens
        << ", \"ffn_num_hiddens\": " << a.ffn_num_hiddens << ", \"num_heads\": " << a.num_heads
        << ", \"num_layers\": " << a.num_layers << ", \"dropout\": " << json_number(a.dropout)
@@ -315,9 +337,16 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef HEED_WITH_MPI
+  heed::dist::MpiSession mpi(&argc, &argv);
+  heed::dist::MpiCommunicator world;
+#endif
   Args args;
   try {
     args = parse_args(argc, argv);
+#ifdef HEED_WITH_MPI
+    if (world.size() > 1) args.communicator = &world;
+#endif
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr,
                  "train_scale: %s\nusage: train_scale [--model transformer|bahdanau] [--train FILE] [--max-pairs N]"

@@ -5,12 +5,20 @@
 //   translate --model bahdanau --data ../shared/data/fra-eng/fra.txt --num-examples 600
 //   translate --load model.safetensors "i'm calm ." -     (- reads sentences from stdin)
 //   translate --load model.safetensors --evaluate pairs.txt   (corpus BLEU of a file of pairs)
+//   mpiexec -n 2 translate ...                   data-parallel on 2 processes (built with heed::mpi)
 //
 // d2l's hyper-parameters: batch 64, 10 steps, lr 0.005; Bahdanau: embedding 32, hidden
 // 32, 2 layers, dropout 0.1, 250 epochs; Transformer: 32 hidden, 2 layers, 4 heads,
 // FFN 64, dropout 0.1, 200 epochs. After training it translates d2l's four sentences
 // with their BLEU (or, with --evaluate, a file of pairs), then the sentences given as
 // arguments.
+//
+// Under mpiexec (a build with HEED_WITH_MPI), every process trains its share of each
+// batch (TrainOptions::communicator); rank 0 alone reports, saves and translates. The
+// parameters are those of one process with --micro-batches N (docs/distributed.md).
+#ifdef HEED_WITH_MPI
+#include <heed/dist/mpi.hpp>
+#endif
 #include <heed/seq2seq/alignment.hpp>
 #include <heed/seq2seq/corpus.hpp>
 #include <heed/seq2seq/train.hpp>
@@ -87,6 +95,7 @@ struct Args {
   std::uint64_t seed = 1;
   bool quiet = false;
   std::vector<std::string> sentences;
+  heed::dist::Communicator* communicator = nullptr;  // the processes of mpiexec, when built with MPI
 };
 
 index_t parse_count(const std::string& flag, const std::string& text, index_t min) {
@@ -289,17 +298,25 @@ int run(const Args& args) {
     tgt_vocab = std::make_unique<heed::Vocab>(data.tgt_vocab);
     net = translator::make_net(config, *src_vocab, *tgt_vocab, static_cast<Net*>(nullptr));
     const index_t epochs = args.epochs >= 0 ? args.epochs : (args.model == "bahdanau" ? 250 : 200);
-    std::cout << args.model << " on " << (args.data.empty() ? "the built-in corpus" : args.data) << ": "
-              << data.data_iter.num_examples() << " pairs, vocabularies " << src_vocab->size() << " / "
-              << tgt_vocab->size() << ", " << net->num_parameters() << " parameters, " << epochs << " epochs\n";
+    const bool rank0 = !args.communicator || args.communicator->rank() == 0;
+    if (rank0)
+      std::cout << args.model << " on " << (args.data.empty() ? "the built-in corpus" : args.data) << ": "
+                << data.data_iter.num_examples() << " pairs, vocabularies " << src_vocab->size() << " / "
+                << tgt_vocab->size() << ", " << net->num_parameters() << " parameters, " << epochs << " epochs\n";
     heed::TrainOptions options;
     options.micro_batches = args.micro_batches;
+    options.communicator = args.communicator;
     if (!args.quiet) options.on_epoch = heed::ProgressReport();
     const heed::TrainResult result =
         heed::train_seq2seq<Float>(*net, data.data_iter, kLearningRate, epochs, *tgt_vocab, options);
+    if (!rank0) return 0;  // the other ranks' parameters are rank 0's: it saves and translates
     std::printf("trained %lld epochs in %.2f s: loss %.3f, %.0f tokens/s\n", static_cast<long long>(epochs),
                 result.seconds, result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
+    if (args.communicator)
+      std::printf("%d processes; the gradients' all-reduce took %.1f %% of rank 0's time\n", args.communicator->size(),
+                  100.0 * result.communication_seconds / std::max(result.seconds, 1e-9));
   }
+  if (args.communicator && args.communicator->rank() != 0) return 0;
   if (!args.save.empty()) {
     std::map<std::string, std::string> metadata = config.to_metadata();
     metadata.merge(translator::vocab_metadata(*src_vocab, *tgt_vocab));
@@ -352,9 +369,16 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef HEED_WITH_MPI
+  heed::dist::MpiSession mpi(&argc, &argv);
+  heed::dist::MpiCommunicator world;
+#endif
   Args args;
   try {
     args = parse_args(argc, argv);
+#ifdef HEED_WITH_MPI
+    if (world.size() > 1) args.communicator = &world;
+#endif
   } catch (const UsageError& e) {
     std::cerr << "translate: " << e.what() << "\n\n" << kUsage;
     return 2;

@@ -27,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build libeigen3-dev nlohmann-json3-dev catch2 libbenchmark-dev libcli11-dev
-  libsentencepiece-dev)
+  libsentencepiece-dev libopenmpi-dev openmpi-bin)
 
 install_deps() {
   local wanted=("${packages[@]}" "$@") missing=()

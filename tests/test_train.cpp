@@ -596,6 +596,68 @@ TEST_CASE("accumulate_micro_batches adds the parts in order and rethrows the fir
               heed::train_seq2seq<float>(*net, data.data_iter, 0.01, 1, data.tgt_vocab, options));
 }
 
+// ---- data-parallel training on one process (heed/dist/; N processes: test_distributed.cpp) -------
+
+TEST_CASE("DataParallel on a single process runs every part, as accumulate_micro_batches does", "[train][dist]") {
+  heed::dist::LocalCommunicator one;
+  CHECK(one.rank() == 0);
+  CHECK(one.size() == 1);
+  auto w = heed::tensor<double>({1, 2, 3}).requires_grad_();
+  heed::dist::DataParallel<double> parallel(one, {{"w", w}});
+  parallel.broadcast_parameters();  // nothing to check against, nothing to copy
+  CHECK(w.to_vector() == std::vector<double>{1, 2, 3});
+  const auto step = [&](index_t begin, index_t end) {
+    (w * static_cast<double>(end - begin)).sum().backward();
+    return static_cast<double>(end - begin);
+  };
+  CHECK(parallel.global_parts(7, 3) == 3);
+  CHECK(parallel.global_parts(2, 3) == 2);
+  CHECK(heed::dist::even_bounds(7, 3) == std::vector<index_t>{0, 2, 4, 7});
+  CHECK(parallel.accumulate(heed::dist::even_bounds(7, 3), 3, step) == 7.0);
+  parallel.allreduce_gradients();
+  CHECK(w.grad().to_vector() == std::vector<double>{7, 7, 7});
+  CHECK(parallel.allreduce(2.5) == 2.5);
+  CHECK(parallel.run_or_abort([] { return 4; }, "test") == 4);
+  CHECK_ERROR(heed::ValueError, "part from the test",
+              parallel.run_or_abort([]() -> int { throw heed::ValueError("part from the test"); }, "test"));
+  CHECK_ERROR(heed::ValueError, "DataParallel::accumulate: 4 parts cannot go 3 to each of 1 ranks",
+              parallel.accumulate(heed::dist::even_bounds(8, 4), 3, step));
+  CHECK_ERROR(heed::ValueError, "DataParallel::accumulate: part 0 is empty (rows 0 to 0)",
+              parallel.accumulate(std::vector<index_t>{0, 0, 3}, 3, step));
+  CHECK_ERROR(heed::ValueError, "even_bounds: 2 rows cannot make 3 non-empty parts", heed::dist::even_bounds(2, 3));
+  CHECK_ERROR(heed::ValueError, "DataParallel::global_parts: rows (0) and parts_per_rank (1) must be >= 1",
+              parallel.global_parts(0, 1));
+  CHECK_ERROR(heed::ValueError, "LocalCommunicator::broadcast: root 1 is not a rank of 1",
+              one.broadcast(w.data(), 3, 1));
+  CHECK_ERROR(heed::ValueError, "DataParallel: bucket_elements must be >= 1",
+              heed::dist::DataParallel<double>(one, {{"w", w}}, {}, 0));
+  CHECK_ERROR(heed::DeviceError, "DataParallel: v is undefined",
+              heed::dist::DataParallel<double>(one, {{"v", Tensor<double>()}}));
+}
+
+TEMPLATE_TEST_CASE("train_seq2seq with a single-process communicator gives the bits of none", "[seq2seq][train][dist]",
+                   BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(40);
+  heed::dist::LocalCommunicator one;
+  const auto train = [&](heed::dist::Communicator* communicator) {
+    auto net = dropout_net<Net>(data, 0.2);
+    heed::TrainOptions options;
+    heed::Generator init_gen(4);
+    options.generator = &init_gen;
+    options.micro_batches = 2;
+    options.communicator = communicator;
+    heed::manual_seed(8);
+    auto loader = data.data_iter;
+    const heed::TrainResult result = heed::train_seq2seq<float>(*net, loader, 0.01, 2, data.tgt_vocab, options);
+    CHECK(result.communication_seconds == 0.0);
+    std::vector<float> values(result.losses.begin(), result.losses.end());
+    for (const auto& [name, p] : net->named_parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
+    return values;
+  };
+  CHECK(train(&one) == train(nullptr));
+}
+
 TEMPLATE_TEST_CASE("Steady-state training allocates no tensor buffer", "[seq2seq][train]", BahdanauNet<float>,
                    TransformerNet<float>) {
   using Net = TestType;

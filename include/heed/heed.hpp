@@ -14,7 +14,8 @@
 // autograd (graph, backward, NoGradGuard, gradcheck), ops (differentiable math), nn
 // (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
 // positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
-// optim (SGD, Adam, clipping, learning-rate schedules), io (printing, safetensors files,
+// optim (SGD, Adam, clipping, learning-rate schedules), dist (communicators, data-parallel
+// training; MPI in heed/dist/mpi.hpp, with heed::mpi), io (printing, safetensors files,
 // module checkpoints), viz (SVG heatmaps and plots).
 #pragma once
 
@@ -81,6 +82,9 @@
 #include "heed/optim/micro_batches.hpp"
 #include "heed/optim/sgd.hpp"
 #include "heed/optim/trainable.hpp"
+
+#include "heed/dist/communicator.hpp"
+#include "heed/dist/data_parallel.hpp"
 #include "heed/seq2seq/alignment.hpp"
 #include "heed/seq2seq/bahdanau_decoder.hpp"
 #include "heed/seq2seq/bleu.hpp"

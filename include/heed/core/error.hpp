@@ -74,6 +74,13 @@ class CudaError : public Error {
   using Error::Error;
 };
 
+/// A failed call into the library that carries data-parallel training between processes
+/// (MPI); the message names the call, the rank and the library's own error text.
+class CommunicationError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 /// Streams every argument into one string: concat("sum: dim ", 3, " out of range").

@@ -129,6 +129,56 @@ void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
   });
 }
 
+inline void check_micro_batch_bounds(const std::vector<index_t>& bounds, const char* op) {
+  HEED_CHECK(bounds.size() >= 2 && bounds.front() == 0, ValueError, op,
+             ": bounds must start at 0 and hold at least 2 values, got ", bounds.size(), " values");
+  for (std::size_t i = 1; i < bounds.size(); ++i)
+    HEED_CHECK(bounds[i] > bounds[i - 1], ValueError, op, ": part ", i - 1, " is empty (rows ", bounds[i - 1], " to ",
+               bounds[i], ")");
+}
+
+/// Runs parts [first, last) of the parts the bounds make, as accumulate_micro_batches
+/// runs them all: the same draw of the default generator whatever the range (none for
+/// a single part), part i's generator seeded by its index i, records kept by part 0, the
+/// sums added in part order. Data-parallel training (heed/dist/data_parallel.hpp) runs
+/// each rank's range of one global split with it, so that every rank's default
+/// generator stays in step and each part draws the masks it would in one process.
+template <typename T, typename Step>
+double accumulate_parts(const std::vector<index_t>& bounds, index_t first, index_t last, Step&& step, bool on_cpu) {
+  const auto parts = static_cast<index_t>(bounds.size() - 1);
+  if (parts == 1) return first == 0 && last == 1 ? static_cast<double>(step(index_t(0), bounds[1])) : 0.0;
+  const std::uint64_t key = default_generator().next_u64();
+  const index_t local = last - first;
+  if (local <= 0) return 0.0;
+  const bool grad_enabled = autograd::GradMode::is_enabled(), keep_records = keeps_forward_records();
+  std::vector<autograd::LeafGradients<T>> sums(static_cast<std::size_t>(local));
+  std::vector<double> values(static_cast<std::size_t>(local), 0.0);
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(local));
+  const auto run_part = [&](index_t i) {
+    const auto at = static_cast<std::size_t>(i);
+    const index_t part = first + i;
+    Generator part_generator(micro_batch_seed(key, part));
+    try {
+      MicroBatchScope<T> scope(part_generator, sums[at], grad_enabled, keep_records && part == 0);
+      values[at] =
+          static_cast<double>(step(bounds[static_cast<std::size_t>(part)], bounds[static_cast<std::size_t>(part) + 1]));
+    } catch (...) {
+      errors[at] = std::current_exception();
+    }
+  };
+  // Each part is a whole forward and backward: always worth a thread of its own.
+  if (on_cpu)
+    parallel_tasks(local, kParallelTaskWork, run_part);
+  else
+    for (index_t i = 0; i < local; ++i) run_part(i);
+  for (const std::exception_ptr& error : errors)
+    if (error) std::rethrow_exception(error);
+  add_micro_batch_gradients(sums);
+  double total = 0.0;
+  for (const double value : values) total += value;
+  return total;
+}
+
 }  // namespace detail
 
 /// accumulate_micro_batches (below) with the parts' rows given: part i holds rows
@@ -136,40 +186,9 @@ void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
 /// balances by cost, e.g. detail::length_balanced_split).
 template <typename T, typename Step>
 double accumulate_micro_batches(const std::vector<index_t>& bounds, Step&& step, bool on_cpu = true) {
-  HEED_CHECK(bounds.size() >= 2 && bounds.front() == 0, ValueError,
-             "accumulate_micro_batches: bounds must start at 0 and hold at least 2 values, got ", bounds.size(),
-             " values");
-  for (std::size_t i = 1; i < bounds.size(); ++i)
-    HEED_CHECK(bounds[i] > bounds[i - 1], ValueError, "accumulate_micro_batches: part ", i - 1, " is empty (rows ",
-               bounds[i - 1], " to ", bounds[i], ")");
+  detail::check_micro_batch_bounds(bounds, "accumulate_micro_batches");
   const auto parts = static_cast<index_t>(bounds.size() - 1);
-  if (parts == 1) return static_cast<double>(step(index_t(0), bounds[1]));
-  const std::uint64_t key = default_generator().next_u64();
-  const bool grad_enabled = autograd::GradMode::is_enabled(), keep_records = detail::keeps_forward_records();
-  std::vector<autograd::LeafGradients<T>> sums(static_cast<std::size_t>(parts));
-  std::vector<double> values(static_cast<std::size_t>(parts), 0.0);
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
-  const auto run_part = [&](index_t part) {
-    const auto at = static_cast<std::size_t>(part);
-    Generator part_generator(detail::micro_batch_seed(key, part));
-    try {
-      detail::MicroBatchScope<T> scope(part_generator, sums[at], grad_enabled, keep_records && part == 0);
-      values[at] = static_cast<double>(step(bounds[at], bounds[at + 1]));
-    } catch (...) {
-      errors[at] = std::current_exception();
-    }
-  };
-  // Each part is a whole forward and backward: always worth a thread of its own.
-  if (on_cpu)
-    detail::parallel_tasks(parts, detail::kParallelTaskWork, run_part);
-  else
-    for (index_t part = 0; part < parts; ++part) run_part(part);
-  for (const std::exception_ptr& error : errors)
-    if (error) std::rethrow_exception(error);
-  detail::add_micro_batch_gradients(sums);
-  double total = 0.0;
-  for (const double value : values) total += value;
-  return total;
+  return detail::accumulate_parts<T>(bounds, 0, parts, std::forward<Step>(step), on_cpu);
 }
 
 /// Runs step(begin, end) for each of `parts` row ranges of a batch of `rows` rows, as

@@ -49,6 +49,18 @@
 // the batch is cut (the Transformer), its rows are first sorted by length and the
 // parts cut to even cost (detail::length_balanced_split): less padding and no thread
 // waiting for the other, 6.5 % faster at 1 and 2 threads on the realistic workload.
+//
+// TrainOptions::communicator, when it has several ranks (heed/dist/mpi.hpp: the
+// processes of mpiexec), trains data-parallel (heed/dist/data_parallel.hpp): every rank
+// runs this function with the same net, loader and options; rank 0's parameters are
+// broadcast after the initialisation (every rank must have built the same model: the
+// first difference is named); each batch is split into ranks × micro_batches parts,
+// rank r running parts [r·k, (r+1)·k); the gradients are summed across the ranks, in
+// rank order, before clipping, so every rank takes the same step. With micro_batches = 1
+// the parameters are the bits of one process with micro_batches = ranks (tested for
+// N = 2 and 3). on_epoch is called on rank 0 only; the reported losses are the ranks'
+// sums. An exception on one rank ends every rank with its message
+// (Communicator::abort): the others would wait for it forever. docs/distributed.md.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -60,6 +72,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "heed/dist/communicator.hpp"
+#include "heed/dist/data_parallel.hpp"
 #include "heed/nn/init.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/shape.hpp"
@@ -94,7 +108,8 @@ struct TrainOptions {
   index_t steps_done = 0;                 // a resumed run's: the schedule goes on from step steps_done + 1
   index_t max_steps = 0;                  // stop once steps_done + this run's updates reach it, mid-epoch if so; 0: off
   index_t skip_batches = 0;               // a run resumed mid-epoch: the first epoch's batches already trained
-  std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp)
+  std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp); rank 0 only
+  dist::Communicator* communicator = nullptr;       // data-parallel over its ranks when it has several (see above)
 };
 
 struct TrainResult {
@@ -103,6 +118,8 @@ struct TrainResult {
   index_t tokens = 0;  // target tokens processed in all epochs
   index_t steps = 0;   // optimiser updates in all epochs (batches / accumulation_steps, rounded up per epoch)
   double tokens_per_second = 0.0;
+  double communication_seconds = 0.0;  // data-parallel: summing the gradients across ranks (DataParallel)
+  double wait_seconds = 0.0;           // data-parallel: waiting for the slowest rank before each sum
   // Where max_steps stopped the run: the last epoch's batches trained (skipped ones
   // included), fewer than its batches when it stopped mid-epoch (then its loss is of
   // those batches, and on_epoch is not called for it).
@@ -259,6 +276,16 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   const MaskedSoftmaxCELoss loss(options.label_smoothing);
   net.train();
   const index_t bos = tgt_vocab["<bos>"];
+  // Data-parallel: the same model everywhere (rank 0's values), each rank its parts of
+  // every batch, the gradients summed across ranks before clipping.
+  std::optional<dist::DataParallel<T>> parallel;
+  if (options.communicator && options.communicator->size() > 1) {
+    HEED_CHECK(device.is_cpu(), DeviceError, "train_seq2seq: data-parallel training runs on the CPU, the net is on ",
+               device);
+    parallel.emplace(*options.communicator, net);
+    parallel->broadcast_parameters();
+  }
+  const index_t ranks = parallel ? parallel->size() : 1;
   const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
   const bool trim_target = options.trim_padding && detail::ignores_padding<typename Net::DecoderType>::value;
   const auto start = std::chrono::steady_clock::now();
@@ -267,6 +294,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   };
   TrainResult result;
   const auto update = [&] {
+    if (parallel) parallel->allreduce_gradients();
     if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
     ++result.steps;
     if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(options.steps_done + result.steps));
@@ -275,81 +303,96 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   const auto reached_max_steps = [&] {
     return options.max_steps > 0 && options.steps_done + result.steps >= options.max_steps;
   };
-  for (index_t epoch = options.epochs_done + 1; epoch <= options.epochs_done + num_epochs; ++epoch) {
-    if (reached_max_steps()) break;
-    const auto epoch_start = std::chrono::steady_clock::now();
-    double loss_sum = 0.0;
-    index_t num_tokens = 0;
-    index_t accumulated = 0;  // batches whose gradients wait for the next update
-    index_t batches = 0;      // of this epoch, skipped ones included
-    const index_t skip = epoch == options.epochs_done + 1 ? options.skip_batches : 0;
-    bool stopped = false;
-    auto next = data_iter.begin();  // begin() before end(): it draws the epoch's batches
-    const auto last = data_iter.end();
-    for (; next != last; ++next) {
-      const auto& loaded = *next;
-      if (batches++ < skip) continue;  // trained before the run was stopped
-      if (accumulated == 0) optimizer.zero_grad();
-      const index_t batch_rows = loaded.X.shape()[0], parts = std::min(options.micro_batches, batch_rows);
-      NmtBatch batch{loaded.X, loaded.X_valid_len, loaded.Y, loaded.Y_valid_len};
-      std::vector<index_t> bounds;  // the parts' rows when sorted; empty: even parts in the batch's order
-      if (parts > 1 && (trim_source || trim_target)) {
-        // Parts of rows of like lengths, each cut after its own longest: less padding, even parts.
-        const detail::MicroBatchSplit split =
-            detail::length_balanced_split(batch.X_valid_len, batch.Y_valid_len, parts, batch.X.shape()[1],
-                                          batch.Y.shape()[1], trim_source, trim_target);
-        for (IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
-          *t = index_select(*t, 0, split.order);
-        bounds = split.bounds;
-      }
-      // Rows [begin, end) of the batch: forward, loss and backward; the loss comes back.
-      const auto step = [&](index_t begin, index_t end) {
-        const auto rows = [&](const IndexTensor& t) { return t.narrow(0, begin, end - begin); };
-        const IndexTensor X_valid_len = rows(batch.X_valid_len), Y_valid_len = rows(batch.Y_valid_len);
-        const IndexTensor X = trim_source ? detail::trim_padding(rows(batch.X), X_valid_len) : rows(batch.X);
-        const IndexTensor Y = trim_target ? detail::trim_padding(rows(batch.Y), Y_valid_len) : rows(batch.Y);
-        const IndexTensor dec_input = detail::shift_right(Y, bos);
-        Tensor<T> l;
-        if constexpr (detail::has_output_features<typename Net::DecoderType>::value) {
-          if (options.fuse_output_loss) {
-            const Tensor<T> H = net.features(X.to(device), dec_input.to(device), X_valid_len.to(device));
-            const auto& dense = net.decoder().dense;
-            l = sum(masked_linear_ce_loss(H, dense.weight, dense.bias, Y.to(device), Y_valid_len.to(device),
-                                          batch.Y.shape()[1], options.label_smoothing));
+  const auto train_epochs = [&] {
+    for (index_t epoch = options.epochs_done + 1; epoch <= options.epochs_done + num_epochs; ++epoch) {
+      if (reached_max_steps()) break;
+      const auto epoch_start = std::chrono::steady_clock::now();
+      double loss_sum = 0.0;
+      index_t num_tokens = 0;
+      index_t accumulated = 0;  // batches whose gradients wait for the next update
+      index_t batches = 0;      // of this epoch, skipped ones included
+      const index_t skip = epoch == options.epochs_done + 1 ? options.skip_batches : 0;
+      bool stopped = false;
+      auto next = data_iter.begin();  // begin() before end(): it draws the epoch's batches
+      const auto last = data_iter.end();
+      for (; next != last; ++next) {
+        const auto& loaded = *next;
+        if (batches++ < skip) continue;  // trained before the run was stopped
+        if (accumulated == 0) optimizer.zero_grad();
+        const index_t batch_rows = loaded.X.shape()[0], parts = std::min(options.micro_batches * ranks, batch_rows);
+        NmtBatch batch{loaded.X, loaded.X_valid_len, loaded.Y, loaded.Y_valid_len};
+        std::vector<index_t> bounds;  // the parts' rows when sorted; empty: even parts in the batch's order
+        if (parts > 1 && (trim_source || trim_target)) {
+          // Parts of rows of like lengths, each cut after its own longest: less padding, even parts.
+          const detail::MicroBatchSplit split =
+              detail::length_balanced_split(batch.X_valid_len, batch.Y_valid_len, parts, batch.X.shape()[1],
+                                            batch.Y.shape()[1], trim_source, trim_target);
+          for (IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
+            *t = index_select(*t, 0, split.order);
+          bounds = split.bounds;
+        }
+        // Rows [begin, end) of the batch: forward, loss and backward; the loss comes back.
+        const auto step = [&](index_t begin, index_t end) {
+          const auto rows = [&](const IndexTensor& t) { return t.narrow(0, begin, end - begin); };
+          const IndexTensor X_valid_len = rows(batch.X_valid_len), Y_valid_len = rows(batch.Y_valid_len);
+          const IndexTensor X = trim_source ? detail::trim_padding(rows(batch.X), X_valid_len) : rows(batch.X);
+          const IndexTensor Y = trim_target ? detail::trim_padding(rows(batch.Y), Y_valid_len) : rows(batch.Y);
+          const IndexTensor dec_input = detail::shift_right(Y, bos);
+          Tensor<T> l;
+          if constexpr (detail::has_output_features<typename Net::DecoderType>::value) {
+            if (options.fuse_output_loss) {
+              const Tensor<T> H = net.features(X.to(device), dec_input.to(device), X_valid_len.to(device));
+              const auto& dense = net.decoder().dense;
+              l = sum(masked_linear_ce_loss(H, dense.weight, dense.bias, Y.to(device), Y_valid_len.to(device),
+                                            batch.Y.shape()[1], options.label_smoothing));
+            }
+          }
+          if (!l.defined()) {
+            const Tensor<T> Y_hat = net(X.to(device), dec_input.to(device), X_valid_len.to(device));
+            l = sum(loss(Y_hat, Y.to(device), Y_valid_len.to(device), batch.Y.shape()[1]));
+          }
+          l.backward();
+          return l.item();
+        };
+        if (parallel)
+          loss_sum += parallel->accumulate(bounds.empty() ? dist::even_bounds(batch_rows, parts) : bounds,
+                                           options.micro_batches, step);
+        else
+          loss_sum += bounds.empty() ? accumulate_micro_batches<T>(batch_rows, parts, step, device.is_cpu())
+                                     : accumulate_micro_batches<T>(bounds, step, device.is_cpu());
+        for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
+        if (++accumulated == options.accumulation_steps) {
+          update();
+          accumulated = 0;
+          if (reached_max_steps()) {
+            stopped = ++next != last;  // stopped after the epoch's last batch is the epoch done
+            break;
           }
         }
-        if (!l.defined()) {
-          const Tensor<T> Y_hat = net(X.to(device), dec_input.to(device), X_valid_len.to(device));
-          l = sum(loss(Y_hat, Y.to(device), Y_valid_len.to(device), batch.Y.shape()[1]));
-        }
-        l.backward();
-        return l.item();
-      };
-      loss_sum += bounds.empty() ? accumulate_micro_batches<T>(batch_rows, parts, step, device.is_cpu())
-                                 : accumulate_micro_batches<T>(bounds, step, device.is_cpu());
-      for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
-      if (++accumulated == options.accumulation_steps) {
-        update();
-        accumulated = 0;
-        if (reached_max_steps()) {
-          stopped = ++next != last;  // stopped after the epoch's last batch is the epoch done
-          break;
-        }
       }
+      if (accumulated > 0) update();  // the epoch's last batches, fewer than accumulation_steps
+      if (parallel) loss_sum = parallel->allreduce(loss_sum);  // each rank summed its parts'
+      result.epoch_batches = batches;
+      result.stopped_mid_epoch = stopped;
+      EpochStats stats;
+      stats.epoch = epoch;
+      stats.num_epochs = options.epochs_done + num_epochs;
+      stats.loss = num_tokens > 0 ? loss_sum / static_cast<double>(num_tokens) : 0.0;
+      stats.tokens_per_second = static_cast<double>(num_tokens) / std::max(seconds_since(epoch_start), 1e-9);
+      stats.elapsed_seconds = seconds_since(start);
+      result.losses.push_back(stats.loss);
+      result.tokens += num_tokens;
+      if (stopped) break;  // mid-epoch: no epoch's figures to report
+      if (options.on_epoch && (!parallel || parallel->rank() == 0)) options.on_epoch(stats);
     }
-    if (accumulated > 0) update();  // the epoch's last batches, fewer than accumulation_steps
-    result.epoch_batches = batches;
-    result.stopped_mid_epoch = stopped;
-    EpochStats stats;
-    stats.epoch = epoch;
-    stats.num_epochs = options.epochs_done + num_epochs;
-    stats.loss = num_tokens > 0 ? loss_sum / static_cast<double>(num_tokens) : 0.0;
-    stats.tokens_per_second = static_cast<double>(num_tokens) / std::max(seconds_since(epoch_start), 1e-9);
-    stats.elapsed_seconds = seconds_since(start);
-    result.losses.push_back(stats.loss);
-    result.tokens += num_tokens;
-    if (stopped) break;  // mid-epoch: no epoch's figures to report
-    if (options.on_epoch) options.on_epoch(stats);
+  };
+  if (parallel)
+    parallel->run_or_abort(train_epochs, "train_seq2seq");
+  else
+    train_epochs();
+  if (parallel) {
+    result.communication_seconds = parallel->communication_seconds();
+    result.wait_seconds = parallel->wait_seconds();
   }
   result.seconds = seconds_since(start);
   result.tokens_per_second = static_cast<double>(result.tokens) / std::max(result.seconds, 1e-9);

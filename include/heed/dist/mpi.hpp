@@ -1,0 +1,185 @@
+// heed/dist/mpi.hpp — the Communicator of processes started by mpiexec (Open MPI, MPICH).
+// Needs <mpi.h>: link heed::mpi (CMake -DHEED_WITH_MPI=ON; Debian: libopenmpi-dev).
+//
+//   int main(int argc, char** argv) {
+//     heed::dist::MpiSession mpi(&argc, &argv);   // MPI_Init ... MPI_Finalize
+//     heed::dist::MpiCommunicator world;           // MPI_COMM_WORLD, duplicated
+//     heed::TrainOptions options;
+//     options.communicator = &world;
+//     ...
+//   }
+//   $ mpiexec -n 2 ./train          # or --hostfile hosts: docs/distributed.md
+//
+// allreduce_sum is a reduce-scatter then an all-gather (MPI_Alltoallv, MPI_Allgatherv):
+// rank r adds chunk r of every rank's buffer in rank order, then every rank gathers the
+// chunks. That sends what a ring all-reduce sends (2 (N−1)/N of the buffer per rank) and,
+// unlike MPI_Allreduce, fixes the order of the additions (MPI only promises an order for
+// two ranks), so the sums do not depend on N's topology or on timing.
+#pragma once
+
+// The C API only: MPI's deprecated C++ bindings do not compile warning-free.
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "heed/core/error.hpp"
+#include "heed/dist/communicator.hpp"
+
+namespace heed {
+namespace dist {
+namespace detail {
+
+inline void check_mpi(int code, const char* call, int rank) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw CommunicationError(std::string(call) + " on rank " + std::to_string(rank) + ": " +
+                           std::string(text, static_cast<std::size_t>(std::max(length, 0))));
+}
+
+template <typename T>
+MPI_Datatype mpi_type();
+template <>
+inline MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+inline MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+
+}  // namespace detail
+
+/// MPI_Init_thread on construction (unless MPI is already initialised) and
+/// MPI_Finalize on destruction (if it initialised). heed calls MPI from the thread that
+/// trains only; its OpenMP threads never do (MPI_THREAD_FUNNELED).
+class MpiSession {
+ public:
+  MpiSession(int* argc, char*** argv) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) return;
+    int provided = 0;
+    detail::check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread", -1);
+    owns_ = true;
+  }
+  ~MpiSession() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_ && !finalized) MPI_Finalize();
+  }
+  MpiSession(const MpiSession&) = delete;
+  MpiSession& operator=(const MpiSession&) = delete;
+
+ private:
+  bool owns_ = false;
+};
+
+/// The processes of an MPI communicator (MPI_COMM_WORLD unless given), through a
+/// duplicate of it, so that heed's messages never match the program's own. Errors come
+/// back as CommunicationError naming the call and the rank. MPI must be initialised
+/// (MpiSession) and this object destroyed before MPI_Finalize.
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    HEED_CHECK(initialized, CommunicationError,
+               "MpiCommunicator: MPI is not initialised (construct an MpiSession first)");
+    detail::check_mpi(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup", -1);
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  MPI_Comm comm() const { return comm_; }
+
+  void allreduce_sum(float* data, std::size_t n) override { allreduce_sum_in_rank_order(data, n, float_scratch_); }
+  void allreduce_sum(double* data, std::size_t n) override { allreduce_sum_in_rank_order(data, n, double_scratch_); }
+
+  void broadcast_bytes(void* bytes, std::size_t n, int root) override {
+    check_root(root, "MpiCommunicator::broadcast");
+    auto* at = static_cast<char*>(bytes);
+    for (std::size_t done = 0; done < n;) {  // MPI counts are ints
+      const int count = static_cast<int>(std::min<std::size_t>(n - done, INT_MAX));
+      detail::check_mpi(MPI_Bcast(at + done, count, MPI_BYTE, root, comm_), "MPI_Bcast", rank_);
+      done += static_cast<std::size_t>(count);
+    }
+  }
+
+  void barrier() override { detail::check_mpi(MPI_Barrier(comm_), "MPI_Barrier", rank_); }
+
+  [[noreturn]] void abort(const std::string& message) override {
+    std::fprintf(stderr, "heed: rank %d of %d: %s\n", rank_, size_, message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(comm_, 1);
+    std::abort();  // MPI_Abort does not return; should it, the process still ends
+  }
+
+ private:
+  // A piece of at most kPiece elements at a time: every chunk's count fits an int.
+  static constexpr std::size_t kPiece = std::size_t(1) << 28;
+
+  template <typename T>
+  void allreduce_sum_in_rank_order(T* data, std::size_t n, std::vector<T>& scratch) {
+    if (size_ == 1) return;
+    const auto ranks = static_cast<std::size_t>(size_);
+    std::vector<int> chunk_counts(ranks), chunk_starts(ranks), mine(ranks), mine_starts(ranks);
+    for (std::size_t begin = 0; begin < n; begin += kPiece) {
+      const std::size_t piece = std::min(kPiece, n - begin);
+      T* at = data + begin;
+      // Chunk c of the piece is [piece·c/N, piece·(c+1)/N), summed by rank c.
+      for (std::size_t c = 0; c < ranks; ++c) {
+        chunk_starts[c] = static_cast<int>(piece * c / ranks);
+        chunk_counts[c] = static_cast<int>(piece * (c + 1) / ranks) - chunk_starts[c];
+      }
+      const auto me = static_cast<std::size_t>(rank_);
+      const int my_count = chunk_counts[me];
+      for (std::size_t r = 0; r < ranks; ++r) {
+        mine[r] = my_count;
+        mine_starts[r] = static_cast<int>(r) * my_count;
+      }
+      scratch.resize(ranks * static_cast<std::size_t>(my_count));
+      detail::check_mpi(MPI_Alltoallv(at, chunk_counts.data(), chunk_starts.data(), detail::mpi_type<T>(),
+                                      scratch.data(), mine.data(), mine_starts.data(), detail::mpi_type<T>(), comm_),
+                        "MPI_Alltoallv", rank_);
+      T* sum = at + chunk_starts[me];
+      const auto count = static_cast<std::size_t>(my_count);
+      std::copy(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(count), sum);
+      for (std::size_t r = 1; r < ranks; ++r) {
+        const T* part = scratch.data() + r * count;
+        for (std::size_t i = 0; i < count; ++i) sum[i] += part[i];
+      }
+      detail::check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, at, chunk_counts.data(), chunk_starts.data(),
+                                       detail::mpi_type<T>(), comm_),
+                        "MPI_Allgatherv", rank_);
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  std::vector<float> float_scratch_;
+  std::vector<double> double_scratch_;
+};
+
+}  // namespace dist
+}  // namespace heed
