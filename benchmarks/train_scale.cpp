@@ -300,17 +300,20 @@ int run(const Args& a) {
       static_cast<double>(train_usage.peak_in_use) / 1048576.0, static_cast<double>(train_usage.peak_held) / 1048576.0);
   std::fflush(stdout);
   if (!a.out_path.empty()) {
+    const double elements_per_step =
+        result.steps > 0 ? static_cast<double>(result.elements_summed) / static_cast<double>(result.steps) : 0.0;
     std::ostringstream js;
     js << "{\"impl\": \"heed\", \"model\": " << json_string(a.model) << ", \"threads\": " << a.threads
        << ", \"ranks\": " << ranks << ", \"allreduce_s\": " << json_number(result.communication_seconds)
-       << ", \"allreduce_wait_s\": " << json_number(result.wait_seconds) << ", \"micro_batches\": " << a.micro_batches
-       << ", \"bucket\": " << a.bucket << ", \"padded_fraction\": " << json_number(padding.fraction())
-       << ", \"seed\": " << a.seed << ", \"train_file\": " << json_string(a.train_path)
-       << ", \"max_pairs\": " << a.max_pairs << ", \"train_subset\": " << a.train_subset
-       << ", \"n_pairs_read\": " << n_pairs_read << ", \"n_train_pairs\": " << loader.num_examples()
-       << ", \"src_vocab\": " << src_vocab.size() << ", \"tgt_vocab\": " << tgt_vocab.size()
-       << ", \"n_params\": " << net->num_parameters() << ", \"epochs\": " << a.epochs
-       << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
+       << ", \"allreduce_wait_s\": " << json_number(result.wait_seconds)
+       << ", \"allreduce_elements_per_step\": " << json_number(elements_per_step)
+       << ", \"micro_batches\": " << a.micro_batches << ", \"bucket\": " << a.bucket
+       << ", \"padded_fraction\": " << json_number(padding.fraction()) << ", \"seed\": " << a.seed
+       << ", \"train_file\": " << json_string(a.train_path) << ", \"max_pairs\": " << a.max_pairs
+       << ", \"train_subset\": " << a.train_subset << ", \"n_pairs_read\": " << n_pairs_read
+       << ", \"n_train_pairs\": " << loader.num_examples() << ", \"src_vocab\": " << src_vocab.size()
+       << ", \"tgt_vocab\": " << tgt_vocab.size() << ", \"n_params\": " << net->num_parameters()
+       << ", \"epochs\": " << a.epochs << ", \"batch_size\": " << a.batch_size << ", \"num_steps\": " << a.num_steps
        << ", \"lr\": " << json_number(a.lr) << ", \"num_hiddens\": " << a.num_hiddens
        << ", \"ffn_num_hiddens\": " << a.ffn_num_hiddens << ", \"num_heads\": " << a.num_heads
        << ", \"num_layers\": " << a.num_layers << ", \"dropout\": " << json_number(a.dropout)

@@ -35,6 +35,7 @@
 
 #include "check.hpp"
 #include "golden.hpp"
+#include "seq2seq_nets.hpp"
 
 using heed::index_t;
 using heed::IndexTensor;
@@ -98,22 +99,6 @@ template <typename T>
 Tensor<T> projected(const heed::GRUOutput<T>& out, const std::string& c) {
   return (out.outputs * golden().tensor<T>(c + ".R1")).sum() + (out.state * golden().tensor<T>(c + ".R2")).sum();
 }
-
-template <typename T>
-using BahdanauNet = heed::EncoderDecoder<T, heed::Seq2SeqEncoder<T>, heed::Seq2SeqAttentionDecoder<T>>;
-
-template <typename T>
-using TransformerNet = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
-
-template <typename T>
-std::unique_ptr<BahdanauNet<T>> bahdanau_net(index_t src_vocab, index_t tgt_vocab, index_t embed_size,
-                                             index_t num_hiddens, index_t num_layers, double dropout,
-                                             heed::Generator& gen) {
-  return std::make_unique<BahdanauNet<T>>(
-      std::make_unique<heed::Seq2SeqEncoder<T>>(src_vocab, embed_size, num_hiddens, num_layers, dropout, gen),
-      std::make_unique<heed::Seq2SeqAttentionDecoder<T>>(tgt_vocab, embed_size, num_hiddens, num_layers, dropout, gen));
-}
-
 }  // namespace
 
 // ---- training, prediction, alignments ------------------------------------------------------------

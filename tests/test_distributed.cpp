@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <heed/dist/mpi.hpp>
 #include <heed/heed.hpp>
@@ -11,6 +12,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "seq2seq_nets.hpp"
 
 using heed::index_t;
 using heed::IndexTensor;
@@ -130,40 +133,37 @@ TEST_CASE("allreduce_gradients sums each gradient in rank order, whatever the bu
     CHECK(same_bits(params[3].second.grad().to_vector(), grad_of((ranks - 1) * 10 + 3, 15)));
     CHECK(parallel.communication_seconds() > 0.0);
   }
+  // Rows that are +0 on every rank stay out of the buffer; the others are summed, a row
+  // whose only bits are a -0 on one rank included (-0 + 0 = +0, as one process adds).
+  const auto embedding_grad = [](int rank) {
+    std::vector<double> g(6 * 3, 0.0);
+    const std::vector<double> row = values_of<double>(rank, 3);
+    std::copy(row.begin(), row.end(), g.begin() + 3 * rank);  // row `rank`: 0 to ranks - 1 < 4
+    if (rank == 0) g[5 * 3 + 1] = -0.0;                       // row 5: a -0 on rank 0 alone; row 4: +0 everywhere
+    return g;
+  };
+  auto weight = heed::zeros<double>(Shape{6, 3}).requires_grad_();
+  (weight * Tensor<double>(embedding_grad(me), Shape{6, 3})).sum().backward();
+  heed::dist::DataParallel<double> parallel(world(), {{"embedding.weight", weight}}, {}, 4);
+  parallel.allreduce_gradients();
+  std::vector<double> expected = embedding_grad(0);
+  for (int r = 1; r < ranks; ++r) {
+    const std::vector<double> theirs = embedding_grad(r);
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] += theirs[i];
+  }
+  CHECK(same_bits(weight.grad().to_vector(), expected));
+  CHECK(parallel.elements_summed() == 3 * static_cast<std::size_t>(ranks + 1));  // the rows +0 everywhere left out
+  CHECK(!std::signbit(weight.grad().to_vector()[5 * 3 + 1]));
 }
 
 // ---- train_seq2seq on N ranks = one process adding the same N parts in rank order -------------
 
 namespace {
 
-template <typename T>
-using BahdanauNet = heed::EncoderDecoder<T, heed::Seq2SeqEncoder<T>, heed::Seq2SeqAttentionDecoder<T>>;
-template <typename T>
-using TransformerNet = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
-
 /// 73 pairs in batches of 8: 9 of 8 rows (4 + 4 on 2 ranks, 2 + 3 + 3 on 3) and a last
 /// one of a single row, which rank 0 alone trains.
 heed::NmtData corpus() {
   return heed::load_data_nmt_text(heed::builtin_fra_eng(), /*batch_size=*/8, /*num_steps=*/10, 72, /*seed=*/3);
-}
-
-template <typename Net>
-std::unique_ptr<Net> dropout_net(const heed::NmtData& data) {
-  using T = double;
-  const double p = 0.2;
-  heed::Generator gen(21);
-  if constexpr (std::is_same_v<Net, BahdanauNet<T>>) {
-    return std::make_unique<Net>(
-        std::make_unique<heed::Seq2SeqEncoder<T>>(data.src_vocab.size(), 8, 16, 2, p, gen),
-        std::make_unique<heed::Seq2SeqAttentionDecoder<T>>(data.tgt_vocab.size(), 8, 16, 2, p, gen));
-  } else {
-    heed::TransformerOptions init;
-    init.generator = &gen;
-    return std::make_unique<Net>(std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 16, 16, 16, 16,
-                                                                               Shape{16}, 16, 32, 4, 2, p, false, init),
-                                 std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16,
-                                                                               Shape{16}, 16, 32, 4, 2, p, init));
-  }
 }
 
 struct Trained {
@@ -174,7 +174,7 @@ struct Trained {
 template <typename Net>
 Trained train(heed::dist::Communicator* communicator, index_t micro_batches) {
   heed::NmtData data = corpus();
-  auto net = dropout_net<Net>(data);
+  auto net = dropout_net<Net>(data, 0.2);
   heed::TrainOptions options;
   heed::Generator init_gen(4);
   options.generator = &init_gen;
@@ -235,7 +235,7 @@ struct FailingLoader {
 // rank 0, waiting in its next sum, is ended with it.
 TEST_CASE("an exception on one rank ends every rank with its message", "[.abort]") {
   heed::NmtData data = corpus();
-  auto net = dropout_net<TransformerNet<double>>(data);
+  auto net = dropout_net<TransformerNet<double>>(data, 0.2);
   heed::TrainOptions options;
   options.communicator = &world();
   FailingLoader loader{data.data_iter};

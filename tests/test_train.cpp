@@ -225,34 +225,6 @@ TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past ever
 
 // ---- micro-batches (TrainOptions::micro_batches, heed/optim/micro_batches.hpp) -------------
 
-namespace {
-
-template <typename Net>
-struct scalar_of;
-template <typename T, typename Encoder, typename Decoder>
-struct scalar_of<heed::EncoderDecoder<T, Encoder, Decoder>> {
-  using type = T;
-};
-
-/// A net of either kind for `data` with dropout `p`, its weights drawn from seed 21.
-template <typename Net>
-std::unique_ptr<Net> dropout_net(const heed::NmtData& data, double p) {
-  using T = typename scalar_of<Net>::type;
-  heed::Generator gen(21);
-  if constexpr (std::is_same_v<Net, BahdanauNet<T>>) {
-    return bahdanau_net<T>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 16, 2, p, gen);
-  } else {
-    heed::TransformerOptions init;
-    init.generator = &gen;
-    return std::make_unique<Net>(std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 16, 16, 16, 16,
-                                                                               Shape{16}, 16, 32, 4, 2, p, false, init),
-                                 std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16,
-                                                                               Shape{16}, 16, 32, 4, 2, p, init));
-  }
-}
-
-}  // namespace
-
 TEMPLATE_TEST_CASE("Micro-batches add up to the whole batch's loss and gradient", "[seq2seq][train]",
                    BahdanauNet<double>, TransformerNet<double>) {
   using Net = TestType;

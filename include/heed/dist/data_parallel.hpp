@@ -21,7 +21,8 @@
 //   accumulate_micro_batches seeds part i in one process;
 // - allreduce_gradients sends each parameter's gradient in a fixed order through one
 //   flat buffer of `bucket_elements` elements at a time, and the Communicator adds the
-//   ranks' values in rank order. With one part per rank, that is the order in which one
+//   ranks' values in rank order. Only rows (runs of the last dim) with a bit set on some
+//   rank are sent: the others are +0 everywhere, their own sum. With one part per rank, that is the order in which one
 //   process adds its parts (heed/optim/micro_batches.hpp), so the sums are the same bits;
 //   with k > 1 parts per rank, each rank adds its own k first, which is the same sum to
 //   rounding.
@@ -33,6 +34,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <sstream>
@@ -63,9 +65,9 @@ template <typename T>
 class DataParallel {
  public:
   using Named = std::vector<std::pair<std::string, Tensor<T>>>;
-  /// 4 MiB of floats: few enough calls that latency does not count, small enough to stay
-  /// in cache while it is packed and sent.
-  static constexpr std::size_t kDefaultBucketElements = std::size_t(1) << 20;
+  /// 256 KiB of floats: packed, sent and unpacked while it stays in the caches; few
+  /// enough sums (65 for the realistic Transformer) that their latency does not count.
+  static constexpr std::size_t kDefaultBucketElements = std::size_t(1) << 16;
 
   /// The parameters (and buffers, which are broadcast but not reduced) of the model
   /// every rank trains, in the same order on every rank.
@@ -76,6 +78,12 @@ class DataParallel {
         buffers_(std::move(buffers)),
         bucket_elements_(bucket_elements) {
     HEED_CHECK(bucket_elements_ >= 1, ValueError, "DataParallel: bucket_elements must be >= 1");
+    first_row_.push_back(0);
+    for (std::size_t i = 0; i < parameters_.size(); ++i) {
+      const index_t numel = parameters_[i].second.defined() ? parameters_[i].second.numel() : 0;
+      const std::size_t length = row_length(i);
+      first_row_.push_back(first_row_.back() + (length > 0 ? static_cast<std::size_t>(numel) / length : 0));
+    }
     for (const Named* list : {&parameters_, &buffers_})
       for (const auto& [name, tensor] : *list)
         HEED_CHECK(tensor.defined() && tensor.is_cpu(), DeviceError, "DataParallel: ", name, " is ",
@@ -167,28 +175,49 @@ class DataParallel {
   /// order (a rank without a gradient for it counts as zeros; a parameter no rank has a
   /// gradient for keeps none, so that the optimiser passes it over as in one process).
   void allreduce_gradients() {
+    if (size() == 1) return;  // the gradients are the sums
     const auto seconds_since = [](std::chrono::steady_clock::time_point t) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     };
-    // Which parameters have a gradient anywhere: a small sum, which is also where this
-    // rank waits for the slowest.
+    // One small sum first (where this rank also waits for the slowest): for each
+    // parameter, whether it has a gradient here, then for each of its rows (runs of its
+    // last dim), whether any element has a bit set. A row that is +0 on every rank sums
+    // to itself and stays out of the buffer: most of an embedding's gradient is such rows
+    // (the tokens the batch lacks), half of the realistic Transformer's parameters.
     const auto waiting = std::chrono::steady_clock::now();
-    std::vector<T> has_grad(parameters_.size());
-    for (std::size_t i = 0; i < parameters_.size(); ++i)
-      has_grad[i] = heed::detail::impl(parameters_[i].second).grad.defined() ? T(1) : T(0);
-    comm_.allreduce_sum(has_grad.data(), has_grad.size());
-    wait_seconds_ += seconds_since(waiting);
-    const auto started = std::chrono::steady_clock::now();
-    std::vector<Tensor<T>> grads;
-    for (std::size_t i = 0; i < parameters_.size(); ++i) {
-      if (has_grad[i] == T(0)) continue;
-      Tensor<T>& grad = heed::detail::impl(parameters_[i].second).grad;
-      if (!grad.defined()) grad = zeros_like(parameters_[i].second);
+    const std::size_t count = parameters_.size();
+    flags_.assign(count + first_row_.back(), T(0));
+    for (std::size_t i = 0; i < count; ++i) {
+      const Tensor<T>& grad = heed::detail::impl(parameters_[i].second).grad;
+      if (!grad.defined()) continue;
       HEED_CHECK(grad.is_cpu(), DeviceError, "DataParallel::allreduce_gradients: the gradient of ",
                  parameters_[i].first, " is on ", grad.device());
-      grads.push_back(grad);
+      flags_[i] = T(1);
+      const std::size_t rows = first_row_[i + 1] - first_row_[i], length = row_length(i);
+      for (std::size_t r = 0; r < rows; ++r)
+        flags_[count + first_row_[i] + r] = any_bit_set(grad.data() + r * length, length) ? T(1) : T(0);
     }
-    // The gradients as one flat buffer, a bucket at a time: packed, summed, unpacked.
+    comm_.allreduce_sum(flags_.data(), flags_.size());
+    wait_seconds_ += seconds_since(waiting);
+    const auto started = std::chrono::steady_clock::now();
+    // The runs of rows some rank has bits in, in parameter and row order.
+    std::vector<std::pair<T*, std::size_t>> runs;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (flags_[i] == T(0)) continue;  // no rank has a gradient: it keeps none
+      Tensor<T>& grad = heed::detail::impl(parameters_[i].second).grad;
+      if (!grad.defined()) grad = zeros_like(parameters_[i].second);
+      heed::detail::impl(grad).storage->bump_version();
+      const std::size_t rows = first_row_[i + 1] - first_row_[i], length = row_length(i);
+      for (std::size_t r = 0; r < rows; ++r) {
+        if (flags_[count + first_row_[i] + r] == T(0)) continue;
+        T* row = grad.data() + r * length;
+        if (!runs.empty() && runs.back().first + runs.back().second == row)
+          runs.back().second += length;
+        else
+          runs.emplace_back(row, length);
+      }
+    }
+    // The runs as one flat buffer, a bucket at a time: packed, summed, unpacked.
     bucket_.resize(bucket_elements_);
     std::size_t filled = 0;
     std::vector<std::pair<T*, std::size_t>> pieces;  // where each piece of the bucket goes back
@@ -202,9 +231,7 @@ class DataParallel {
       pieces.clear();
       filled = 0;
     };
-    for (Tensor<T>& grad : grads) {
-      T* data = grad.data();
-      auto left = static_cast<std::size_t>(grad.numel());
+    for (auto [data, left] : runs)
       while (left > 0) {
         const std::size_t n = std::min(left, bucket_elements_ - filled);
         std::copy(data, data + n, bucket_.data() + filled);
@@ -212,10 +239,9 @@ class DataParallel {
         filled += n, data += n, left -= n;
         if (filled == bucket_elements_) sum_bucket();
       }
-      heed::detail::impl(grad).storage->bump_version();
-    }
     if (filled > 0) sum_bucket();
     communication_seconds_ += seconds_since(started);
+    for (const auto& run : runs) elements_summed_ += run.second;
   }
 
   /// The sum of `value` over the ranks (in rank order).
@@ -229,6 +255,8 @@ class DataParallel {
   /// reach it (wait_seconds: imbalance between the ranks' parts, not communication).
   double communication_seconds() const { return communication_seconds_; }
   double wait_seconds() const { return wait_seconds_; }
+  /// Gradient elements allreduce_gradients has summed so far (the rows with bits).
+  std::size_t elements_summed() const { return elements_summed_; }
 
   /// Runs f() and returns what it returns. An exception from it ends every rank's
   /// process with its message (Communicator::abort), since the other ranks would wait
@@ -249,11 +277,26 @@ class DataParallel {
   }
 
  private:
+  /// A parameter's rows are the runs of its last dim (a vector is one row).
+  std::size_t row_length(std::size_t i) const {
+    const Tensor<T>& p = parameters_[i].second;
+    if (!p.defined() || p.numel() == 0) return 0;
+    return static_cast<std::size_t>(p.dim() >= 2 ? p.shape()[p.dim() - 1] : p.numel());
+  }
+  /// Whether any of x[0, n) has a bit set (-0 and NaN included).
+  static bool any_bit_set(const T* x, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (x[i] != T(0) || std::signbit(x[i])) return true;
+    return false;
+  }
+
   Communicator& comm_;
   Named parameters_, buffers_;
   std::size_t bucket_elements_;
-  std::vector<T> bucket_;
+  std::vector<std::size_t> first_row_;  // parameter i's rows are flags first_row_[i] to first_row_[i + 1] - 1
+  std::vector<T> bucket_, flags_;
   double communication_seconds_ = 0.0, wait_seconds_ = 0.0;
+  std::size_t elements_summed_ = 0;
 };
 
 }  // namespace dist

@@ -120,6 +120,7 @@ struct TrainResult {
   double tokens_per_second = 0.0;
   double communication_seconds = 0.0;  // data-parallel: summing the gradients across ranks (DataParallel)
   double wait_seconds = 0.0;           // data-parallel: waiting for the slowest rank before each sum
+  std::size_t elements_summed = 0;     // data-parallel: gradient elements summed across ranks (rows with bits)
   // Where max_steps stopped the run: the last epoch's batches trained (skipped ones
   // included), fewer than its batches when it stopped mid-epoch (then its loss is of
   // those batches, and on_epoch is not called for it).
@@ -393,6 +394,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   if (parallel) {
     result.communication_seconds = parallel->communication_seconds();
     result.wait_seconds = parallel->wait_seconds();
+    result.elements_summed = parallel->elements_summed();
   }
   result.seconds = seconds_since(start);
   result.tokens_per_second = static_cast<double>(result.tokens) / std::max(result.seconds, 1e-9);
