@@ -24,6 +24,8 @@ namespace {
 
 heed::dist::MpiCommunicator* world_ = nullptr;
 heed::dist::MpiCommunicator& world() { return *world_; }
+// The same processes summing through MPI's messages, as on several machines.
+heed::dist::MpiCommunicator* messages_ = nullptr;
 
 /// Rank r's values: spread over 40 binary orders of magnitude, so that adding them in
 /// another order would change the bits.
@@ -49,18 +51,22 @@ TEMPLATE_TEST_CASE("allreduce_sum adds the ranks' values in rank order, the same
   using T = TestType;
   const int ranks = world().size();
   REQUIRE(ranks >= 2);
+  CHECK(world().shares_memory());  // these tests run on one machine
+  CHECK(!messages_->shares_memory());
   // Fewer elements than ranks (empty chunks), odd sizes, and one of several buckets' worth.
-  for (const std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(2), std::size_t(1001), std::size_t(262147)}) {
-    INFO("n = " << n);
-    std::vector<T> data = values_of<T>(world().rank(), n);
-    std::vector<T> expected = values_of<T>(0, n);
-    for (int r = 1; r < ranks; ++r) {
-      const std::vector<T> theirs = values_of<T>(r, n);
-      for (std::size_t i = 0; i < n; ++i) expected[i] += theirs[i];
+  for (heed::dist::MpiCommunicator* communicator : {world_, messages_})
+    for (const std::size_t n :
+         {std::size_t(0), std::size_t(1), std::size_t(2), std::size_t(1001), std::size_t(262147)}) {
+      INFO("n = " << n << (communicator == world_ ? ", shared memory" : ", MPI's messages"));
+      std::vector<T> data = values_of<T>(world().rank(), n);
+      std::vector<T> expected = values_of<T>(0, n);
+      for (int r = 1; r < ranks; ++r) {
+        const std::vector<T> theirs = values_of<T>(r, n);
+        for (std::size_t i = 0; i < n; ++i) expected[i] += theirs[i];
+      }
+      communicator->allreduce_sum(data.data(), n);
+      CHECK(same_bits(data, expected));
     }
-    world().allreduce_sum(data.data(), n);
-    CHECK(same_bits(data, expected));
-  }
 }
 
 TEST_CASE("broadcast copies the root's bytes, numbers and text to every rank", "[dist]") {
@@ -247,10 +253,11 @@ int main(int argc, char** argv) {
   heed::dist::MpiSession mpi(&argc, &argv);
   int result = 0;
   {
-    heed::dist::MpiCommunicator world;
+    heed::dist::MpiCommunicator world, messages(MPI_COMM_WORLD, /*share_memory=*/false);
     world_ = &world;
+    messages_ = &messages;
     result = Catch::Session().run(argc, argv);
-    world_ = nullptr;
+    world_ = messages_ = nullptr;
   }
   return result;
 }

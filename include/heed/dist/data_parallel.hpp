@@ -54,11 +54,7 @@ namespace dist {
 /// Part i of `parts` even parts of `rows` rows holds rows [rows·i/parts, rows·(i+1)/parts):
 /// accumulate_micro_batches' split, as bounds.
 inline std::vector<index_t> even_bounds(index_t rows, index_t parts) {
-  HEED_CHECK(parts >= 1 && rows >= parts, ValueError, "even_bounds: ", rows, " rows cannot make ", parts,
-             " non-empty parts");
-  std::vector<index_t> bounds(static_cast<std::size_t>(parts) + 1);
-  for (index_t part = 0; part <= parts; ++part) bounds[static_cast<std::size_t>(part)] = rows * part / parts;
-  return bounds;
+  return heed::detail::even_micro_batch_bounds(rows, parts, "even_bounds");
 }
 
 template <typename T>

@@ -90,10 +90,11 @@ class MpiSession {
 /// The processes of an MPI communicator (MPI_COMM_WORLD unless given), through a
 /// duplicate of it, so that heed's messages never match the program's own. Errors come
 /// back as CommunicationError naming the call and the rank. MPI must be initialised
-/// (MpiSession) and this object destroyed before MPI_Finalize.
+/// (MpiSession) and this object destroyed before MPI_Finalize. share_memory = false
+/// sums through MPI's messages even on one machine (what several machines do).
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD) {
+  explicit MpiCommunicator(MPI_Comm comm = MPI_COMM_WORLD, bool share_memory = true) {
     int initialized = 0;
     MPI_Initialized(&initialized);
     HEED_CHECK(initialized, CommunicationError,
@@ -102,7 +103,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    share_memory_if_one_node();
+    if (share_memory) share_memory_if_one_node();
   }
   ~MpiCommunicator() override {
     int finalized = 0;
@@ -178,6 +179,11 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Chunk c of a piece, [piece·c/N, piece·(c+1)/N), is summed by rank c, on either path.
+  std::size_t chunk_start(std::size_t piece, std::size_t c) const {
+    return piece * c / static_cast<std::size_t>(size_);
+  }
+
   // Every rank's writes to the window before it are seen by every rank after it.
   void window_barrier() {
     MPI_Win_sync(window_);
@@ -197,10 +203,9 @@ class MpiCommunicator final : public Communicator {
     for (std::size_t begin = 0; begin < n; begin += kPiece) {
       const std::size_t piece = std::min(kPiece, n - begin);
       T* at = data + begin;
-      // Chunk c of the piece is [piece·c/N, piece·(c+1)/N), summed by rank c.
       for (std::size_t c = 0; c < ranks; ++c) {
-        chunk_starts[c] = static_cast<int>(piece * c / ranks);
-        chunk_counts[c] = static_cast<int>(piece * (c + 1) / ranks) - chunk_starts[c];
+        chunk_starts[c] = static_cast<int>(chunk_start(piece, c));
+        chunk_counts[c] = static_cast<int>(chunk_start(piece, c + 1)) - chunk_starts[c];
       }
       const auto me = static_cast<std::size_t>(rank_);
       const int my_count = chunk_counts[me];
@@ -238,8 +243,7 @@ class MpiCommunicator final : public Communicator {
       T* at = data + begin;
       std::copy(at, at + piece, mine);
       window_barrier();
-      const std::size_t first = piece * me / ranks, last = piece * (me + 1) / ranks;
-      for (std::size_t i = first; i < last; ++i) {
+      for (std::size_t i = chunk_start(piece, me), last = chunk_start(piece, me + 1); i < last; ++i) {
         T sum = static_cast<const T*>(segments_[0])[i];
         for (std::size_t r = 1; r < ranks; ++r) sum += static_cast<const T*>(segments_[r])[i];
         mine[i] = sum;
@@ -247,7 +251,7 @@ class MpiCommunicator final : public Communicator {
       window_barrier();
       for (std::size_t c = 0; c < ranks; ++c) {
         const T* sums = static_cast<const T*>(segments_[c]);
-        std::copy(sums + piece * c / ranks, sums + piece * (c + 1) / ranks, at + piece * c / ranks);
+        std::copy(sums + chunk_start(piece, c), sums + chunk_start(piece, c + 1), at + chunk_start(piece, c));
       }
       window_barrier();  // before the next piece overwrites what the others copy from
     }

@@ -129,6 +129,16 @@ void add_micro_batch_gradients(std::vector<autograd::LeafGradients<T>>& parts) {
   });
 }
 
+/// Part i of `parts` even parts of `rows` rows holds rows [rows·i/parts, rows·(i+1)/parts),
+/// as bounds; `op` names the caller in errors.
+inline std::vector<index_t> even_micro_batch_bounds(index_t rows, index_t parts, const char* op) {
+  HEED_CHECK(parts >= 1, ValueError, op, ": parts must be >= 1, got ", parts);
+  HEED_CHECK(rows >= parts, ValueError, op, ": ", rows, " rows cannot make ", parts, " non-empty parts");
+  std::vector<index_t> bounds(static_cast<std::size_t>(parts) + 1);
+  for (index_t part = 0; part <= parts; ++part) bounds[static_cast<std::size_t>(part)] = rows * part / parts;
+  return bounds;
+}
+
 inline void check_micro_batch_bounds(const std::vector<index_t>& bounds, const char* op) {
   HEED_CHECK(bounds.size() >= 2 && bounds.front() == 0, ValueError, op,
              ": bounds must start at 0 and hold at least 2 values, got ", bounds.size(), " values");
@@ -199,12 +209,8 @@ double accumulate_micro_batches(const std::vector<index_t>& bounds, Step&& step,
 /// gradient has been added.
 template <typename T, typename Step>
 double accumulate_micro_batches(index_t rows, index_t parts, Step&& step, bool on_cpu = true) {
-  HEED_CHECK(parts >= 1, ValueError, "accumulate_micro_batches: parts must be >= 1, got ", parts);
-  HEED_CHECK(rows >= parts, ValueError, "accumulate_micro_batches: ", rows, " rows cannot make ", parts,
-             " non-empty parts");
-  std::vector<index_t> bounds(static_cast<std::size_t>(parts) + 1);
-  for (index_t part = 0; part <= parts; ++part) bounds[static_cast<std::size_t>(part)] = rows * part / parts;
-  return accumulate_micro_batches<T>(bounds, std::forward<Step>(step), on_cpu);
+  return accumulate_micro_batches<T>(detail::even_micro_batch_bounds(rows, parts, "accumulate_micro_batches"),
+                                     std::forward<Step>(step), on_cpu);
 }
 
 }  // namespace heed

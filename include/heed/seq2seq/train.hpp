@@ -355,12 +355,9 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
           l.backward();
           return l.item();
         };
-        if (parallel)
-          loss_sum += parallel->accumulate(bounds.empty() ? dist::even_bounds(batch_rows, parts) : bounds,
-                                           options.micro_batches, step);
-        else
-          loss_sum += bounds.empty() ? accumulate_micro_batches<T>(batch_rows, parts, step, device.is_cpu())
-                                     : accumulate_micro_batches<T>(bounds, step, device.is_cpu());
+        if (bounds.empty()) bounds = detail::even_micro_batch_bounds(batch_rows, parts, "train_seq2seq");
+        loss_sum += parallel ? parallel->accumulate(bounds, options.micro_batches, step)
+                             : accumulate_micro_batches<T>(bounds, step, device.is_cpu());
         for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) num_tokens += batch.Y_valid_len.data()[i];
         if (++accumulated == options.accumulation_steps) {
           update();
