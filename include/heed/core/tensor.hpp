@@ -26,6 +26,7 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -38,6 +39,8 @@ namespace heed {
 
 template <typename T>
 class Tensor;
+template <typename T>
+struct ValuesIndices;  // heed/ops/reduce.hpp
 
 namespace autograd {
 template <typename T>
@@ -169,15 +172,46 @@ class Tensor {
   Tensor index_select(int dim, const Tensor<std::int64_t>& index) const;
   Tensor repeat(const std::vector<index_t>& repeats) const;
   Tensor repeat_interleave(index_t repeats, int dim) const;
+  Tensor repeat_interleave(index_t repeats) const;  // of the flattened tensor
   Tensor expand(const Shape& shape) const;
+  /// The slice at index along dim 0: PyTorch's x[i].
+  Tensor operator[](index_t index) const;
+  /// PyTorch's x.t(): a 2-D tensor transposed, a 0-D or 1-D one as it is. (x.T cannot
+  /// be spelt in C++, where T is the element type; x.mT() swaps the last two dims.)
+  Tensor t() const;
+  Tensor mT() const;
+  std::vector<Tensor> split(index_t split_size, int dim = 0) const;
+  std::vector<Tensor> split(const std::vector<index_t>& split_sizes, int dim = 0) const;
+  std::vector<Tensor> chunk(index_t chunks, int dim = 0) const;
+  Tensor gather(int dim, const Tensor<std::int64_t>& index) const;
+  Tensor scatter_add(int dim, const Tensor<std::int64_t>& index, const Tensor& src) const;
+  Tensor masked_select(const Tensor<bool>& mask) const;
 
   Tensor sum() const;
   Tensor sum(int dim, bool keepdim = false) const;
+  Tensor sum(const std::vector<int>& dims, bool keepdim = false) const;
   Tensor mean() const;
   Tensor mean(int dim, bool keepdim = false) const;
+  Tensor mean(const std::vector<int>& dims, bool keepdim = false) const;
+  Tensor var() const;  // with Bessel's correction (correction = 1), as torch.var
+  Tensor var(int dim, bool keepdim = false, double correction = 1.0) const;
+  Tensor var(const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) const;
+  Tensor std() const;
+  Tensor std(int dim, bool keepdim = false, double correction = 1.0) const;
+  Tensor std(const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) const;
+  Tensor prod() const;
+  Tensor prod(int dim, bool keepdim = false) const;
   Tensor max() const;
   Tensor max(int dim, bool keepdim = false) const;
+  Tensor min() const;
+  Tensor min(int dim, bool keepdim = false) const;
+  Tensor<std::int64_t> argmax() const;
   Tensor<std::int64_t> argmax(int dim, bool keepdim = false) const;
+  Tensor<std::int64_t> argmin() const;
+  Tensor<std::int64_t> argmin(int dim, bool keepdim = false) const;
+  ValuesIndices<T> sort(int dim = -1, bool descending = false) const;
+  Tensor<std::int64_t> argsort(int dim = -1, bool descending = false) const;
+  ValuesIndices<T> topk(index_t k, int dim = -1, bool largest = true) const;
 
   Tensor neg() const;
   Tensor exp() const;
@@ -190,6 +224,10 @@ class Tensor {
   Tensor abs() const;
   Tensor sin() const;
   Tensor cos() const;
+  /// Elements below min set to min, above max to max; either bound may be left out.
+  Tensor clamp(std::optional<double> min, std::optional<double> max = std::nullopt) const;
+  Tensor clamp_min(double min) const { return clamp(min, std::nullopt); }
+  Tensor clamp_max(double max) const { return clamp(std::nullopt, max); }
   Tensor pow(T exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor softmax(int dim) const;

@@ -41,9 +41,6 @@
 
 namespace heed {
 
-/// How a loss over many rows is reduced, as PyTorch's `reduction=` argument.
-enum class Reduction { none, mean, sum };
-
 namespace detail {
 
 /// "(1, 2)": the multi-index of flat position i in shape s, for error messages.

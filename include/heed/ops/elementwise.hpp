@@ -14,6 +14,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <string>
 
 #include "heed/autograd/node.hpp"
 #include "heed/core/factory.hpp"
@@ -363,6 +365,26 @@ Tensor<T> cos(const Tensor<T>& x) {
       [](const auto& g, const auto& x_) { return -g * x_.sin(); });
 }
 
+/// Elements below min set to min and above max to max (to max everywhere when
+/// min > max, as torch.clamp); either bound may be std::nullopt. NaN stays NaN. The
+/// gradient passes where min ≤ x ≤ max, as PyTorch's.
+template <typename T>
+Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<double> max = std::nullopt) {
+  detail::check_floating<T>("clamp");
+  HEED_CHECK(min || max, ValueError, "clamp: at least one of min and max must be given");
+  HEED_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)), ValueError, "clamp: a NaN bound (min ",
+             min ? std::to_string(*min) : "none", ", max ", max ? std::to_string(*max) : "none", ")");
+  const T lo = min ? static_cast<T>(*min) : -std::numeric_limits<T>::infinity();
+  const T hi = max ? static_cast<T>(*max) : std::numeric_limits<T>::infinity();
+  Tensor<T> out = detail::zip_map<T>([lo, hi](const auto& a) { return (a < lo).select(lo, (a > hi).select(hi, a)); }, x);
+  if (autograd::needs_grad(x))
+    autograd::record(out, "ClampBackward", {x}, [x = x.detach(), lo, hi](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::zip_map<T>(
+          [lo, hi](const auto& g_, const auto& x_) { return (x_ >= lo && x_ <= hi).select(g_, T(0)); }, g, x)};
+    });
+  return out;
+}
+
 /// A differentiable copy.
 template <typename T>
 Tensor<T> clone(const Tensor<T>& x) {
@@ -469,6 +491,7 @@ template <typename T> Tensor<T> Tensor<T>::cos() const { return heed::cos(*this)
 template <typename T> Tensor<T> Tensor<T>::pow(T exponent) const { return heed::pow(*this, exponent); }
 template <typename T> Tensor<T> Tensor<T>::pow(const Tensor& exponent) const { return heed::pow(*this, exponent); }
 template <typename T> Tensor<T> Tensor<T>::clone() const { return heed::clone(*this); }
+template <typename T> Tensor<T> Tensor<T>::clamp(std::optional<double> min, std::optional<double> max) const { return heed::clamp(*this, min, max); }
 // clang-format on
 
 namespace detail {

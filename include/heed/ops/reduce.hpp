@@ -1,15 +1,23 @@
-// heed/ops/reduce.hpp — sum, mean, max and argmax, over everything or one dim.
+// heed/ops/reduce.hpp — sum, mean, var, std, prod, max, min, argmax and argmin, over
+// everything, one dim or (sum, mean, var, std) a list of dims.
 //
 //   x: (2, 3)
-//   x.sum()            -> ()        x.sum(1)          -> (2)
+//   x.sum()            -> ()        x.sum(1)          -> (2)        x.sum({0, 1}) -> ()
 //   x.mean(0, true)    -> (1, 3)    x.argmax(1)       -> (2), Tensor<int64_t>
+//   x.var(1)           -> (2), with Bessel's correction as torch.var
+//   auto [values, indices] = heed::max_with_indices(x, 1);   // torch.max(x, 1)
 //
-// The gradient of max flows to the position argmax reports (the first maximum).
+// As in PyTorch: max and min along a dim report the first extreme and send the
+// gradient there; over everything they share it evenly among tied extremes; NaN counts
+// as larger than any number, so it is what max and min return where a row holds one.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "heed/core/factory.hpp"
 #include "heed/ops/elementwise.hpp"
@@ -29,9 +37,47 @@ inline Shape dropped_shape(const Shape& shape, int dim) {
   return out;
 }
 
-/// Max over dim (keepdim shape) and the index of the first maximum.
+/// "[0, -1]": a list of dims, for messages.
+inline std::string dims_text(const std::vector<int>& dims) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) text += (i ? ", " : "") + std::to_string(dims[i]);
+  return text + "]";
+}
+
+/// A reduction over a list of dims (every dim when the list is empty): the shape with
+/// them kept as size 1, the shape without them, and how many elements each result sums.
+struct Reduced {
+  Shape kept, dropped;
+  index_t count = 1;
+  Reduced(const Shape& shape, const std::vector<int>& dims, const char* op) {
+    std::vector<bool> reduced(static_cast<std::size_t>(shape.rank()), dims.empty());
+    for (int d : dims) {
+      const int nd = normalize_dim(d, shape.rank(), op);
+      HEED_CHECK(shape.rank() == 0 || !reduced[static_cast<std::size_t>(nd)], ValueError, op, ": dim ", d,
+                 " appears twice in ", dims_text(dims), " (shape ", to_string(shape), ")");
+      if (shape.rank()) reduced[static_cast<std::size_t>(nd)] = true;
+    }
+    for (int d = 0; d < shape.rank(); ++d) {
+      const bool r = reduced[static_cast<std::size_t>(d)];
+      kept.push_back(r ? 1 : shape[d]);
+      if (!r) dropped.push_back(shape[d]);
+      if (r) count *= shape[d];
+    }
+  }
+};
+
+/// Whether a is a better extreme than b: larger (smaller with !largest), and NaN beats
+/// every number, as PyTorch's max and min propagate it.
 template <typename T>
-std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim, const char* op) {
+bool beats(T a, T b, bool largest) {
+  if (a != a) return b == b;  // NaN
+  return largest ? a > b : a < b;
+}
+
+/// Max (min with !largest) over dim (keepdim shape) and the index of the first one.
+template <typename T>
+std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim, const char* op,
+                                                     bool largest = true) {
   const DimSplit s(x.shape(), dim);
   HEED_CHECK(s.size > 0, ValueError, op, ": cannot reduce over dim ", dim, " of size 0 (shape ", to_string(x.shape()),
              ")");
@@ -44,7 +90,7 @@ std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim
       const T* p = in + o * s.size * s.inner + i;
       index_t best = 0;
       for (index_t k = 1; k < s.size; ++k)
-        if (p[k * s.inner] > p[best * s.inner]) best = k;
+        if (beats(p[k * s.inner], p[best * s.inner], largest)) best = k;
       values.data()[o * s.inner + i] = p[best * s.inner];
       indices.data()[o * s.inner + i] = best;
     }
@@ -53,6 +99,18 @@ std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim
 }
 
 }  // namespace detail
+
+/// How a loss over many elements or rows is reduced, as PyTorch's `reduction=` argument
+/// (heed/ops/cross_entropy.hpp, heed/ops/loss.hpp).
+enum class Reduction { none, mean, sum };
+
+/// The values a reduction or a sort picks and their indices along its dim, as PyTorch's
+/// torch.return_types: auto [values, indices] = heed::sort(x).
+template <typename T>
+struct ValuesIndices {
+  Tensor<T> values;
+  Tensor<std::int64_t> indices;
+};
 
 namespace detail {
 
@@ -131,64 +189,258 @@ Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
   return out;
 }
 
-/// Largest element, as a rank-0 tensor.
+/// Sums over `dims` (PyTorch's dim=[...]; an empty list means every dim).
 template <typename T>
-Tensor<T> max(const Tensor<T>& x) {
-  HEED_CHECK(x.numel() > 0, ValueError, "max: empty tensor of shape ", to_string(x.shape()));
-  auto [values, indices] = detail::max_along(detail::alias(x, Shape{x.numel()}), 0, "max");
-  Tensor<T> out = detail::alias(values, Shape{});
+Tensor<T> sum(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false) {
+  const detail::Reduced r(x.shape(), dims, "sum");
+  const Tensor<T> summed = x.shape() == r.kept ? detail::copy_of(x) : detail::sum_to(x, r.kept);
+  Tensor<T> out = keepdim ? summed : detail::alias(summed, r.dropped);
+  detail::record_reduction(out, x, "SumBackward", r.kept, T(1));
+  return out;
+}
+
+/// Means over `dims` (an empty list means every dim).
+template <typename T>
+Tensor<T> mean(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false) {
+  const detail::Reduced r(x.shape(), dims, "mean");
+  HEED_CHECK(r.count > 0, ValueError, "mean: the dims ", detail::dims_text(dims), " of shape ", to_string(x.shape()),
+             " hold no element");
+  const T scale = T(1) / static_cast<T>(r.count);
+  Tensor<T> summed = x.shape() == r.kept ? detail::copy_of(x) : detail::sum_to(x, r.kept);
+  if (summed.is_cpu())
+    summed.array() *= scale;
+  else
+    summed = mul(summed, scale);
+  Tensor<T> out = keepdim ? summed : detail::alias(summed, r.dropped);
+  detail::record_reduction(out, x, "MeanBackward", r.kept, scale);
+  return out;
+}
+
+/// Variance over `dims` (an empty list means every dim): Σ (x − mean)² / (n − correction),
+/// torch.var's default correction 1 (Bessel's). n ≤ correction gives inf or NaN, as there.
+template <typename T>
+Tensor<T> var(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) {
+  const detail::Reduced r(x.shape(), dims, "var");
+  HEED_CHECK(r.count > 0, ValueError, "var: the dims ", detail::dims_text(dims), " of shape ", to_string(x.shape()),
+             " hold no element");
+  HEED_CHECK(correction >= 0.0, ValueError, "var: correction must be non-negative, got ", correction);
+  const Tensor<T> centred = sub(x, mean(x, dims, true));
+  const double divisor = std::max(0.0, static_cast<double>(r.count) - correction);
+  return div(sum(mul(centred, centred), dims, keepdim), scalar_tensor<T>(static_cast<T>(divisor)).to(x.device()));
+}
+/// Variance over one dim.
+template <typename T>
+Tensor<T> var(const Tensor<T>& x, int dim, bool keepdim = false, double correction = 1.0) {
+  return var(x, std::vector<int>{dim}, keepdim, correction);
+}
+/// Variance of all elements.
+template <typename T>
+Tensor<T> var(const Tensor<T>& x) {
+  return var(x, std::vector<int>{});
+}
+
+/// Standard deviation: √var, with var's arguments.
+template <typename T>
+Tensor<T> std(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) {
+  return sqrt(var(x, dims, keepdim, correction));
+}
+template <typename T>
+Tensor<T> std(const Tensor<T>& x, int dim, bool keepdim = false, double correction = 1.0) {
+  return sqrt(var(x, dim, keepdim, correction));
+}
+template <typename T>
+Tensor<T> std(const Tensor<T>& x) {
+  return sqrt(var(x));
+}
+
+namespace detail {
+
+/// Π over the middle dim of s, into a tensor of out_shape. Its gradient is the product
+/// of the other elements (a prefix times a suffix product), computed without dividing,
+/// so that zeros give PyTorch's values.
+template <typename T>
+Tensor<T> product(const Tensor<T>& x, const DimSplit& s, const Shape& out_shape) {
+  Tensor<T> out = make_tensor<T>(out_shape);
+  const T* in = x.data();
+  for (index_t o = 0; o < s.outer; ++o)
+    for (index_t i = 0; i < s.inner; ++i) {
+      T p = T(1);
+      for (index_t k = 0; k < s.size; ++k) p *= in[(o * s.size + k) * s.inner + i];
+      out.data()[o * s.inner + i] = p;
+    }
   if (autograd::needs_grad(x))
-    autograd::record(out, "MaxBackward", {x}, [shape = x.shape(), at = indices.item()](const Tensor<T>& g) {
-      Tensor<T> dx = detail::make_tensor<T>(shape);
-      dx.array().setZero();
-      dx.data()[at] = g.item();
+    autograd::record(out, "ProdBackward", {x}, [x = x.detach(), s](const Tensor<T>& g) {
+      Tensor<T> dx = make_tensor<T>(x.shape());
+      const T* v = x.data();
+      std::vector<T> suffix(static_cast<std::size_t>(s.size) + 1);
+      for (index_t o = 0; o < s.outer; ++o)
+        for (index_t i = 0; i < s.inner; ++i) {
+          const auto at = [&](index_t k) { return (o * s.size + k) * s.inner + i; };
+          suffix[static_cast<std::size_t>(s.size)] = T(1);
+          for (index_t k = s.size - 1; k >= 0; --k)
+            suffix[static_cast<std::size_t>(k)] = suffix[static_cast<std::size_t>(k + 1)] * v[at(k)];
+          T prefix = T(1);
+          const T gi = g.data()[o * s.inner + i];
+          for (index_t k = 0; k < s.size; ++k) {
+            dx.data()[at(k)] = gi * prefix * suffix[static_cast<std::size_t>(k + 1)];
+            prefix *= v[at(k)];
+          }
+        }
       return autograd::Grads<T>{dx};
     });
   return out;
 }
 
-/// Largest element along dim.
+}  // namespace detail
+
+/// Product along dim.
 template <typename T>
-Tensor<T> max(const Tensor<T>& x, int dim, bool keepdim = false) {
-  dim = detail::normalize_dim(dim, x.dim(), "max");
-  auto values_and_indices = detail::max_along(x, dim, "max");
-  const Tensor<T>& values = values_and_indices.first;
-  const Tensor<std::int64_t>& indices = values_and_indices.second;
-  Tensor<T> out = keepdim || x.dim() == 0 ? values : detail::alias(values, detail::dropped_shape(x.shape(), dim));
+Tensor<T> prod(const Tensor<T>& x, int dim, bool keepdim = false) {
+  dim = detail::normalize_dim(dim, x.dim(), "prod");
+  const Shape out_shape =
+      x.dim() == 0 ? Shape{} : keepdim ? detail::kept_shape(x.shape(), dim) : detail::dropped_shape(x.shape(), dim);
+  return detail::product(x, detail::DimSplit(x.shape(), dim), out_shape);
+}
+
+/// Product of all elements, as a rank-0 tensor (1 for an empty tensor).
+template <typename T>
+Tensor<T> prod(const Tensor<T>& x) {
+  return detail::product(x, detail::DimSplit(Shape{x.numel()}, 0), Shape{});
+}
+
+namespace detail {
+
+/// The extreme of all elements, as a rank-0 tensor; the gradient is shared evenly
+/// among the elements equal to it (PyTorch's evenly_distribute_backward).
+template <typename T>
+Tensor<T> extreme(const Tensor<T>& x, bool largest, const char* op, const char* backward_name) {
+  HEED_CHECK(x.numel() > 0, ValueError, op, ": empty tensor of shape ", to_string(x.shape()));
+  Tensor<T> out = alias(max_along(alias(x, Shape{x.numel()}), 0, op, largest).first, Shape{});
   if (autograd::needs_grad(x))
-    autograd::record(out, "MaxBackward", {x}, [shape = x.shape(), dim, indices](const Tensor<T>& g) {
-      // d max = dx at the argmax, 0 elsewhere
-      Tensor<T> dx = detail::make_tensor<T>(shape);
+    autograd::record(out, backward_name, {x}, [x = x.detach(), value = out.item()](const Tensor<T>& g) {
+      const bool nan = value != value;
+      const auto ties = [&](T v) { return nan ? v != v : v == value; };
+      index_t count = 0;
+      for (index_t i = 0; i < x.numel(); ++i) count += ties(x.data()[i]);
+      Tensor<T> dx = make_tensor<T>(x.shape());
+      const T share = g.item() / static_cast<T>(count);
+      for (index_t i = 0; i < x.numel(); ++i) dx.data()[i] = ties(x.data()[i]) ? share : T(0);
+      return autograd::Grads<T>{dx};
+    });
+  return out;
+}
+
+/// The extremes along dim and their indices, the gradient sent to each index.
+template <typename T>
+ValuesIndices<T> extreme_along(const Tensor<T>& x, int dim, bool keepdim, bool largest, const char* op,
+                               const char* backward_name) {
+  dim = normalize_dim(dim, x.dim(), op);
+  auto [values, indices] = max_along(x, dim, op, largest);
+  if (!keepdim && x.dim() > 0) {
+    values = alias(values, dropped_shape(x.shape(), dim));
+    indices = alias(indices, dropped_shape(x.shape(), dim));
+  }
+  if (autograd::needs_grad(x))
+    autograd::record(values, backward_name, {x}, [shape = x.shape(), dim, indices](const Tensor<T>& g) {
+      Tensor<T> dx = make_tensor<T>(shape);
       dx.array().setZero();
-      const detail::DimSplit s(shape, dim);
+      const DimSplit s(shape, dim);
       for (index_t o = 0; o < s.outer; ++o)
         for (index_t i = 0; i < s.inner; ++i)
           dx.data()[(o * s.size + indices.data()[o * s.inner + i]) * s.inner + i] = g.data()[o * s.inner + i];
       return autograd::Grads<T>{dx};
     });
-  return out;
+  return {values, indices};
+}
+
+}  // namespace detail
+
+/// Largest element, as a rank-0 tensor.
+template <typename T>
+Tensor<T> max(const Tensor<T>& x) {
+  return detail::extreme(x, true, "max", "MaxBackward");
+}
+
+/// Smallest element, as a rank-0 tensor.
+template <typename T>
+Tensor<T> min(const Tensor<T>& x) {
+  return detail::extreme(x, false, "min", "MinBackward");
+}
+
+/// Largest elements along dim and their indices: torch.max(x, dim).
+template <typename T>
+ValuesIndices<T> max_with_indices(const Tensor<T>& x, int dim, bool keepdim = false) {
+  return detail::extreme_along(x, dim, keepdim, true, "max", "MaxBackward");
+}
+
+/// Smallest elements along dim and their indices: torch.min(x, dim).
+template <typename T>
+ValuesIndices<T> min_with_indices(const Tensor<T>& x, int dim, bool keepdim = false) {
+  return detail::extreme_along(x, dim, keepdim, false, "min", "MinBackward");
+}
+
+/// Largest element along dim.
+template <typename T>
+Tensor<T> max(const Tensor<T>& x, int dim, bool keepdim = false) {
+  return max_with_indices(x, dim, keepdim).values;
+}
+
+/// Smallest element along dim.
+template <typename T>
+Tensor<T> min(const Tensor<T>& x, int dim, bool keepdim = false) {
+  return min_with_indices(x, dim, keepdim).values;
 }
 
 /// Index of the first largest element along dim.
 template <typename T>
 Tensor<std::int64_t> argmax(const Tensor<T>& x, int dim, bool keepdim = false) {
-  dim = detail::normalize_dim(dim, x.dim(), "argmax");
-  Tensor<std::int64_t> indices = detail::max_along(x, dim, "argmax").second;
-  return keepdim || x.dim() == 0 ? indices : detail::alias(indices, detail::dropped_shape(x.shape(), dim));
+  return detail::extreme_along(x.detach(), dim, keepdim, true, "argmax", "").indices;
+}
+
+/// Index of the first smallest element along dim.
+template <typename T>
+Tensor<std::int64_t> argmin(const Tensor<T>& x, int dim, bool keepdim = false) {
+  return detail::extreme_along(x.detach(), dim, keepdim, false, "argmin", "").indices;
+}
+
+/// Index of the first largest element of the flattened tensor, as a rank-0 tensor.
+template <typename T>
+Tensor<std::int64_t> argmax(const Tensor<T>& x) {
+  HEED_CHECK(x.numel() > 0, ValueError, "argmax: empty tensor of shape ", to_string(x.shape()));
+  return argmax(detail::alias(x.detach(), Shape{x.numel()}), 0);
+}
+
+/// Index of the first smallest element of the flattened tensor, as a rank-0 tensor.
+template <typename T>
+Tensor<std::int64_t> argmin(const Tensor<T>& x) {
+  HEED_CHECK(x.numel() > 0, ValueError, "argmin: empty tensor of shape ", to_string(x.shape()));
+  return argmin(detail::alias(x.detach(), Shape{x.numel()}), 0);
 }
 
 // clang-format off
 template <typename T> Tensor<T> Tensor<T>::sum() const { return heed::sum(*this); }
 template <typename T> Tensor<T> Tensor<T>::sum(int dim, bool keepdim) const { return heed::sum(*this, dim, keepdim); }
+template <typename T> Tensor<T> Tensor<T>::sum(const std::vector<int>& dims, bool keepdim) const { return heed::sum(*this, dims, keepdim); }
 template <typename T> Tensor<T> Tensor<T>::mean() const { return heed::mean(*this); }
 template <typename T> Tensor<T> Tensor<T>::mean(int dim, bool keepdim) const { return heed::mean(*this, dim, keepdim); }
+template <typename T> Tensor<T> Tensor<T>::mean(const std::vector<int>& dims, bool keepdim) const { return heed::mean(*this, dims, keepdim); }
+template <typename T> Tensor<T> Tensor<T>::var() const { return heed::var(*this); }
+template <typename T> Tensor<T> Tensor<T>::var(int dim, bool keepdim, double correction) const { return heed::var(*this, dim, keepdim, correction); }
+template <typename T> Tensor<T> Tensor<T>::var(const std::vector<int>& dims, bool keepdim, double correction) const { return heed::var(*this, dims, keepdim, correction); }
+template <typename T> Tensor<T> Tensor<T>::std() const { return heed::std(*this); }
+template <typename T> Tensor<T> Tensor<T>::std(int dim, bool keepdim, double correction) const { return heed::std(*this, dim, keepdim, correction); }
+template <typename T> Tensor<T> Tensor<T>::std(const std::vector<int>& dims, bool keepdim, double correction) const { return heed::std(*this, dims, keepdim, correction); }
+template <typename T> Tensor<T> Tensor<T>::prod() const { return heed::prod(*this); }
+template <typename T> Tensor<T> Tensor<T>::prod(int dim, bool keepdim) const { return heed::prod(*this, dim, keepdim); }
 template <typename T> Tensor<T> Tensor<T>::max() const { return heed::max(*this); }
 template <typename T> Tensor<T> Tensor<T>::max(int dim, bool keepdim) const { return heed::max(*this, dim, keepdim); }
+template <typename T> Tensor<T> Tensor<T>::min() const { return heed::min(*this); }
+template <typename T> Tensor<T> Tensor<T>::min(int dim, bool keepdim) const { return heed::min(*this, dim, keepdim); }
+template <typename T> Tensor<std::int64_t> Tensor<T>::argmax() const { return heed::argmax(*this); }
+template <typename T> Tensor<std::int64_t> Tensor<T>::argmax(int dim, bool keepdim) const { return heed::argmax(*this, dim, keepdim); }
+template <typename T> Tensor<std::int64_t> Tensor<T>::argmin() const { return heed::argmin(*this); }
+template <typename T> Tensor<std::int64_t> Tensor<T>::argmin(int dim, bool keepdim) const { return heed::argmin(*this, dim, keepdim); }
 // clang-format on
-template <typename T>
-Tensor<std::int64_t> Tensor<T>::argmax(int dim, bool keepdim) const {
-  return heed::argmax(*this, dim, keepdim);
-}
 
 }  // namespace heed
 

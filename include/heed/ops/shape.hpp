@@ -7,6 +7,9 @@
 //   heed::cat({x, x}, 0)     -> (4, 3, 4)       heed::stack({x, x}, 1) -> (2, 2, 3, 4)
 //   x.repeat({1, 2, 1})      -> (2, 6, 4)       x.repeat_interleave(2, 0) -> (4, 3, 4)
 //
+//   x.split(2, 1)            -> (2, 2, 4), (2, 1, 4)    x.chunk(2, 0)     -> (1, 3, 4) twice
+//   heed::slice_scatter(x, src, 2, 0, 4, 2)  -> x with x[:, :, 0:4:2] = src
+//
 // Everything but reshape (and its spellings view, flatten, squeeze, unsqueeze)
 // returns a new contiguous tensor, as DESIGN.md decides; all are differentiable.
 #pragma once
@@ -14,6 +17,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <numeric>
 #include <vector>
@@ -301,6 +305,128 @@ Tensor<T> select(const Tensor<T>& x, int dim, index_t index) {
   return squeeze(narrow(x, dim, index < 0 ? index + size : index, 1), dim);
 }
 
+/// Pieces of split_size along dim (the last one shorter where the size does not divide),
+/// as torch.split: views of x's values, each differentiable.
+template <typename T>
+std::vector<Tensor<T>> split(const Tensor<T>& x, index_t split_size, int dim = 0) {
+  dim = detail::normalize_dim(dim, x.dim(), "split");
+  HEED_CHECK(x.dim() > 0, IndexError, "split: cannot split a rank-0 tensor");
+  const index_t size = x.shape()[dim];
+  HEED_CHECK(split_size > 0 || (split_size == 0 && size == 0), ValueError, "split: split_size must be positive, got ",
+             split_size, " for dim ", dim, " of shape ", to_string(x.shape()));
+  std::vector<Tensor<T>> pieces;
+  if (size == 0) return {narrow(x, dim, 0, 0)};
+  for (index_t start = 0; start < size; start += std::min(split_size, size - start))
+    pieces.push_back(narrow(x, dim, start, std::min(split_size, size - start)));
+  return pieces;
+}
+
+/// Pieces of the given sizes along dim, which must add up to its size (torch.split).
+template <typename T>
+std::vector<Tensor<T>> split(const Tensor<T>& x, const std::vector<index_t>& split_sizes, int dim = 0) {
+  dim = detail::normalize_dim(dim, x.dim(), "split");
+  HEED_CHECK(x.dim() > 0, IndexError, "split: cannot split a rank-0 tensor");
+  index_t total = 0;
+  for (index_t n : split_sizes) {
+    HEED_CHECK(n >= 0, ValueError, "split: negative size ", n, " among the split sizes");
+    total = detail::checked_add(total, n, "split", " (the split sizes)");
+  }
+  HEED_CHECK(total == x.shape()[dim], ValueError, "split: the split sizes add up to ", total, ", but dim ", dim,
+             " of shape ", to_string(x.shape()), " has size ", x.shape()[dim]);
+  std::vector<Tensor<T>> pieces;
+  index_t start = 0;
+  for (index_t n : split_sizes) {
+    pieces.push_back(narrow(x, dim, start, n));
+    start += n;
+  }
+  return pieces;
+}
+
+/// At most `chunks` pieces of ⌈size / chunks⌉ along dim (fewer when they run out), as
+/// torch.chunk.
+template <typename T>
+std::vector<Tensor<T>> chunk(const Tensor<T>& x, index_t chunks, int dim = 0) {
+  HEED_CHECK(chunks > 0, ValueError, "chunk: the number of chunks must be positive, got ", chunks);
+  dim = detail::normalize_dim(dim, x.dim(), "chunk");
+  HEED_CHECK(x.dim() > 0, IndexError, "chunk: cannot chunk a rank-0 tensor");
+  const index_t size = x.shape()[dim];
+  if (size == 0) return std::vector<Tensor<T>>(static_cast<std::size_t>(chunks), narrow(x, dim, 0, 0));
+  return split(x, size / chunks + (size % chunks != 0), dim);
+}
+
+/// x with the slice slice(x, dim, start, end, step) replaced by src: PyTorch's
+/// slice_scatter, the differentiable form of x[..., start:end:step] = src.
+template <typename T>
+Tensor<T> slice_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index_t start, index_t end,
+                        index_t step = 1) {
+  dim = detail::normalize_dim(dim, x.dim(), "slice_scatter");
+  HEED_CHECK(x.dim() > 0, IndexError, "slice_scatter: cannot slice a rank-0 tensor");
+  HEED_CHECK(step > 0, ValueError, "slice_scatter: step must be positive, got ", step);
+  HEED_CHECK(src.device() == x.device(), DeviceError, "slice_scatter: src is on ", to_string(src.device()),
+             " and x on ", to_string(x.device()));
+  const index_t size = x.shape()[dim];
+  auto clamp = [size](index_t i) { return std::min(std::max(i < 0 ? i + size : i, index_t(0)), size); };
+  start = clamp(start);
+  end = std::max(clamp(end), start);
+  Shape slice_shape = x.shape();
+  slice_shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
+  HEED_CHECK(src.shape() == slice_shape, ShapeError, "slice_scatter: src of shape ", to_string(src.shape()),
+             " does not fit the slice ", start, ":", end, ":", step, " of dim ", dim, " of shape ",
+             to_string(x.shape()), ", of shape ", to_string(slice_shape));
+  const auto strides = x.shape().strides();
+  std::vector<index_t> sizes(slice_shape.begin(), slice_shape.end()),
+      dst_strides(strides.begin(), strides.begin() + x.dim());
+  if (slice_shape[dim] > 1) dst_strides[dim] *= step;
+  const index_t offset = slice_shape.numel() == 0 ? 0 : start * strides[dim];
+  const int rank = x.dim();
+  // A slice's positions are all different, so the device's scatter (one store per
+  // element) writes it.
+  const auto place = [=](Tensor<T> into, const Tensor<T>& values) {
+    if (values.numel() == 0) return into;
+    if (!into.is_cpu()) {
+      detail::kernels_for(into, "slice_scatter")
+          .scatter(into.device().index(), detail::device_data(into) + offset, detail::device_data(values),
+                   detail::strided_view(sizes.data(), dst_strides.data(), rank));
+      return into;
+    }
+    std::array<index_t, detail::kMaxLoopDims> src_strides{};
+    for (index_t d = rank - 1, stride = 1; d >= 0; --d) {
+      src_strides[static_cast<std::size_t>(d)] = stride;
+      stride *= sizes[static_cast<std::size_t>(d)];
+    }
+    detail::strided_copy(into.data() + offset, dst_strides.data(), values.data(), src_strides.data(), sizes.data(),
+                         rank);
+    return into;
+  };
+  Tensor<T> out = place(detail::copy_of(x), src);
+  if (autograd::needs_grad(x, src))
+    autograd::record(out, "SliceScatterBackward", {x, src}, [=](const Tensor<T>& g) {
+      Tensor<T> zeros = detail::make_tensor<T>(slice_shape, g.device());
+      if (g.is_cpu())
+        zeros.array().setZero();
+      else
+        detail::device_fill(g.device(), detail::device_data(zeros), zeros.numel(), T(0));
+      return autograd::Grads<T>{place(detail::copy_of(g), zeros),
+                                detail::gather_strided(g, offset, sizes.data(), dst_strides.data(), rank, slice_shape)};
+    });
+  return out;
+}
+
+/// x with the slice at index along dim replaced by src (PyTorch's select_scatter,
+/// x[i] = src for dim 0).
+template <typename T>
+Tensor<T> select_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index_t index) {
+  dim = detail::normalize_dim(dim, x.dim(), "select_scatter");
+  HEED_CHECK(x.dim() > 0, IndexError, "select_scatter: cannot select from a rank-0 tensor");
+  const index_t size = x.shape()[dim];
+  HEED_CHECK(index >= -size && index < size, IndexError, "select_scatter: index ", index, " out of range for dim ",
+             dim, " of size ", size);
+  HEED_CHECK(src.dim() + 1 == x.dim(), ShapeError, "select_scatter: src of shape ", to_string(src.shape()),
+             " does not fit the slice at dim ", dim, " of shape ", to_string(x.shape()));
+  if (index < 0) index += size;
+  return slice_scatter(x, unsqueeze(src, dim), dim, index, index + 1);
+}
+
 /// Tiles x: repeats[d] copies along each dim (extra leading repeats add dims).
 template <typename T>
 Tensor<T> repeat(const Tensor<T>& x, const std::vector<index_t>& repeats) {
@@ -341,6 +467,13 @@ Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats, int dim) {
                                    detail::ShapeText{x.shape()}, ")");
   (void)shape.numel("repeat_interleave");
   return detail::strided_op(x, "RepeatInterleaveBackward", 0, sizes, src_strides, shape);
+}
+
+/// Repeats each element of the flattened x `repeats` times, as torch.repeat_interleave
+/// without a dim.
+template <typename T>
+Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats) {
+  return repeat_interleave(flatten(x), repeats, 0);
 }
 
 /// Broadcasts x to `shape` (a copy; sizes of 1 stretch, leading dims are added).
@@ -477,7 +610,25 @@ template <typename T> Tensor<T> Tensor<T>::select(int dim, index_t index) const 
 template <typename T> Tensor<T> Tensor<T>::index_select(int dim, const Tensor<std::int64_t>& index) const { return heed::index_select(*this, dim, index); }
 template <typename T> Tensor<T> Tensor<T>::repeat(const std::vector<index_t>& repeats) const { return heed::repeat(*this, repeats); }
 template <typename T> Tensor<T> Tensor<T>::repeat_interleave(index_t repeats, int dim) const { return heed::repeat_interleave(*this, repeats, dim); }
+template <typename T> Tensor<T> Tensor<T>::repeat_interleave(index_t repeats) const { return heed::repeat_interleave(*this, repeats); }
 template <typename T> Tensor<T> Tensor<T>::expand(const Shape& shape) const { return heed::expand(*this, shape); }
+template <typename T> Tensor<T> Tensor<T>::operator[](index_t index) const { return heed::select(*this, 0, index); }
+template <typename T> std::vector<Tensor<T>> Tensor<T>::split(index_t split_size, int dim) const { return heed::split(*this, split_size, dim); }
+template <typename T> std::vector<Tensor<T>> Tensor<T>::split(const std::vector<index_t>& split_sizes, int dim) const { return heed::split(*this, split_sizes, dim); }
+template <typename T> std::vector<Tensor<T>> Tensor<T>::chunk(index_t chunks, int dim) const { return heed::chunk(*this, chunks, dim); }
+// clang-format on
+template <typename T>
+Tensor<T> Tensor<T>::t() const {
+  HEED_CHECK(dim() <= 2, ShapeError, "t: expects a tensor of at most 2 dims, got shape ", to_string(shape()),
+             " (x.mT() swaps the last two dims, x.permute() any)");
+  return dim() < 2 ? *this : heed::transpose(*this, 0, 1);
+}
+template <typename T>
+Tensor<T> Tensor<T>::mT() const {
+  HEED_CHECK(dim() >= 2, ShapeError, "mT: expects a tensor of at least 2 dims, got shape ", to_string(shape()));
+  return heed::transpose(*this, -2, -1);
+}
+// clang-format off
 // clang-format on
 
 }  // namespace heed
