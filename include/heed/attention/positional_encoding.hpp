@@ -7,7 +7,8 @@
 //   P[i, 2j]   = sin(i / 10000^(2j / num_hiddens))
 //   P[i, 2j+1] = cos(i / 10000^(2j / num_hiddens))
 //
-// P is computed once for max_len positions, in double. `offset` is the position of X's
+// P is computed once for max_len positions, in double (PositionalTable::float32 gives
+// d2l's table, computed in float32 as its PyTorch code does). `offset` is the position of X's
 // first step: a decoder fed one token at a time passes the number of steps decoded so
 // far (d2l adds P[0] to every step in that case, so its incremental decoder disagrees
 // with its full-sequence pass). A sequence reaching past max_len is an error.
@@ -23,21 +24,24 @@
 
 namespace heed {
 
+/// How PositionalEncoding computes its table: in double, rounded to the model's type
+/// (heed's), or in float32 arithmetic as d2l's PyTorch code does, whose float64 runs add
+/// that float32 table.
+enum class PositionalTable { double_precision, float32 };
+
 template <typename T>
 class PositionalEncoding : public Module<T> {
  public:
-  PositionalEncoding(index_t num_hiddens, double dropout, index_t max_len = 1000)
+  PositionalEncoding(index_t num_hiddens, double dropout, index_t max_len = 1000,
+                     PositionalTable table = PositionalTable::double_precision)
       : Module<T>("PositionalEncoding"), dropout_(dropout) {
     HEED_CHECK(num_hiddens > 0 && max_len > 0, ValueError,
                "PositionalEncoding: num_hiddens and max_len must be positive, got ", num_hiddens, " and ", max_len);
     P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens}, Device::cpu(), "PositionalEncoding");
     T* out = P.data();  // row by row: no i * num_hiddens, which GCC -O3 flags for huge constant sizes
     for (index_t i = 0; i < max_len; ++i)
-      for (index_t c = 0; c < num_hiddens; ++c) {
-        const double angle = static_cast<double>(i) /
-                             std::pow(10000.0, static_cast<double>(c - c % 2) / static_cast<double>(num_hiddens));
-        *out++ = static_cast<T>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
-      }
+      for (index_t c = 0; c < num_hiddens; ++c) *out++ = static_cast<T>(entry(i, c, num_hiddens, table));
+
     this->register_module("dropout", dropout_);
     this->register_buffer("P", P);
   }
@@ -62,6 +66,19 @@ class PositionalEncoding : public Module<T> {
   Tensor<T> P;  // (1, max_len, num_hiddens), not learnable
 
  private:
+  /// P[i, c]. d2l's float32 table divides i by 10000^(2j / num_hiddens) and takes the
+  /// sine or cosine, each step rounded to float32.
+  static double entry(index_t i, index_t c, index_t num_hiddens, PositionalTable table) {
+    if (table == PositionalTable::float32) {
+      const float angle = static_cast<float>(i) / std::pow(10000.0f, static_cast<float>(c - c % 2) /
+                                                                          static_cast<float>(num_hiddens));
+      return c % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+    const double angle =
+        static_cast<double>(i) / std::pow(10000.0, static_cast<double>(c - c % 2) / static_cast<double>(num_hiddens));
+    return c % 2 == 0 ? std::sin(angle) : std::cos(angle);
+  }
+
   Dropout<T> dropout_;
 };
 

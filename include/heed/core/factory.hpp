@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "heed/core/generator.hpp"
@@ -140,6 +141,7 @@ class NestedList {
  public:
   NestedList(T value) : value_(value), is_value_(true) {}  // NOLINT: implicit by design
   NestedList(std::initializer_list<NestedList> items) : items_(items) {}
+  explicit NestedList(std::vector<NestedList> items) : items_(std::move(items)) {}
 
   /// The shape, read down the first items; flatten() then checks every item against it.
   Shape shape() const {
@@ -181,6 +183,29 @@ Tensor<T> tensor(const NestedList<T>& values) {
   return Tensor<T>(flat, shape);
 }
 
+/// Integer lists make int64 tensors, as torch.tensor([1, 2]) does: tensor({1, 2}),
+/// tensor({{1, 2}, {3, 4}}). (A list with a decimal point makes floats, as above.)
+template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+Tensor<std::int64_t> tensor(std::initializer_list<I> values) {
+  return tensor<std::int64_t>(NestedList<std::int64_t>(std::vector<NestedList<std::int64_t>>(values.begin(), values.end())));
+}
+template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+Tensor<std::int64_t> tensor(std::initializer_list<std::initializer_list<I>> rows) {
+  std::vector<NestedList<std::int64_t>> items;
+  for (const auto& row : rows) items.emplace_back(std::vector<NestedList<std::int64_t>>(row.begin(), row.end()));
+  return tensor<std::int64_t>(NestedList<std::int64_t>(std::move(items)));
+}
+template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
+Tensor<std::int64_t> tensor(std::initializer_list<std::initializer_list<std::initializer_list<I>>> blocks) {
+  std::vector<NestedList<std::int64_t>> items;
+  for (const auto& block : blocks) {
+    std::vector<NestedList<std::int64_t>> rows;
+    for (const auto& row : block) rows.emplace_back(std::vector<NestedList<std::int64_t>>(row.begin(), row.end()));
+    items.emplace_back(std::move(rows));
+  }
+  return tensor<std::int64_t>(NestedList<std::int64_t>(std::move(items)));
+}
+
 /// A rank-0 tensor holding one value.
 template <typename T = float>
 Tensor<T> scalar_tensor(T value) {
@@ -191,7 +216,7 @@ Tensor<T> scalar_tensor(T value) {
 
 /// Uniform in [low, high).
 template <typename T = float>
-Tensor<T> uniform(const Shape& shape, T low, T high, Generator& gen) {
+Tensor<T> uniform(const Shape& shape, T low, T high, Generator& gen = default_generator()) {
   HEED_CHECK(low <= high, ValueError, "uniform: low ", low, " above high ", high);
   Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "uniform");
   for (index_t i = 0, n = out.numel(); i < n; ++i) {
@@ -204,13 +229,13 @@ Tensor<T> uniform(const Shape& shape, T low, T high, Generator& gen) {
 
 /// Uniform in [0, 1).
 template <typename T = float>
-Tensor<T> rand(const Shape& shape, Generator& gen) {
+Tensor<T> rand(const Shape& shape, Generator& gen = default_generator()) {
   return uniform<T>(shape, T(0), T(1), gen);
 }
 
 /// Normal with the given mean and standard deviation.
 template <typename T = float>
-Tensor<T> normal(T mean, T std, const Shape& shape, Generator& gen) {
+Tensor<T> normal(T mean, T std, const Shape& shape, Generator& gen = default_generator()) {
   HEED_CHECK(std >= T(0), ValueError, "normal: std must be non-negative, got ", std);
   Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "normal");
   for (index_t i = 0, n = out.numel(); i < n; ++i) out.data()[i] = static_cast<T>(mean + std * gen.normal());
@@ -219,12 +244,13 @@ Tensor<T> normal(T mean, T std, const Shape& shape, Generator& gen) {
 
 /// Standard normal.
 template <typename T = float>
-Tensor<T> randn(const Shape& shape, Generator& gen) {
+Tensor<T> randn(const Shape& shape, Generator& gen = default_generator()) {
   return normal<T>(T(0), T(1), shape, gen);
 }
 
 /// Integers uniform in [low, high).
-inline Tensor<std::int64_t> randint(std::int64_t low, std::int64_t high, const Shape& shape, Generator& gen) {
+inline Tensor<std::int64_t> randint(std::int64_t low, std::int64_t high, const Shape& shape,
+                                    Generator& gen = default_generator()) {
   HEED_CHECK(low < high, ValueError, "randint: empty range [", low, ", ", high, ")");
   Tensor<std::int64_t> out = detail::make_tensor<std::int64_t>(shape, Device::cpu(), "randint");
   // In unsigned arithmetic, which wraps instead of overflowing: high - low reaches

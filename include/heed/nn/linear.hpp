@@ -21,7 +21,7 @@ namespace heed {
 template <typename T>
 class Linear : public Module<T> {
  public:
-  Linear(index_t in_features, index_t out_features, bool bias = true, Generator& gen = default_generator())
+  Linear(index_t in_features, index_t out_features, bool use_bias = true, Generator& gen = default_generator())
       : Module<T>("Linear"), in_features_(in_features), out_features_(out_features) {
     HEED_CHECK(in_features > 0 && out_features > 0, ValueError,
                "Linear: in_features and out_features must be positive, got ", in_features, " and ", out_features);
@@ -30,7 +30,7 @@ class Linear : public Module<T> {
     const T bound = T(1) / static_cast<T>(std::sqrt(static_cast<double>(in_features)));
     weight = uniform<T>({out_features, in_features}, -bound, bound, gen);
     this->register_parameter("weight", weight);
-    if (bias) {
+    if (use_bias) {
       this->bias = uniform<T>({out_features}, -bound, bound, gen);
       this->register_parameter("bias", this->bias);
     }

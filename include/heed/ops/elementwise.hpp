@@ -376,7 +376,10 @@ Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<dou
              min ? std::to_string(*min) : "none", ", max ", max ? std::to_string(*max) : "none", ")");
   const T lo = min ? static_cast<T>(*min) : -std::numeric_limits<T>::infinity();
   const T hi = max ? static_cast<T>(*max) : std::numeric_limits<T>::infinity();
-  Tensor<T> out = detail::zip_map<T>([lo, hi](const auto& a) { return (a < lo).select(lo, (a > hi).select(hi, a)); }, x);
+  // min(max(x, lo), hi) in that order, so that hi wins where lo > hi; NaN fails both tests.
+  Tensor<T> out = detail::zip_map<T>(
+      [lo, hi](const auto& a) { return ((a < lo).select(lo, a) > hi).select(hi, (a < lo).select(lo, a)); },
+      x);
   if (autograd::needs_grad(x))
     autograd::record(out, "ClampBackward", {x}, [x = x.detach(), lo, hi](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::zip_map<T>(

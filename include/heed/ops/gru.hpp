@@ -144,7 +144,7 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
          need = std::array<bool, 4>{gi.requires_grad(), h0.requires_grad(), weight_hh.requires_grad(),
                                     bias_hh.requires_grad()}](const Tensor<T>& g) {
           const Tensor<T>& outputs = saved_out.get();
-          const Tensor<T>& h0 = saved_h0.get();
+          const Tensor<T>& initial = saved_h0.get();
           const Tensor<T>& w = saved_w.get();
           Tensor<T> dgi = detail::make_tensor<T>(Shape{S, B, 3 * H});  // d(gi) = d(pre-activations) of r, z, n
           Tensor<T> dgh = detail::make_tensor<T>(Shape{S, B, 3 * H});  // d(W_hh h + b_hh)
@@ -152,7 +152,7 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
           dh.array().setZero();
           Eigen::Array<T, Eigen::Dynamic, 1> dh_direct(B * H);
           for (index_t t = S - 1; t >= 0; --t) {
-            const T* h_prev = t == 0 ? h0.data() : outputs.data() + (t - 1) * B * H;
+            const T* h_prev = t == 0 ? initial.data() : outputs.data() + (t - 1) * B * H;
             Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> dh_t(dh.data(), B * H);
             dh_t += Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(g.data() + t * B * H, B * H);
             T* dgh_t = dgh.data() + t * B * 3 * H;
@@ -168,7 +168,7 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
           if (need[2]) {
             // dW_hh = Σ_t dgh_tᵀ h_{t−1}: the previous states of all steps side by side.
             Tensor<T> h_prev = detail::make_tensor<T>(Shape{S, B, H});
-            std::copy(h0.data(), h0.data() + B * H, h_prev.data());
+            std::copy(initial.data(), initial.data() + B * H, h_prev.data());
             std::copy(outputs.data(), outputs.data() + (S - 1) * B * H, h_prev.data() + B * H);
             grads[2] = detail::make_tensor<T>(Shape{3 * H, H});
             detail::gemm(dgh.data(), true, h_prev.data(), false, grads[2].data(), 3 * H, H, S * B);

@@ -135,11 +135,11 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
          saved_x = autograd::save(x), mean, rstd, saved_w_defined = weight.defined(),
          saved_w = weight.defined() ? autograd::save(weight) : autograd::SavedTensor<T>()](const Tensor<T>& g) {
           const Tensor<T>& in = saved_x.get();
-          const Tensor<T> w = saved_w_defined ? saved_w.get() : Tensor<T>();
+          const Tensor<T> saved_weight = saved_w_defined ? saved_w.get() : Tensor<T>();
           autograd::Grads<T> grads(3);
           if (need_x) grads[0] = detail::make_tensor<T>(in.shape());
-          const T *g_data = g.data(), *in_data = in.data(), *mean_data = mean.data(), *rstd_data = rstd.data();
-          const T* w_data = w.defined() ? w.data() : nullptr;
+          const T *g_data = g.data(), *in_data = in.data(), *row_mean = mean.data(), *row_rstd = rstd.data();
+          const T* w_data = saved_weight.defined() ? saved_weight.data() : nullptr;
           T* dx_data = need_x ? grads[0].data() : nullptr;
           // Blocks of rows whose edges depend only on `rows`, each on one thread, with
           // its own column of partial sums for dweight and dbias, added in block order
@@ -156,7 +156,7 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
             const index_t last = std::min(rows, (block + 1) * per_block);
             for (index_t r = block * per_block; r < last; ++r) {
               const detail::ConstVecMap<T> gr(g_data + r * n, n);
-              x_hat = (detail::ConstVecMap<T>(in_data + r * n, n) - mean_data[r]) * rstd_data[r];
+              x_hat = (detail::ConstVecMap<T>(in_data + r * n, n) - row_mean[r]) * row_rstd[r];
               if (need_w) partial_w.col(block) += gr * x_hat;
               if (need_b) partial_b.col(block) += gr;
               if (!need_x) continue;
@@ -165,7 +165,7 @@ Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Te
               else
                 g_hat = gr;
               detail::VecMap<T>(dx_data + r * n, n) =
-                  rstd_data[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
+                  row_rstd[r] * (g_hat - g_hat.mean() - x_hat * (g_hat * x_hat).mean());
             }
           });
           Eigen::Array<T, Eigen::Dynamic, 1> dw = Eigen::Array<T, Eigen::Dynamic, 1>::Zero(need_w ? n : 0);

@@ -48,7 +48,6 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
                        // dx = g W,  dW = gᵀ x,  db = Σ_rows g
                        autograd::Grads<T> grads(3);
                        using detail::device_data;
-                       const Device device = g.device();
                        if (saved.need_a) {
                          grads[0] = detail::make_tensor<T>(x_shape, device);
                          detail::gemm_on(device, device_data(g), false, device_data(saved.b.get()), false,

@@ -347,10 +347,10 @@ Tensor<T> fused_linear_ce(const char* name, const Tensor<T>& x, const Tensor<T>&
     }
   }
   // The coefficient of each row of ce for an upstream gradient g.
-  const auto coefficients = [coef](const FusedLinearCE<T>& ce, const Tensor<T>& g) {
-    std::vector<T> k(static_cast<std::size_t>(ce.rows));
-    for (index_t i = 0; i < ce.rows; ++i)
-      k[static_cast<std::size_t>(i)] = coef(g, ce.gathered ? ce.row_of[static_cast<std::size_t>(i)] : i);
+  const auto coefficients = [coef](const FusedLinearCE<T>& fused, const Tensor<T>& g) {
+    std::vector<T> k(static_cast<std::size_t>(fused.rows));
+    for (index_t i = 0; i < fused.rows; ++i)
+      k[static_cast<std::size_t>(i)] = coef(g, fused.gathered ? fused.row_of[static_cast<std::size_t>(i)] : i);
     return k;
   };
   const bool need_x = x.requires_grad(), need_w = weight.requires_grad(),

@@ -15,13 +15,15 @@
 //
 // A row with every key masked gives all-zero weights, never NaN, and a zero gradient;
 // d2l instead fills masked scores with -1e6, which turns such a row into a uniform
-// average. Masked keys get exactly 0 (not exp(-1e6)) and a zero gradient. A valid
+// average: mask.with_uniform_when_fully_masked() gives d2l's numbers (weights 1/num_keys
+// in such rows, still a zero gradient; CPU only). Masked keys get exactly 0 (not exp(-1e6)) and a zero gradient. A valid
 // length at or above num_keys masks nothing, as in d2l. The additive mask is a
 // constant: no gradient flows into it.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -52,11 +54,15 @@ class AttentionMask {
   AttentionMask& with_allowed(BoolTensor allowed) { return allowed_ = std::move(allowed), *this; }
   AttentionMask& with_additive(Tensor<T> mask) { return additive_ = std::move(mask), *this; }
   AttentionMask& with_causal(bool causal = true) { return causal_ = causal, *this; }
+  /// d2l's numbers for a row whose every key is masked: weights 1/num_keys (what d2l's
+  /// −1e6 fill gives) instead of heed's zeros. The gradient stays zero.
+  AttentionMask& with_uniform_when_fully_masked(bool uniform = true) { return uniform_ = uniform, *this; }
 
   const IndexTensor& valid_lens() const { return valid_lens_; }
   const BoolTensor& allowed() const { return allowed_; }
   const Tensor<T>& additive_mask() const { return additive_; }
   bool is_causal() const { return causal_; }
+  bool uniform_when_fully_masked() const { return uniform_; }
   /// True when the mask masks nothing.
   bool empty() const { return !valid_lens_.defined() && !allowed_.defined() && !additive_.defined() && !causal_; }
 
@@ -65,6 +71,7 @@ class AttentionMask {
   BoolTensor allowed_;
   Tensor<T> additive_;
   bool causal_ = false;
+  bool uniform_ = false;
 };
 
 template <typename T>
@@ -135,9 +142,11 @@ inline LensForm valid_lens_form(const Shape& s, const Shape& scores) {
   for (int d = 0; d + 1 < scores.rank(); ++d) per_row.push_back(scores[d]);
   if (s == Shape{batch}) return Lens::per_batch;
   if (s == Shape{batch, num_queries}) return Lens::per_query;
+  // For 3-D scores the per-row form is the per-query one: name it once.
   HEED_CHECK(s == per_row, ShapeError, "masked_softmax: valid_lens of shape ", to_string(s),
-             " do not fit scores of shape ", to_string(scores), "; expected (", batch, "), (", batch, ", ", num_queries,
-             ") or ", to_string(per_row));
+             " do not fit scores of shape ", to_string(scores), "; expected (", batch, ")",
+             per_row == Shape{batch, num_queries} ? " or " : ", ", "(", batch, ", ", num_queries, ")",
+             per_row == Shape{batch, num_queries} ? std::string() : " or " + to_string(per_row));
   return Lens::per_row;
 }
 
@@ -235,7 +244,7 @@ void softmax_masked(const T* in, const bool* allowed, index_t allowed_stride, co
   auto first_pass = [&](auto score, auto allow) {
     for (index_t j = 0; j < n; ++j) {
       const T s = score(j);
-      const std::uint8_t k = allow(j) & (s != kMinusInf);
+      const auto k = static_cast<std::uint8_t>(allow(j) & (s != kMinusInf));
       keep[j] = k;
       v[j] = k ? s : kMinusInf;
     }
@@ -348,6 +357,35 @@ Tensor<T> device_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>&
 
 }  // namespace detail
 
+namespace detail {
+
+/// d2l's fully masked rows: out's all-zero rows (only a fully masked row sums to 0)
+/// become 1/num_keys, and their gradient stays 0, as d2l's constant −1e6 scores give.
+template <typename T>
+Tensor<T> uniform_when_fully_masked(Tensor<T> out, const Tensor<T>& scores, index_t num_keys, index_t rows) {
+  HEED_CHECK(out.is_cpu(), DeviceError, "masked_softmax: uniform_when_fully_masked has no implementation on ",
+             to_string(out.device()), " (scores of shape ", to_string(scores.shape()), ")");
+  std::vector<index_t> uniform_rows;
+  for (index_t r = 0; r < rows; ++r) {
+    T* row = out.data() + r * num_keys;
+    bool zero = true;
+    for (index_t j = 0; j < num_keys && zero; ++j) zero = row[j] == T(0);
+    if (!zero || num_keys == 0) continue;
+    std::fill(row, row + num_keys, T(1) / static_cast<T>(num_keys));
+    uniform_rows.push_back(r);
+  }
+  if (autograd::needs_grad(scores))
+    autograd::record(out, "MaskedSoftmaxBackward", {scores},
+                     [saved = autograd::save(out), uniform_rows, num_keys](const Tensor<T>& g) {
+                       Tensor<T> dx = softmax_backward(g, saved.get(), g.dim() - 1);
+                       for (index_t r : uniform_rows) std::fill_n(dx.data() + r * num_keys, num_keys, T(0));
+                       return autograd::Grads<T>{dx};
+                     });
+  return out;
+}
+
+}  // namespace detail
+
 /// Softmax over the last axis of scores (rank 3 or 4), with masked keys weighted 0. See
 /// the top of this file for the mask forms; an empty mask is a plain softmax.
 template <typename T>
@@ -363,6 +401,7 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
   if (detail::on_device("masked_softmax", scores, mask.valid_lens(), mask.allowed(), mask.additive_mask()))
     out = detail::device_masked_softmax(scores, mask);
   if (!out.defined()) out = detail::cpu_masked_softmax(scores, mask, num_keys, rows);
+  if (mask.uniform_when_fully_masked()) return detail::uniform_when_fully_masked(out, scores, num_keys, rows);
 
   if (autograd::needs_grad(scores))
     // Masked weights are 0, so softmax's backward y · (g − Σ g·y) gives them a zero

@@ -158,7 +158,8 @@ void mask_scores(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>&
     std::uint8_t* row_keep = keep + i * nk;
     for (index_t j = 0; j < visible; ++j) {
       const T s = additive ? row[j] + additive[(k0 + j) * additive_stride] : row[j];
-      const std::uint8_t k = (allowed == nullptr || allowed[(k0 + j) * allowed_stride] != 0) & (s != kMinusInf);
+      const auto k = static_cast<std::uint8_t>((allowed == nullptr || allowed[(k0 + j) * allowed_stride] != 0) &
+                                                (s != kMinusInf));
       row_keep[j] = k;
       row[j] = k ? s : kMinusInf;
     }
@@ -448,8 +449,9 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
              "scaled_dot_product_attention: dropout probability must be in [0, 1], got ", dropout);
   const Shape& q = queries.shape();
   const index_t num_keys = keys.shape()[-2];
-  if (q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0) {
-    // Nothing to tile: the classic path gives the zeros of the right shape.
+  if (q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0 || mask.uniform_when_fully_masked()) {
+    // Nothing to tile: the classic path gives the zeros of the right shape. d2l's
+    // uniform rows are the classic path's too.
     const T scale = q[-1] > 0 ? T(1) / static_cast<T>(std::sqrt(static_cast<double>(q[-1]))) : T(1);
     Tensor<T> weights = masked_softmax(matmul(queries * scale, keys, false, true), mask);
     return matmul(heed::dropout(weights, dropout, dropout > 0.0, gen), values);

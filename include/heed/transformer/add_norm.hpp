@@ -16,7 +16,7 @@ namespace heed {
 template <typename T>
 class AddNorm : public Module<T> {
  public:
-  AddNorm(Shape normalized_shape, double dropout) : Module<T>("AddNorm"), dropout(dropout), ln(normalized_shape) {
+  AddNorm(Shape normalized_shape, double dropout_p) : Module<T>("AddNorm"), dropout(dropout_p), ln(normalized_shape) {
     this->register_module("dropout", this->dropout);
     this->register_module("ln", ln);
   }

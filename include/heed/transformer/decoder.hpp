@@ -136,8 +136,10 @@ class TransformerDecoder : public Module<T> {
         num_layers_(num_layers),
         embedding_scale_(detail::embedding_scale(options, num_hiddens, "TransformerDecoder")),
         norm_first_(options.norm_first),
+        decode_at_position_zero_(options.decode_at_position_zero),
         embedding(vocab_size, num_hiddens, options.init_generator()),
-        pos_encoding(num_hiddens, dropout),
+        pos_encoding(num_hiddens, dropout, 1000,
+                     options.float32_positional_table ? PositionalTable::float32 : PositionalTable::double_precision),
         blks("Sequential"),
         ln(norm_shape),
         dense(num_hiddens, vocab_size, true, options.init_generator()) {
@@ -176,7 +178,7 @@ class TransformerDecoder : public Module<T> {
     HEED_CHECK(tokens.defined() && tokens.dim() == 2, ShapeError,
                "TransformerDecoder: tokens must be (batch, num_steps), got ",
                tokens.defined() ? to_string(tokens.shape()) : std::string("undefined"));
-    const index_t offset = this->is_training() ? 0 : state.num_steps;
+    const index_t offset = this->is_training() || decode_at_position_zero_ ? 0 : state.num_steps;
     Tensor<T> X = pos_encoding(embedding(tokens) * embedding_scale_, offset);
     for (auto& blk : blks) X = (*blk)(X, state);
     if (!this->is_training()) state.num_steps += tokens.shape()[1];
@@ -226,6 +228,7 @@ class TransformerDecoder : public Module<T> {
   index_t num_hiddens_, num_layers_;
   double embedding_scale_;
   bool norm_first_;
+  bool decode_at_position_zero_;
 
  public:
   Embedding<T> embedding;

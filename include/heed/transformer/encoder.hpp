@@ -85,7 +85,8 @@ class TransformerEncoder : public Module<T> {
         num_hiddens_(num_hiddens),
         embedding_scale_(detail::embedding_scale(options, num_hiddens, "TransformerEncoder")),
         embedding(vocab_size, num_hiddens, options.init_generator()),
-        pos_encoding(num_hiddens, dropout),
+        pos_encoding(num_hiddens, dropout, 1000,
+                     options.float32_positional_table ? PositionalTable::float32 : PositionalTable::double_precision),
         blks("Sequential"),
         ln(norm_shape) {
     HEED_CHECK(num_layers > 0, ValueError, "TransformerEncoder: num_layers must be positive, got ", num_layers);

@@ -34,6 +34,15 @@ struct TransformerOptions {
   /// encoding; 0 means d2l's √num_hiddens, and 1 turns the scaling off.
   double embedding_scale = 0.0;
 
+  // d2l's exact numbers where heed deliberately differs (off by default; docs/d2l.md):
+  /// The positional table computed in float32, as d2l's code does even in its float64
+  /// runs; heed computes it in double and rounds it to the model's type.
+  bool float32_positional_table = false;
+  /// Every token decoded one step at a time gets position 0's encoding, as d2l's
+  /// TransformerDecoder gives it; heed gives each step its own position, so that
+  /// decoding step by step matches the full-sequence pass.
+  bool decode_at_position_zero = false;
+
   Generator& init_generator() const { return generator ? *generator : default_generator(); }
 };
 
