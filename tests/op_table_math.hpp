@@ -6,6 +6,17 @@
 
 namespace heed_test::op_table {
 
+/// clamp's bounds in the args: hundredths, or no_bound.
+constexpr std::int64_t no_bound = 1000;
+inline std::optional<double> bound(std::int64_t arg) {
+  return arg == no_bound ? std::nullopt : std::optional<double>(static_cast<double>(arg) / 100);
+}
+
+template <typename U>
+std::vector<double> doubles_of(const Tensor<U>& x) {
+  return x.template to<double>().to_vector();
+}
+
 inline void add_math_entries(std::vector<Entry>& t) {
   using DS = DeviceSupport;
   // ---- elementwise: binary, with broadcasting
@@ -170,6 +181,26 @@ inline void add_math_entries(std::vector<Entry>& t) {
             })
             .on_device(DS::none));
   }
+  // args {min, max} in hundredths, no_bound where left out; a bound above the other
+  // gives max everywhere. One bound alone through clamp_min and clamp_max.
+  t.push_back(entry("clamp", op([](const auto& x, const Case& c) {
+                      const std::optional<double> lo = bound(c.args[0]), hi = bound(c.args[1]);
+                      if (!hi) return x[0].clamp_min(*lo);
+                      if (!lo) return x[0].clamp_max(*hi);
+                      return heed::clamp(x[0], lo, hi);
+                    }),
+                    {Case{{Shape{2, 3}}, {-25, no_bound}}, Case{{Shape{2, 3, 4}}, {no_bound, 50}},
+                     Case{{Shape{2, 3, 4}}, {-25, 50}}, Case{{Shape{}}, {-25, 50}},
+                     Case{{Shape{0, 3}}, {-25, 50}, {}, 0.0, DS::empty_on_cpu}, Case{{Shape{2, 3}}, {50, -25}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    return generate(x[0].shape(), [&](const Index& i) {
+                      double v = at(x[0], i);
+                      if (c.args[0] != no_bound) v = std::max(v, static_cast<double>(c.args[0]) / 100);
+                      if (c.args[1] != no_bound) v = std::min(v, static_cast<double>(c.args[1]) / 100);
+                      return v;
+                    });
+                  })
+                  .on_device(DS::none));
   t.push_back(
       entry("sequence_mask",
             op([](const auto& x, const Case& c) { return heed::sequence_mask(x[0], index_on(c, x), c.scalar); }),
@@ -211,16 +242,135 @@ inline void add_math_entries(std::vector<Entry>& t) {
                       cases)
                     .reference(reduce_ref(Reduce::max))
                     .on_device(DS::none));
-    std::vector<Case> argmax_cases;
-    for (const Case& c : cases)
-      if (!c.args.empty()) argmax_cases.push_back(c);
-    t.push_back(entry("argmax", op([](const auto& x, const Case& c) {
-                        return as_values(heed::argmax(x[0], static_cast<int>(c.args[0]), c.args[1] != 0), x[0]);
+    t.push_back(entry("min", op([](const auto& x, const Case& c) {
+                        return c.args.empty() ? heed::min(x[0])
+                                              : heed::min(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
                       }),
-                      argmax_cases)
+                      cases)
+                    .reference(reduce_ref(Reduce::min))
+                    .on_device(DS::none));
+    // argmax and argmin over everything: the flat index, as a rank-0 tensor.
+    t.push_back(entry("argmax", op([](const auto& x, const Case& c) {
+                        return as_values(c.args.empty()
+                                             ? heed::argmax(x[0])
+                                             : heed::argmax(x[0], static_cast<int>(c.args[0]), c.args[1] != 0),
+                                         x[0]);
+                      }),
+                      cases)
                     .reference(reduce_ref(Reduce::argmax))
                     .not_differentiable()
                     .on_device(DS::none));
+    t.push_back(entry("argmin", op([](const auto& x, const Case& c) {
+                        return as_values(
+                            c.args.empty() ? x[0].argmin() : x[0].argmin(static_cast<int>(c.args[0]), c.args[1] != 0),
+                            x[0]);
+                      }),
+                      cases)
+                    .reference(reduce_ref(Reduce::argmin))
+                    .not_differentiable()
+                    .on_device(DS::none));
+    // The values of torch.max(x, dim) and torch.min(x, dim); the indices checked by the property.
+    std::vector<Case> dim_cases;
+    for (const Case& c : cases)
+      if (!c.args.empty()) dim_cases.push_back(c);
+    for (const bool largest : {true, false}) {
+      const auto extremes = [largest](const auto& x, const Case& c) {
+        const int dim = static_cast<int>(c.args[0]);
+        return largest ? heed::max_with_indices(x, dim, c.args[1] != 0)
+                       : heed::min_with_indices(x, dim, c.args[1] != 0);
+      };
+      t.push_back(entry(largest ? "max_with_indices" : "min_with_indices",
+                        op([extremes](const auto& x, const Case& c) { return extremes(x[0], c).values; }), dim_cases)
+                      .reference(reduce_ref(largest ? Reduce::max : Reduce::min))
+                      .property([extremes, largest](const Inputs<double>& x, const Case& c, const Tensord&) {
+                        const auto [values, indices] = extremes(x[0], c);
+                        CHECK(indices.shape() == values.shape());
+                        CHECK(doubles_of(indices) ==
+                              reduce_ref(largest ? Reduce::argmax : Reduce::argmin)(x, c).to_vector());
+                      })
+                      .on_device(DS::none));
+    }
+    // Multilinear: finite differences are exact, so zeros (and ties) in the inputs are fine.
+    const auto prod_op = op([](const auto& x, const Case& c) {
+      return c.args.empty() ? heed::prod(x[0]) : heed::prod(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
+    });
+    t.push_back(
+        entry("prod", prod_op,
+              {Case{{Shape{2, 3}}}, Case{{Shape{2, 3, 4}}, {1, 0}}, Case{{Shape{2, 3, 4}}, {-1, 1}}, Case{{Shape{}}},
+               Case{{Shape{}}, {0, 1}}, Case{{Shape{0, 3}}}, Case{{Shape{0, 3}}, {0, 0}}, Case{{Shape{0, 3}}, {1, 1}}})
+            .reference(reduce_ref(Reduce::prod))
+            .inputs({Domain{0.5, 1.5, true}})
+            .on_device(DS::none));
+    t.push_back(entry("prod_with_zeros", prod_op,
+                      {Case{{Shape{3, 4}}}, Case{{Shape{3, 4}}, {1, 0}}, Case{{Shape{4, 3}}, {0, 1}}})
+                    .reference(reduce_ref(Reduce::prod))
+                    .inputs({whole})
+                    .on_device(DS::none));
+  }
+  // ---- reductions over a list of dims: args {keepdim, dims...}, no dims for every dim;
+  // var and std: scalar the correction (std: args {keepdim, dim} the one-dim overload,
+  // no args std(x))
+  {
+    const std::vector<Case> cases = {Case{{Shape{2, 3, 4}}, {0, 0, 2}},
+                                     Case{{Shape{2, 3, 4}}, {1, -1, 0}},
+                                     Case{{Shape{2, 3, 4}}, {0}},
+                                     Case{{Shape{2, 3, 4}}, {1}},
+                                     Case{{Shape{2, 3, 4}}, {0, 1}},
+                                     Case{{Shape{2, 3, 4}}, {1, 2, 1, 0}},
+                                     Case{{Shape{2, 1, 3}}, {0, -2, -1}},
+                                     Case{{Shape{}}, {0, 0}},
+                                     Case{{Shape{}}, {1}},
+                                     Case{{Shape{2, 0, 3}}, {0, 0, 2}},
+                                     Case{{Shape{0, 3}}, {0, 1}}};
+    std::vector<Case> sum_cases = cases;
+    sum_cases.push_back(Case{{Shape{0, 3}}, {1, 0}});
+    sum_cases.push_back(Case{{Shape{0, 3}}, {0}});
+    const auto dims = [](const Case& c) { return std::vector<int>(c.args.begin() + 1, c.args.end()); };
+    t.push_back(entry("sum_dims",
+                      op([dims](const auto& x, const Case& c) { return heed::sum(x[0], dims(c), c.args[0] != 0); }),
+                      sum_cases)
+                    .reference(reduce_dims_ref([](const std::vector<double>& v, const Case&) {
+                      double s = 0;
+                      for (double e : v) s += e;
+                      return s;
+                    }))
+                    .large({Case{{Shape{300, 400}}, {0, 0}}}));
+    t.push_back(entry("mean_dims",
+                      op([dims](const auto& x, const Case& c) { return x[0].mean(dims(c), c.args[0] != 0); }), cases)
+                    .reference(reduce_dims_ref([](const std::vector<double>& v, const Case&) {
+                      double s = 0;
+                      for (double e : v) s += e;
+                      return s / static_cast<double>(v.size());
+                    }))
+                    .large({Case{{Shape{300, 400}}, {1, 1}}}));
+    const Reference var_ref =
+        reduce_dims_ref([](const std::vector<double>& v, const Case& c) { return variance(v, c.scalar); });
+    t.push_back(entry("var", op([dims](const auto& x, const Case& c) {
+                        return c.args.empty() ? heed::var(x[0]) : heed::var(x[0], dims(c), c.args[0] != 0, c.scalar);
+                      }),
+                      {Case{{Shape{2, 3, 4}}, {}, {}, 1.0}, Case{{Shape{2, 3, 4}}, {0, 1}, {}, 1.0},
+                       Case{{Shape{2, 3, 4}}, {1, -1}, {}, 0.0}, Case{{Shape{2, 3, 4}}, {0, 0, 2}, {}, 1.0},
+                       Case{{Shape{2, 3, 4}}, {1, -1, 0}, {}, 0.0}, Case{{Shape{2, 3, 4}}, {0}, {}, 0.0},
+                       Case{{Shape{2, 3, 4}}, {1, 1, 2}, {}, 2.0}, Case{{Shape{3, 1}}, {0, 1}, {}, 0.0},
+                       Case{{Shape{}}, {0}, {}, 0.0}, Case{{Shape{0, 3}}, {0, 1}, {}, 1.0}})
+                    .reference(var_ref)
+                    .tolerance(1e-11)
+                    .large({Case{{Shape{300, 400}}, {0, 0}, {}, 1.0}}));
+    t.push_back(entry("std", op([dims](const auto& x, const Case& c) {
+                        if (c.args.empty()) return x[0].std();
+                        if (c.args.size() == 2)
+                          return heed::std(x[0], static_cast<int>(c.args[1]), c.args[0] != 0, c.scalar);
+                        return heed::std(x[0], dims(c), c.args[0] != 0, c.scalar);
+                      }),
+                      {Case{{Shape{2, 3, 4}}, {}, {}, 1.0}, Case{{Shape{2, 3, 4}}, {0, 1}, {}, 1.0},
+                       Case{{Shape{2, 3, 4}}, {1, -1}, {}, 0.0}, Case{{Shape{2, 3, 4}}, {0, 0, 2}, {}, 1.0},
+                       Case{{Shape{2, 3, 4}}, {1}, {}, 0.0}, Case{{Shape{2, 3, 4}}, {0, 2, 1}, {}, 2.0},
+                       Case{{Shape{0, 3}}, {0, 1}, {}, 1.0}})
+                    .reference([var_ref](const Inputs<double>& x, const Case& c) {
+                      const Tensord v = var_ref(x, c);
+                      return generate(v.shape(), [&](const Index& i) { return std::sqrt(at(v, i)); });
+                    })
+                    .tolerance(1e-11));
   }
   // ---- matrix products: args {transpose_a, transpose_b} where given
   t.push_back(entry("matmul", op([](const auto& x, const Case& c) {

@@ -75,21 +75,26 @@ inline Reference binary_ref(std::function<double(double, double)> f) {
   };
 }
 
-enum class Reduce { sum, mean, max, argmax };
+enum class Reduce { sum, mean, max, argmax, min, argmin, prod };
 
-/// Over everything (no args) or over dim args[0], keeping it when args[1].
+/// Over everything (no args) or over dim args[0], keeping it when args[1]; argmax and
+/// argmin give the first extreme's index (flat over everything).
 inline Reference reduce_ref(Reduce kind) {
   return [kind](const Inputs<double>& in, const Case& c) {
     const Tensord& x = in[0];
     auto combine = [kind](const std::vector<double>& v) {
-      double acc = kind == Reduce::max || kind == Reduce::argmax ? -std::numeric_limits<double>::infinity() : 0.0;
+      const bool largest = kind == Reduce::max || kind == Reduce::argmax;
+      const bool smallest = kind == Reduce::min || kind == Reduce::argmin;
+      const double inf = std::numeric_limits<double>::infinity();
+      double acc = largest ? -inf : smallest ? inf : kind == Reduce::prod ? 1.0 : 0.0;
       std::size_t best = 0;
       for (std::size_t k = 0; k < v.size(); ++k) {
         if (kind == Reduce::sum || kind == Reduce::mean) acc += v[k];
-        if ((kind == Reduce::max || kind == Reduce::argmax) && v[k] > acc) acc = v[k], best = k;
+        if (kind == Reduce::prod) acc *= v[k];
+        if ((largest && v[k] > acc) || (smallest && v[k] < acc)) acc = v[k], best = k;
       }
       if (kind == Reduce::mean) acc /= static_cast<double>(v.size());
-      return kind == Reduce::argmax ? static_cast<double>(best) : acc;
+      return kind == Reduce::argmax || kind == Reduce::argmin ? static_cast<double>(best) : acc;
     };
     if (c.args.empty()) return generate(Shape{}, [&](const Index&) { return combine(x.to_vector()); });
     if (x.dim() == 0) return generate(Shape{}, [&](const Index&) { return combine(x.to_vector()); });
@@ -108,6 +113,64 @@ inline Reference reduce_ref(Reduce kind) {
     dropped.erase(dim);
     return Tensord(r.to_vector(), dropped);
   };
+}
+
+/// Over the dims args[1], args[2], … (every dim when there are none), keeping them as
+/// size 1 when args[0]: f(the values of each group, the case).
+inline Reference reduce_dims_ref(std::function<double(const std::vector<double>&, const Case&)> f) {
+  return [f](const Inputs<double>& in, const Case& c) {
+    const Tensord& x = in[0];
+    std::vector<bool> reduced(static_cast<std::size_t>(x.dim()), c.args.size() < 2);
+    for (std::size_t k = 1; k < c.args.size() && x.dim() > 0; ++k)
+      reduced[static_cast<std::size_t>(norm_dim(c.args[k], x.dim()))] = true;
+    Shape kept, dropped;
+    for (int d = 0; d < x.dim(); ++d) {
+      kept.push_back(reduced[static_cast<std::size_t>(d)] ? 1 : x.shape()[d]);
+      if (!reduced[static_cast<std::size_t>(d)]) dropped.push_back(x.shape()[d]);
+    }
+    std::vector<std::vector<double>> groups(static_cast<std::size_t>(kept.numel()));
+    for (index_t i = 0; i < x.numel(); ++i) {
+      Index j = unravel(i, x.shape());
+      for (std::size_t d = 0; d < j.size(); ++d)
+        if (reduced[d]) j[d] = 0;
+      groups[static_cast<std::size_t>(ravel(j, kept))].push_back(x.data()[i]);
+    }
+    std::vector<double> out;
+    for (const std::vector<double>& g : groups) out.push_back(f(g, c));
+    return Tensord(out, !c.args.empty() && c.args[0] != 0 ? kept : dropped);
+  };
+}
+
+/// Σ (v − mean)² / max(0, n − correction).
+inline double variance(const std::vector<double>& v, double correction) {
+  double mean = 0, squares = 0;
+  for (double e : v) mean += e;
+  mean /= static_cast<double>(v.size());
+  for (double e : v) squares += (e - mean) * (e - mean);
+  return squares / std::max(0.0, static_cast<double>(v.size()) - correction);
+}
+
+/// Each lane of x along dim sorted (stably: ties keep their order), its first k
+/// elements, or their indices.
+inline Tensord sorted_ref(const Tensord& x, int dim, index_t k, bool descending, bool indices) {
+  const index_t n = x.dim() ? x.shape()[dim] : 1;
+  Shape s = x.shape();
+  if (x.dim()) s[dim] = k;
+  return generate(s, [&](const Index& i) {
+    Index j = i;
+    auto value = [&](index_t at_k) {
+      if (x.dim()) j[static_cast<std::size_t>(dim)] = at_k;
+      return at(x, j);
+    };
+    std::vector<index_t> order(static_cast<std::size_t>(n));
+    for (index_t m = 0; m < n; ++m) order[static_cast<std::size_t>(m)] = m;
+    std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+      const double va = value(a), vb = value(b);
+      return descending ? va > vb : va < vb;
+    });
+    const index_t picked = order[static_cast<std::size_t>(x.dim() ? i[static_cast<std::size_t>(dim)] : 0)];
+    return indices ? static_cast<double>(picked) : value(picked);
+  });
 }
 
 /// softmax or log_softmax over dim args[0], the plain way.
@@ -352,6 +415,22 @@ inline Tensord cat_ref(const Inputs<double>& x, int dim) {
     }
     return std::numeric_limits<double>::quiet_NaN();
   });
+}
+
+/// torch.split's pieces of a dim of n: of `size` each, the last one shorter; one empty
+/// piece when n = 0.
+inline std::vector<index_t> even_pieces(index_t n, index_t size) {
+  std::vector<index_t> sizes;
+  for (index_t start = 0; start < n; start += size) sizes.push_back(std::min(size, n - start));
+  return n == 0 ? std::vector<index_t>{0} : sizes;
+}
+
+/// The piece `which` (negative counts from the end) of x split along dim into `sizes`.
+inline Tensord piece_ref(const Tensord& x, int dim, const std::vector<index_t>& sizes, std::int64_t which) {
+  const std::size_t k = static_cast<std::size_t>(which < 0 ? which + static_cast<std::int64_t>(sizes.size()) : which);
+  index_t start = 0;
+  for (std::size_t p = 0; p < k; ++p) start += sizes[p];
+  return slice_ref(x, dim, start, start + sizes.at(k), 1);
 }
 
 // ---- the table ---------------------------------------------------------------------------------

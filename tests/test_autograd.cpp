@@ -384,13 +384,21 @@ TEST_CASE("where sends the gradient to a where the mask is true, to b elsewhere"
   CHECK(values(b.grad()) == std::vector<double>{0, 1, 0, 1, 1, 0});
 }
 
-TEST_CASE("max sends its gradient to the first maximum only", "[gradcheck]") {
+TEST_CASE("max and min send their gradient to the first extreme along a dim, evenly over everything", "[gradcheck]") {
+  // PyTorch's rules: the index max(dim) reports gets it all; max() shares it among ties.
   auto x = heed::tensor<double>({{1, 5, 5}, {7, 0, 7}}).requires_grad_();
   x.max(1).sum().backward();
   CHECK(values(x.grad()) == std::vector<double>{0, 1, 0, 1, 0, 0});
   x.zero_grad();
   x.max().backward();
-  CHECK(values(x.grad()) == std::vector<double>{0, 0, 0, 1, 0, 0});
+  CHECK(values(x.grad()) == std::vector<double>{0, 0, 0, 0.5, 0, 0.5});
+  x.zero_grad();
+  x.min(0).sum().backward();
+  CHECK(values(x.grad()) == std::vector<double>{1, 0, 1, 0, 1, 0});
+  x.zero_grad();
+  auto y = heed::tensor<double>({{2, 0, 0}, {0, 3, 4}}).requires_grad_();
+  y.min().backward();
+  CHECK(values(y.grad()) == std::vector<double>{0, 1.0 / 3, 1.0 / 3, 1.0 / 3, 0, 0});
 }
 
 TEST_CASE("a constant part of a cat gets no gradient and does not stop the others'", "[gradcheck]") {

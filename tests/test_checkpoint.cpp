@@ -110,12 +110,21 @@ TEST_CASE("load_training_checkpoint refuses another model, optimizer or file and
   CHECK_ERROR(heed::FileError, "the optimizer state is for 4 parameters, the optimizer has 2",
               heed::load_training_checkpoint(other, fc_only, path));
   unchanged();
-  // A double model: the file names what differs.
+  // A double model loads the float file, every value converted, as PyTorch's
+  // load_state_dict converts.
   TinyNet<double> in_double(gen);
   heed::Adam<double> double_adam(in_double.parameters());
-  CHECK_ERROR(heed::FileError, "tensor 'fc.bias': dtype F32, model wants F64",
-              heed::load_training_checkpoint(in_double, double_adam, path));
-  CHECK(double_adam.state()[0].step == 0);
+  heed::load_training_checkpoint(in_double, double_adam, path);
+  const auto as_double = [](const heed::Tensorf& x) { return x.to<double>().to_vector(); };
+  const auto float_parameters = net.parameters();
+  const auto double_parameters = in_double.parameters();
+  REQUIRE(float_parameters.size() == double_parameters.size());
+  for (std::size_t i = 0; i < float_parameters.size(); ++i) {
+    CHECK(double_parameters[i].to_vector() == as_double(float_parameters[i]));
+    CHECK(double_adam.state()[i].step == adam.state()[i].step);
+    CHECK(double_adam.state()[i].exp_avg.to_vector() == as_double(adam.state()[i].exp_avg));
+    CHECK(double_adam.state()[i].exp_avg_sq.to_vector() == as_double(adam.state()[i].exp_avg_sq));
+  }
   // Step counts that call for moments the file does not hold.
   heed::save_checkpoint(net, dir.file("steps0.safetensors"), {{"heed.adam.steps", "1 1 1 0"}});
   CHECK_ERROR(heed::FileError, "missing from the file: 'optimizer.exp_avg.fc.weight'",
@@ -213,11 +222,11 @@ TEST_CASE("A checkpoint written by PyTorch loads and gives PyTorch's outputs", "
   const heed::Tensorf output = net(golden.tensor<float>("x"));
   check_close(output, golden.tensor<float>("output"), 1e-6);
 
-  // The file is F32: a double model refuses it and stays as it was.
+  // The file is F32: a double model loads it converted and gives the same outputs.
   TinyNet<double> wide(gen);
-  const auto before = bits(wide);
-  CHECK_ERROR(heed::FileError, "tensor 'fc.weight': dtype F32, model wants F64", heed::load_checkpoint(wide, path));
-  CHECK(bits(wide) == before);
+  CHECK(heed::load_checkpoint(wide, path) == Metadata{{"format", "pt"}});
+  wide.eval();
+  check_close(wide(golden.tensor<double>("x")), golden.tensor<double>("output"), 1e-6);
 }
 
 // ---- refused files -----------------------------------------------------------------------
@@ -311,14 +320,15 @@ TEST_CASE("load_checkpoint refuses a damaged or mismatched file and leaves the m
                        {"fc.weight", "F32", {4, 3}, le_bytes(kFcWeight)},
                        {"ln.bias", "F32", {4}, le_bytes(kLnBias)},
                        {"ln.weight", "I32", {4}, le_bytes(std::vector<std::int32_t>{1, 2, 3, 4})}});
-    check_refused(encode(b),
-                  "tensor 'fc.bias': dtype F64, model wants F32; tensor 'ln.weight': dtype I32, model wants F32", true);
+    // F64 converts to the float model; I32 is no parameter's type.
+    check_refused(encode(b), "tensor 'ln.weight': dtype I32, model wants F32", true);
     Built half = good;  // a dtype heed has no tensor for, of the same byte size
     half.header["ln.weight"]["dtype"] = "BF16";
     half.header["ln.weight"]["shape"] = {8};
+    // Several differences: one per line.
     check_refused(encode(half),
-                  "tensor 'ln.weight': dtype BF16, model wants F32; tensor 'ln.weight': shape (8) in the file, model "
-                  "wants (4)",
+                  "2 differences from the model's parameters:\n  tensor 'ln.weight': dtype BF16, model wants F32\n  "
+                  "tensor 'ln.weight': shape (8) in the file, model wants (4)",
                   true);
   }
   SECTION("shape other than the model's") {

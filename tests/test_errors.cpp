@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -538,4 +539,172 @@ TEST_CASE("matrix views need non-negative sizes whose product is numel", "[error
   CHECK_ERROR(heed::ShapeError, "matrix: -2 x -3 does not cover shape (2, 3)", x.matrix(-2, -3));
   CHECK_ERROR(heed::ShapeError, "matrix: 4611686018427387904 x 4 does not cover", x.matrix(heed::index_t(1) << 62, 4));
   CHECK(x.matrix(3, 2).rows() == 3);
+}
+
+TEST_CASE("gather and scatter_add check the index's rank, sizes and values", "[errors]") {
+  const auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ShapeError, "gather: index of shape (2) must have the rank of the input, of shape (2, 3)",
+              heed::gather(x, 1, Index({0, 1}, {2})));
+  CHECK_ERROR(heed::IndexError, "gather: index 3 out of range for dim 1 of size 3 (input of shape (2, 3))",
+              x.gather(1, Index({0, 3}, {1, 2})));
+  CHECK_ERROR(heed::IndexError, "gather: index -1 out of range for dim 0 of size 2", x.gather(0, Index({-1}, {1, 1})));
+  CHECK_ERROR(heed::ShapeError, "gather: index of shape (3, 1) is larger than the input, of shape (2, 3), at dim 0",
+              x.gather(1, Index({0, 0, 0}, {3, 1})));
+  CHECK_ERROR(heed::IndexError, "gather: dim 2 out of range for a tensor of rank 2", x.gather(2, Index({0}, {1, 1})));
+  // Along dim itself the index may be longer than the input: it reads positions repeatedly.
+  CHECK(x.gather(1, Index({0, 1, 2, 2, 1}, {1, 5})).shape() == heed::Shape{1, 5});
+
+  const auto src = heed::ones({2, 2});
+  CHECK_ERROR(heed::ShapeError, "scatter_add: src of shape (4) must have the rank of the input, of shape (2, 3)",
+              heed::scatter_add(x, 1, Index({0, 1}, {1, 2}), heed::ones({4})));
+  CHECK_ERROR(heed::ShapeError, "scatter_add: index of shape (3) must have the rank of the input, of shape (2, 3)",
+              x.scatter_add(1, Index({0, 1, 2}, {3}), src));
+  CHECK_ERROR(heed::ShapeError, "scatter_add: index of shape (1, 3) is larger than src, of shape (2, 2), at dim 1",
+              x.scatter_add(1, Index({0, 1, 2}, {1, 3}), src));
+  CHECK_ERROR(heed::ShapeError,
+              "scatter_add: index of shape (3, 1) is larger than the input, of shape (2, 3), at dim 0",
+              x.scatter_add(1, Index({0, 1, 2}, {3, 1}), heed::ones({3, 1})));
+  CHECK_ERROR(heed::IndexError, "scatter_add: index 4 out of range for dim 1 of size 3 (input of shape (2, 3))",
+              x.scatter_add(1, Index({1, 4}, {1, 2}), src));
+  CHECK_ERROR(heed::IndexError, "scatter_add: dim -3 out of range", x.scatter_add(-3, Index({0}, {1, 1}), src));
+  CHECK(x.to_vector() == std::vector<float>(6, 0.f));  // out of place: x is left as it was
+}
+
+TEST_CASE("masked_select needs a mask that broadcasts with the input", "[errors]") {
+  const auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ShapeError, "masked_select: shapes (2, 3) and (4) are not broadcastable",
+              heed::masked_select(x, heed::zeros({4}) > 0.0));
+  CHECK_ERROR(heed::ShapeError, "masked_select: shapes (2, 3) and (3, 3) are not broadcastable",
+              x.masked_select(heed::zeros({3, 3}) == 0.0));
+  // Unlike masked_fill's, the mask may enlarge the input, as in torch.masked_select.
+  CHECK(heed::masked_select(heed::zeros({3}), heed::zeros({2, 3}) == 0.0).shape() == heed::Shape{6});
+}
+
+TEST_CASE("sort, argsort and topk check the dim and k", "[errors]") {
+  const auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::IndexError, "sort: dim 2 out of range for a tensor of rank 2", heed::sort(x, 2));
+  CHECK_ERROR(heed::IndexError, "sort: dim -3 out of range", x.sort(-3));
+  CHECK_ERROR(heed::IndexError, "argsort: dim 2 out of range for a tensor of rank 2", heed::argsort(x, 2, true));
+  CHECK_ERROR(heed::IndexError, "topk: k = 4 out of range for dim 1 of size 3 (shape (2, 3))", heed::topk(x, 4));
+  CHECK_ERROR(heed::IndexError, "topk: k = 3 out of range for dim 0 of size 2 (shape (2, 3))", x.topk(3, 0));
+  CHECK_ERROR(heed::IndexError, "topk: k = -1 out of range for dim 1 of size 3", x.topk(-1));
+  CHECK_ERROR(heed::IndexError, "topk: dim 2 out of range for a tensor of rank 2", x.topk(1, 2));
+  CHECK(x.topk(0).values.shape() == heed::Shape{2, 0});  // k = 0 is no error
+}
+
+TEST_CASE("split and chunk need sizes that add up and positive counts", "[errors]") {
+  const auto x = heed::zeros({2, 5});
+  CHECK_ERROR(heed::ValueError, "split: the split sizes add up to 4, but dim 1 of shape (2, 5) has size 5",
+              heed::split(x, std::vector<heed::index_t>{1, 3}, 1));
+  CHECK_ERROR(heed::ValueError, "split: the split sizes add up to 6, but dim 1 of shape (2, 5) has size 5",
+              x.split(std::vector<heed::index_t>{2, 2, 2}, 1));
+  CHECK_ERROR(heed::ValueError, "split: negative size -1 among the split sizes",
+              x.split(std::vector<heed::index_t>{6, -1}, 1));
+  CHECK_ERROR(heed::ValueError, "split: split_size must be positive, got 0 for dim 0 of shape (2, 5)", x.split(0));
+  CHECK_ERROR(heed::ValueError, "split: split_size must be positive, got -2 for dim 1", x.split(-2, 1));
+  CHECK_ERROR(heed::IndexError, "split: dim 2 out of range for a tensor of rank 2", x.split(1, 2));
+  CHECK_ERROR(heed::IndexError, "split: cannot split a rank-0 tensor", heed::scalar_tensor(1.f).split(1));
+  CHECK_ERROR(heed::ValueError, "chunk: the number of chunks must be positive, got 0", heed::chunk(x, 0));
+  CHECK_ERROR(heed::ValueError, "chunk: the number of chunks must be positive, got -1", x.chunk(-1, 1));
+  CHECK_ERROR(heed::IndexError, "chunk: dim -3 out of range", x.chunk(2, -3));
+  CHECK_ERROR(heed::IndexError, "chunk: cannot chunk a rank-0 tensor", heed::scalar_tensor(1.f).chunk(2));
+  // split_size 0 of an empty dim is allowed, as in PyTorch: one empty piece.
+  CHECK(heed::zeros({0, 3}).split(0).size() == 1);
+}
+
+TEST_CASE("slice_scatter and select_scatter need a src that fits the slice", "[errors]") {
+  const auto x = heed::zeros({2, 4});
+  CHECK_ERROR(heed::ShapeError,
+              "slice_scatter: src of shape (2, 3) does not fit the slice 0:4:2 of dim 1 of shape (2, 4), of shape "
+              "(2, 2)",
+              heed::slice_scatter(x, heed::ones({2, 3}), 1, 0, 4, 2));
+  CHECK_ERROR(heed::ShapeError, "slice_scatter: src of shape (4) does not fit the slice 1:2:1 of dim 0",
+              heed::slice_scatter(x, heed::ones({4}), 0, 1, 2));
+  CHECK_ERROR(heed::ValueError, "slice_scatter: step must be positive, got 0",
+              heed::slice_scatter(x, heed::ones({2, 2}), 1, 0, 4, 0));
+  CHECK_ERROR(heed::IndexError, "slice_scatter: dim 2 out of range", heed::slice_scatter(x, x, 2, 0, 1));
+  CHECK_ERROR(heed::IndexError, "slice_scatter: cannot slice a rank-0 tensor",
+              heed::slice_scatter(heed::scalar_tensor(1.f), heed::scalar_tensor(2.f), 0, 0, 1));
+  CHECK_ERROR(heed::IndexError, "select_scatter: index 4 out of range for dim 1 of size 4",
+              heed::select_scatter(x, heed::ones({2}), 1, 4));
+  CHECK_ERROR(heed::IndexError, "select_scatter: index -3 out of range for dim 0 of size 2",
+              heed::select_scatter(x, heed::ones({4}), 0, -3));
+  CHECK_ERROR(
+      heed::ShapeError,
+      "select_scatter: src of shape (2, 4) does not fit the slice at index 0 of dim 0 of shape (2, 4), of shape (4)",
+      heed::select_scatter(x, x, 0, 0));
+  // src of the right rank but the wrong size: the message names select_scatter and the src given.
+  CHECK_ERROR(heed::ShapeError, "select_scatter: src of shape (3)", heed::select_scatter(x, heed::ones({3}), 0, 1));
+  CHECK_ERROR(heed::IndexError, "select_scatter: cannot select from a rank-0 tensor",
+              heed::select_scatter(heed::scalar_tensor(1.f), heed::scalar_tensor(2.f), 0, 0));
+}
+
+TEST_CASE("t and mT need the rank they transpose", "[errors]") {
+  CHECK_ERROR(heed::ShapeError, "t: expects a tensor of at most 2 dims, got shape (2, 3, 4)",
+              heed::zeros({2, 3, 4}).t());
+  CHECK_ERROR(heed::ShapeError, "mT: expects a tensor of at least 2 dims, got shape (3)", heed::zeros({3}).mT());
+  CHECK_ERROR(heed::ShapeError, "mT: expects a tensor of at least 2 dims, got shape ()", heed::scalar_tensor(1.f).mT());
+  CHECK_ERROR(heed::IndexError, "select: index 2 out of range for dim 0 of size 2", heed::zeros({2, 3})[2]);
+  CHECK_ERROR(heed::IndexError, "select: cannot select from a rank-0 tensor", heed::scalar_tensor(1.f)[0]);
+  CHECK(heed::zeros({3}).t().shape() == heed::Shape{3});  // as PyTorch's: 0-D and 1-D as they are
+}
+
+TEST_CASE("clamp needs a bound, and no NaN", "[errors]") {
+  const auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ValueError, "clamp: at least one of min and max must be given", heed::clamp(x, std::nullopt));
+  CHECK_ERROR(heed::ValueError, "clamp: at least one of min and max must be given",
+              x.clamp(std::nullopt, std::nullopt));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK_ERROR(heed::ValueError, "clamp: a NaN bound", x.clamp(nan));
+  CHECK_ERROR(heed::ValueError, "clamp: a NaN bound", x.clamp_max(nan));
+  CHECK_ERROR(heed::ValueError, "clamp: a NaN bound", heed::clamp(x, 0.0, nan));
+  CHECK_ERROR(heed::ValueError, "clamp: at least one of min and max", heed::clamp(heed::zeros<double>({0}), {}, {}));
+}
+
+TEST_CASE("reductions over dims refuse repeated dims, bad corrections and groups of nothing", "[errors]") {
+  using Dims = std::vector<int>;
+  const auto x = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ValueError, "sum: dim 0 appears twice in [0, 0] (shape (2, 3))", heed::sum(x, Dims{0, 0}));
+  CHECK_ERROR(heed::ValueError, "mean: dim -1 appears twice in [1, -1] (shape (2, 3))", x.mean(Dims{1, -1}, true));
+  CHECK_ERROR(heed::ValueError, "var: dim -2 appears twice in [0, 1, -2] (shape (2, 3))", x.var(Dims{0, 1, -2}));
+  CHECK_ERROR(heed::IndexError, "sum: dim 2 out of range for a tensor of rank 2", x.sum(Dims{0, 2}));
+  CHECK_ERROR(heed::IndexError, "var: dim -3 out of range", heed::var(x, -3));
+  CHECK_ERROR(heed::ValueError, "var: correction must be non-negative, got -1", x.var(1, false, -1.0));
+  // std reports under its own name.
+  CHECK_ERROR(heed::ValueError, "std: dim 1 appears twice in [1, 1]", x.std(Dims{1, 1}));
+  const auto empty = heed::zeros({2, 0});
+  CHECK_ERROR(heed::ValueError, "mean: the dims [1] of shape (2, 0) hold no element", empty.mean(Dims{1}));
+  CHECK_ERROR(heed::ValueError, "mean: the dims [] of shape (2, 0) hold no element", heed::mean(empty, Dims{}));
+  CHECK_ERROR(heed::ValueError, "mean: the dims [0, 1] of shape (2, 0) hold no element", empty.mean(Dims{0, 1}, true));
+  CHECK_ERROR(heed::ValueError, "var: the dims [] of shape (2, 0) hold no element", empty.var());
+  CHECK_ERROR(heed::ValueError, "var: the dims [-1] of shape (2, 0) hold no element", empty.var(-1));
+  CHECK(empty.mean(Dims{0}).shape() == heed::Shape{0});  // a group per column, and there are none
+  CHECK(empty.sum(Dims{1}).to_vector() == std::vector<float>{0, 0});
+  // min, argmin and prod, over everything and along a dim.
+  CHECK_ERROR(heed::ValueError, "min: empty tensor of shape (2, 0)", empty.min());
+  CHECK_ERROR(heed::ValueError, "min: cannot reduce over dim 1 of size 0 (shape (2, 0))", empty.min(1));
+  CHECK_ERROR(heed::ValueError, "min: cannot reduce over dim 1 of size 0", heed::min_with_indices(empty, 1));
+  CHECK_ERROR(heed::ValueError, "max: cannot reduce over dim 1 of size 0 (shape (2, 0))",
+              heed::max_with_indices(empty, -1));
+  CHECK_ERROR(heed::ValueError, "argmin: empty tensor of shape (2, 0)", empty.argmin());
+  CHECK_ERROR(heed::ValueError, "argmax: empty tensor of shape (2, 0)", empty.argmax());
+  CHECK_ERROR(heed::ValueError, "argmin: cannot reduce over dim 1 of size 0", empty.argmin(1));
+  CHECK_ERROR(heed::IndexError, "min: dim 2 out of range for a tensor of rank 2", x.min(2));
+  CHECK_ERROR(heed::IndexError, "argmin: dim -3 out of range", x.argmin(-3));
+  CHECK_ERROR(heed::IndexError, "prod: dim 2 out of range for a tensor of rank 2", x.prod(2));
+  CHECK(empty.prod().item() == 1.f);  // the empty product
+}
+
+TEST_CASE("mse_loss and l1_loss need input and target of one shape", "[errors]") {
+  const auto input = heed::zeros({2, 3});
+  CHECK_ERROR(heed::ShapeError, "mse_loss: input of shape (2, 3) and target of shape (3) differ",
+              heed::mse_loss(input, heed::zeros({3})));
+  CHECK_ERROR(heed::ShapeError, "l1_loss: input of shape (2, 3) and target of shape (3, 2) differ",
+              heed::l1_loss(input, heed::zeros({3, 2}), heed::Reduction::sum));
+  CHECK_ERROR(heed::ShapeError, "mse_loss: input of shape (2, 3) and target of shape (2, 1) differ",
+              heed::mse_loss(input, heed::zeros({2, 1}), heed::Reduction::none));
+  CHECK_ERROR(heed::ShapeError, "l1_loss: input of shape () and target of shape (1)",
+              heed::l1_loss(heed::scalar_tensor(1.f), heed::zeros({1})));
+  // The mean of no element is NaN, as in PyTorch.
+  CHECK(std::isnan(heed::mse_loss(heed::zeros({0}), heed::zeros({0})).item()));
 }

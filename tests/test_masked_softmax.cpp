@@ -50,6 +50,16 @@ TEMPLATE_TEST_CASE("masked_softmax matches d2l's PyTorch code", "[attention][gol
   }
 }
 
+TEST_CASE("masked_softmax names each form of valid_lens the scores take once", "[attention]") {
+  const heed::IndexTensor three({1, 2, 3}, Shape{3});
+  CHECK_THROWS_WITH(heed::masked_softmax(heed::zeros({2, 2, 4}), three),
+                    "masked_softmax: valid_lens of shape (3) do not fit scores of shape (2, 2, 4); expected (2) or "
+                    "(2, 2)");
+  CHECK_THROWS_WITH(heed::masked_softmax(heed::zeros({2, 5, 2, 4}), three),
+                    "masked_softmax: valid_lens of shape (3) do not fit scores of shape (2, 5, 2, 4); expected (2), "
+                    "(2, 2) or (2, 5, 2)");
+}
+
 TEST_CASE("masked_softmax: a valid length of 0 gives zero weights, never NaN", "[attention]") {
   // d2l's -1e6 fill would make this row uniform; heed documents zeros instead.
   Tensord x = heed::tensor<double>({{{1.0, 2.0, 3.0}, {0.5, 0.5, 0.5}}}).requires_grad_();

@@ -49,6 +49,57 @@ TEST_CASE("Module lists buffers and children, which are not parameters", "[nn]")
   CHECK(net.type_name() == "Net");
 }
 
+TEST_CASE("state_dict and load_state_dict move parameters and buffers by name, as PyTorch's", "[nn]") {
+  heed::Generator gen(0), other_gen(1);
+  Net source(gen), target(other_gen);
+  source.table.fill_(7.0f);
+  const auto state = source.state_dict();
+  std::vector<std::string> keys;
+  for (const auto& [name, value] : state) keys.push_back(name);
+  CHECK(keys == std::vector<std::string>{"fc.bias", "fc.weight", "inner.fc.bias", "inner.fc.weight", "inner.running",
+                                         "scale", "table"});
+  CHECK(state.at("fc.weight").shares_storage(source.fc.weight));  // views, as PyTorch's
+  CHECK_FALSE(state.at("fc.weight").requires_grad());
+
+  const auto result = target.load_state_dict(state);
+  CHECK(result.missing_keys.empty());
+  CHECK(result.unexpected_keys.empty());
+  for (const auto& [name, value] : target.state_dict()) CHECK(value.to_vector() == state.at(name).to_vector());
+  CHECK(target.table.to_vector() == std::vector<float>(target.table.numel(), 7.0f));
+  CHECK(target.fc.weight.requires_grad());  // still a parameter, updated in place
+
+  // Buffers may be left out: heed's are computed by the constructors (d2l saves none).
+  Net fresh(other_gen);
+  auto parameters_only = state;
+  parameters_only.erase("table");
+  parameters_only.erase("inner.running");
+  CHECK(fresh.load_state_dict(parameters_only).missing_keys.empty());
+  CHECK(fresh.fc.weight.to_vector() == source.fc.weight.to_vector());
+
+  // strict: a missing parameter or an unknown name changes nothing.
+  Net untouched(other_gen);
+  const auto before = untouched.fc.weight.to_vector();
+  auto partial = state;
+  partial.erase("fc.bias");
+  partial.emplace("fc.gain", heed::ones<float>({4}));
+  CHECK_ERROR(heed::ValueError, "load_state_dict: Net: missing 'fc.bias'; unexpected 'fc.gain'",
+              untouched.load_state_dict(partial));
+  CHECK(untouched.fc.weight.to_vector() == before);
+  // Not strict: what matches is loaded and the rest reported.
+  const auto loose = untouched.load_state_dict(partial, false);
+  CHECK(loose.missing_keys == std::vector<std::string>{"fc.bias"});
+  CHECK(loose.unexpected_keys == std::vector<std::string>{"fc.gain"});
+  CHECK(untouched.fc.weight.to_vector() == source.fc.weight.to_vector());
+  // A shape that differs is refused, strict or not, before anything is copied.
+  Net refused(other_gen);
+  const auto refused_before = refused.scale.to_vector();
+  auto wrong = state;
+  wrong["fc.weight"] = heed::zeros<float>({4, 3});
+  CHECK_ERROR(heed::ValueError, "load_state_dict: Net: 'fc.weight' has shape (4, 3), the module's is (3, 4)",
+              refused.load_state_dict(wrong, false));
+  CHECK(refused.scale.to_vector() == refused_before);
+}
+
 TEST_CASE("train and eval reach every child", "[nn]") {
   heed::Generator gen(0);
   Net net(gen);

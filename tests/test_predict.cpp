@@ -37,6 +37,14 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
   // Greedy: each step's token is the argmax, its log-probability what the decoder gives.
   const auto greedy = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10);
   REQUIRE(greedy.size() == sentences.size());
+  {
+    // The type comes from the model, and a braced list of sentences is a batch.
+    const auto braced = heed::predict_seq2seq(*net, {sentences[0], sentences[1]}, data.src_vocab, data.tgt_vocab, 10);
+    static_assert(std::is_same_v<decltype(braced), const std::vector<heed::Translation<float>>>);
+    REQUIRE(braced.size() == 2);
+    CHECK(braced[0].tokens == greedy[0].tokens);
+    CHECK(braced[1].tokens == greedy[1].tokens);
+  }
   for (std::size_t i = 0; i < sentences.size(); ++i) {
     INFO(sentences[i] << " => " << greedy[i].text);
     const auto& t = greedy[i];

@@ -161,7 +161,8 @@ TEST_CASE("read_data_nmt reads fra.txt's format", "[data]") {
   SECTION("an empty file holds no pairs") { CHECK(heed::read_data_nmt(TempFile("").path()).empty()); }
   SECTION("a missing file or a directory") {
     const std::string missing = (std::filesystem::temp_directory_path() / "heed_no_such_file_fra.txt").string();
-    CHECK_ERROR(heed::FileError, "read_data_nmt: cannot open " + missing, heed::read_data_nmt(missing));
+    CHECK_ERROR(heed::FileError, "read_data_nmt: cannot open " + missing + ": No such file or directory",
+                heed::read_data_nmt(missing));
     const std::string dir = std::filesystem::temp_directory_path().string();
     CHECK_ERROR(heed::FileError, dir + " is a directory", heed::read_data_nmt(dir));
   }
@@ -490,7 +491,14 @@ TEST_CASE("load_data_nmt_text prepares d2l's data from text in memory", "[data]"
               heed::load_data_nmt_text("a\tb\n", 2, -2));
   CHECK_ERROR(heed::ValueError, "load_data_nmt: the text holds no sentence pairs",
               heed::load_data_nmt_text("no tab\n", 2, 4));
-  CHECK_ERROR(heed::FileError, "cannot open", heed::load_data_nmt("/nonexistent/fra.txt", 2, 4));
+  CHECK_ERROR(heed::FileError, "cannot open /nonexistent/fra.txt: No such file or directory",
+              heed::load_data_nmt("/nonexistent/fra.txt", 2, 4));
+  // An empty file, or one of blank lines, is named with the reason.
+  const TempFile empty(""), blank("\n\n");
+  CHECK_ERROR(heed::FileError, "load_data_nmt: " + empty.path() + " holds no sentence pairs (the file is empty)",
+              heed::load_data_nmt(empty.path(), 2, 4));
+  CHECK_ERROR(heed::FileError, "load_data_nmt: " + blank.path() + " holds no sentence pairs (only blank lines)",
+              heed::load_data_nmt(blank.path(), 2, 4));
 }
 
 TEST_CASE("builtin_fra_eng is a deterministic fra.txt-format corpus holding d2l's test pairs", "[data]") {

@@ -116,6 +116,16 @@ TEMPLATE_TEST_CASE("EncoderDecoder of the GRU encoder and the Bahdanau decoder m
   const IndexTensor enc_valid_lens = golden().tensor<std::int64_t>("ed.enc_valid_lens");
   const Tensor<T> logits = net->forward(enc_X, dec_X, enc_valid_lens);
   check_close(logits, golden().tensor<T>("ed.output"), tolerance<T>());
+  {
+    // d2l's forward also returns the decoder's final state: the parts called by hand.
+    const heed::NoGradGuard no_grad;
+    auto [with_state, state] = net->forward_with_state(enc_X, dec_X, enc_valid_lens);
+    CHECK(with_state.to_vector() == logits.to_vector());
+    auto by_hand = net->decoder().init_state(net->encoder().forward(enc_X, enc_valid_lens), enc_valid_lens);
+    (void)net->decoder().forward(dec_X, by_hand);
+    REQUIRE(state.hidden_state.shape() == Shape{2, 3, 5});
+    CHECK(state.hidden_state.to_vector() == by_hand.hidden_state.to_vector());
+  }
   // The decoder kept d2l's per-step attention weights: masked encoder steps get none.
   const auto weights = net->decoder().attention_weights();
   REQUIRE(weights.size() == 6);

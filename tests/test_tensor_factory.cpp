@@ -91,6 +91,22 @@ TEST_CASE("tensor() reads each pair of braces as one dim", "[tensor]") {
     CHECK(x.item() == 2.5f);
     CHECK(heed::scalar_tensor(4.0).item() == 4.0);
   }
+  SECTION("integer lists make int64 tensors, as torch.tensor([1, 2]); a decimal point makes floats") {
+    const auto i = heed::tensor({1, 2, 3});
+    static_assert(std::is_same_v<decltype(i), const heed::Tensor<std::int64_t>>);
+    CHECK(i.to_vector() == std::vector<std::int64_t>{1, 2, 3});
+    const auto rows = heed::tensor({{1, -2}, {3, 4}});
+    CHECK(rows.shape() == Shape{2, 2});
+    CHECK(rows.to_vector() == std::vector<std::int64_t>{1, -2, 3, 4});
+    const auto blocks = heed::tensor({{{1}, {2}}, {{3}, {4}}});
+    CHECK(blocks.shape() == Shape{2, 2, 1});
+    CHECK(blocks.at({1, 0, 0}) == 3);
+    const auto f = heed::tensor({1.5, 2.0});
+    static_assert(std::is_same_v<decltype(f), const heed::Tensor<float>>);
+    check_values(f, {1.5, 2});
+    CHECK(heed::tensor<double>({1, 2}).to_vector() == std::vector<double>{1, 2});  // an explicit type wins
+    CHECK_ERROR(heed::ValueError, "tensor: ragged nested list", heed::tensor({{1, 2}, {3}}));
+  }
   SECTION("integer and bool element types") {
     const auto i = heed::tensor<std::int64_t>({{1, -2}, {3, 4}});
     CHECK(i.shape() == Shape{2, 2});
@@ -145,6 +161,20 @@ TEST_CASE("random tensors repeat for a seed and differ between seeds", "[tensor]
     const auto z = heed::randint(0, 1000, {64}, c);
     CHECK(x.to_vector() == y.to_vector());
     CHECK(x.to_vector() != z.to_vector());
+  }
+  SECTION("without a generator, the default one, as torch.rand and torch.randn") {
+    heed::manual_seed(42);
+    const heed::Tensorf x = heed::randn<float>({16});
+    const heed::Tensord u = heed::rand<double>({4});
+    const heed::Tensorf n = heed::normal(1.0f, 2.0f, {4});
+    const heed::Tensord w = heed::uniform(Shape{4}, -1.0, 1.0);
+    const heed::IndexTensor k = heed::randint(0, 9, {4});
+    heed::Generator same(42);
+    CHECK(x.to_vector() == heed::randn<float>({16}, same).to_vector());
+    CHECK(u.to_vector() == heed::rand<double>({4}, same).to_vector());
+    CHECK(n.to_vector() == heed::normal(1.0f, 2.0f, {4}, same).to_vector());
+    CHECK(w.to_vector() == heed::uniform(Shape{4}, -1.0, 1.0, same).to_vector());
+    CHECK(k.to_vector() == heed::randint(0, 9, {4}, same).to_vector());
   }
   SECTION("one generator moves on, and manual_seed rewinds it") {
     const auto first = heed::randn<float>({16}, a);

@@ -575,13 +575,28 @@ TEST_CASE("plot validates its series and limits and names itself", "[viz]") {
   CHECK_ERROR(heed::ValueError, "plot: ylim needs finite lo < hi, got (2, -1)", plot.ylim(2, -1));
   CHECK_ERROR(heed::ValueError, "plot: line: unknown style 'x-'", plot.line({1, 2}, {1, 2}, "", "x-"));
   CHECK_ERROR(heed::ValueError, "plot: figsize", plot.figsize(-1, 2));
-  CHECK_ERROR(heed::ShapeError, "plot: line xs must be 1-D, got shape (2, 2)",
+  CHECK_ERROR(heed::ShapeError, "plot: line xs must be 1-D or a column (n, 1), got shape (2, 2)",
               plot.line(heed::zeros({2, 2}), heed::zeros({2, 2})));
+  CHECK_ERROR(heed::ShapeError, "plot: scatter ys must be 1-D or a column (n, 1), got shape (1, 2)",
+              plot.scatter(heed::zeros({2}), heed::zeros({1, 2})));
   // Nothing half-added: the plot is still empty and renders empty axes on (0, 1).
   const auto nodes = parse_ok(plot.render().str());
   CHECK(with_class(nodes, "series").empty());
   CHECK(texts(with_class(nodes, "xtick")).front() == "0.0");
   CHECK(texts(with_class(nodes, "xtick")).back() == "1.0");
+}
+
+TEST_CASE("plot takes a column (n, 1) as d2l.plot does, the same as its 1-D values", "[viz]") {
+  const heed::Tensorf x = heed::arange<float>(0, 5, 1), y = x * x;
+  heed::Plot rows, columns;
+  rows.line(x, y, "f").scatter(x, y, "s");
+  columns.line(x.reshape({5, 1}), y.reshape({5, 1}), "f").scatter(x.reshape({5, 1}), y, "s");
+  CHECK(columns.render().str() == rows.render().str());
+  const std::vector<float> xf = x.to_vector(), yf = y.to_vector();
+  const std::vector<double> xd(xf.begin(), xf.end()), yd(yf.begin(), yf.end());
+  heed::Plot vectors;
+  vectors.line(xd, yd, "f").scatter(xd, yd, "s");
+  CHECK(columns.render().str() == vectors.render().str());
 }
 
 TEST_CASE("Plot::save writes the rendered picture", "[viz]") {

@@ -70,8 +70,8 @@ class PositionalEncoding : public Module<T> {
   /// sine or cosine, each step rounded to float32.
   static double entry(index_t i, index_t c, index_t num_hiddens, PositionalTable table) {
     if (table == PositionalTable::float32) {
-      const float angle = static_cast<float>(i) / std::pow(10000.0f, static_cast<float>(c - c % 2) /
-                                                                          static_cast<float>(num_hiddens));
+      const float angle =
+          static_cast<float>(i) / std::pow(10000.0f, static_cast<float>(c - c % 2) / static_cast<float>(num_hiddens));
       return c % 2 == 0 ? std::sin(angle) : std::cos(angle);
     }
     const double angle =

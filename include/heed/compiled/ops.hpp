@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "heed/ops/attention_gru.hpp"
@@ -14,10 +15,12 @@
 #include "heed/ops/dropout.hpp"
 #include "heed/ops/elementwise.hpp"
 #include "heed/ops/embedding.hpp"
+#include "heed/ops/gather.hpp"
 #include "heed/ops/gru.hpp"
 #include "heed/ops/layer_norm.hpp"
 #include "heed/ops/linear.hpp"
 #include "heed/ops/linear_cross_entropy.hpp"
+#include "heed/ops/loss.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/reduce.hpp"
@@ -25,6 +28,7 @@
 #include "heed/ops/sequence_mask.hpp"
 #include "heed/ops/shape.hpp"
 #include "heed/ops/softmax.hpp"
+#include "heed/ops/sort.hpp"
 
 // Arithmetic, math, reductions, products and softmax (two lists, so that the
 // library builds them in parallel).
@@ -64,7 +68,30 @@
   EXT template Tensor<T> matmul<T>(const Tensor<T> &, const Tensor<T> &, bool, bool);          \
   EXT template Tensor<T> bmm<T>(const Tensor<T> &, const Tensor<T> &);                         \
   EXT template Tensor<T> softmax<T>(const Tensor<T> &, int);                                   \
-  EXT template Tensor<T> log_softmax<T>(const Tensor<T> &, int);
+  EXT template Tensor<T> log_softmax<T>(const Tensor<T> &, int);                               \
+  HEED_COMPILED_OPS_PYTORCH(EXT, T)
+
+// The rest of PyTorch's reductions, sorting, indexing and losses.
+#define HEED_COMPILED_OPS_PYTORCH(EXT, T)                                                                        \
+  EXT template Tensor<T> sum<T>(const Tensor<T> &, const std::vector<int> &, bool);                              \
+  EXT template Tensor<T> mean<T>(const Tensor<T> &, const std::vector<int> &, bool);                             \
+  EXT template Tensor<T> var<T>(const Tensor<T> &, const std::vector<int> &, bool, double);                      \
+  EXT template Tensor<T> std<T>(const Tensor<T> &, const std::vector<int> &, bool, double);                      \
+  EXT template Tensor<T> prod<T>(const Tensor<T> &, int, bool);                                                  \
+  EXT template Tensor<T> prod<T>(const Tensor<T> &);                                                             \
+  EXT template Tensor<T> min<T>(const Tensor<T> &);                                                              \
+  EXT template ValuesIndices<T> max_with_indices<T>(const Tensor<T> &, int, bool);                               \
+  EXT template ValuesIndices<T> min_with_indices<T>(const Tensor<T> &, int, bool);                               \
+  EXT template Tensor<std::int64_t> argmin<T>(const Tensor<T> &, int, bool);                                     \
+  EXT template Tensor<T> clamp<T>(const Tensor<T> &, std::optional<double>, std::optional<double>);              \
+  EXT template ValuesIndices<T> sort<T>(const Tensor<T> &, int, bool);                                           \
+  EXT template ValuesIndices<T> topk<T>(const Tensor<T> &, index_t, int, bool);                                  \
+  EXT template Tensor<T> gather<T>(const Tensor<T> &, int, const IndexTensor &);                                 \
+  EXT template Tensor<T> scatter_add<T>(const Tensor<T> &, int, const IndexTensor &, const Tensor<T> &);         \
+  EXT template Tensor<T> masked_select<T>(const Tensor<T> &, const Tensor<bool> &);                              \
+  EXT template Tensor<T> slice_scatter<T>(const Tensor<T> &, const Tensor<T> &, int, index_t, index_t, index_t); \
+  EXT template Tensor<T> mse_loss<T>(const Tensor<T> &, const Tensor<T> &, Reduction);                           \
+  EXT template Tensor<T> l1_loss<T>(const Tensor<T> &, const Tensor<T> &, Reduction);
 
 // Attention and the layers' ops.
 #define HEED_COMPILED_OPS_LAYERS(EXT, T)                                                                            \

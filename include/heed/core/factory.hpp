@@ -187,7 +187,8 @@ Tensor<T> tensor(const NestedList<T>& values) {
 /// tensor({{1, 2}, {3, 4}}). (A list with a decimal point makes floats, as above.)
 template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
 Tensor<std::int64_t> tensor(std::initializer_list<I> values) {
-  return tensor<std::int64_t>(NestedList<std::int64_t>(std::vector<NestedList<std::int64_t>>(values.begin(), values.end())));
+  return tensor<std::int64_t>(
+      NestedList<std::int64_t>(std::vector<NestedList<std::int64_t>>(values.begin(), values.end())));
 }
 template <typename I, std::enable_if_t<std::is_integral_v<I> && !std::is_same_v<I, bool>, int> = 0>
 Tensor<std::int64_t> tensor(std::initializer_list<std::initializer_list<I>> rows) {

@@ -18,6 +18,7 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <cstring>
 #include <map>
 #include <new>
 #include <set>
@@ -65,9 +66,9 @@ void save_checkpoint(const Module<T>& module, const std::string& path,
 namespace detail {
 
 /// Reads the tensors of `reader` that `expected` names (name → shape), all of them with
-/// T's dtype, into new host tensors. The file must hold exactly those names: a missing
-/// or extra name, a dtype or a shape that differs, or damage throws FileError naming the
-/// file and what differs, before anything outside is touched.
+/// T's type, into new host tensors (F32 and F64 convert to T). The file must hold exactly
+/// those names: a missing or extra name, another dtype or a shape that differs, or damage
+/// throws FileError naming the file and what differs, before anything outside is touched.
 template <typename T>
 std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& reader,
                                                          const std::vector<std::pair<std::string, Shape>>& expected,
@@ -89,30 +90,70 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
                 !missing.empty() && !unexpected.empty() ? "; " : "",
                 unexpected.empty() ? "" : concat("not ", what, " of the model: ", format_names(unexpected)));
 
+  // A float file loads into a double model and back, converted as PyTorch's
+  // load_state_dict converts; any other dtype, or a shape that differs, is a problem.
   const std::string dtype = safetensors_dtype<T>();
-  std::string problems;
+  const auto is_floating = [](const std::string& d) { return d == "F32" || d == "F64"; };
+  std::vector<std::string> problems;
   for (const auto& [name, shape] : expected) {
     const Entry& e = *in_file.at(name);
-    if (e.dtype != dtype)
-      problems += concat(problems.empty() ? "" : "; ", "tensor '", name, "': dtype ", e.dtype, ", model wants ", dtype);
+    if (e.dtype != dtype && !is_floating(e.dtype))
+      problems.push_back(concat("tensor '", name, "': dtype ", e.dtype, ", model wants ", dtype));
     if (e.shape != shape.to_vector())
-      problems += concat(problems.empty() ? "" : "; ", "tensor '", name, "': shape ", format_shape(e.shape),
-                         " in the file, model wants ", format_shape(shape.to_vector()));
+      problems.push_back(concat("tensor '", name, "': shape ", format_shape(e.shape), " in the file, model wants ",
+                                format_shape(shape.to_vector())));
   }
-  if (!problems.empty()) reader.fail(problems);
+  if (problems.size() == 1) reader.fail(problems.front());
+  if (!problems.empty()) {
+    // One per line, as many as format_names shows.
+    constexpr std::size_t kShown = 20;
+    std::string list = concat(problems.size(), " differences from the model's ", what, ":");
+    for (std::size_t i = 0; i < problems.size() && i < kShown; ++i) list += "\n  " + problems[i];
+    if (problems.size() > kShown) list += concat("\n  and ", problems.size() - kShown, " more");
+    reader.fail(list);
+  }
 
   std::map<std::string, Tensor<T>> values;
+  std::map<std::string, std::vector<unsigned char>> converted;  // the file's bytes of another dtype
   try {
-    for (const auto& [name, shape] : expected) values.emplace(name, Tensor<T>::empty(shape));
+    for (const auto& [name, shape] : expected) {
+      values.emplace(name, Tensor<T>::empty(shape));
+      const Entry& e = *in_file.at(name);
+      if (e.dtype != dtype) converted[name].resize(static_cast<std::size_t>(e.end - e.begin));
+    }
   } catch (const OutOfMemoryError& e) {
     reader.out_of_memory("for the new values: ", e.what());
   } catch (const std::bad_alloc&) {
     reader.out_of_memory("for the ", reader.data_size(), " bytes of the new values");
   }
-  reader.read_data([&](const Entry& e) { return reinterpret_cast<unsigned char*>(values.at(e.name).data()); });
-  if (!host_is_little_endian())
-    for (auto& [name, value] : values)
-      swap_bytes(reinterpret_cast<unsigned char*>(value.data()), static_cast<std::size_t>(value.numel()), sizeof(T));
+  reader.read_data([&](const Entry& e) {
+    return converted.count(e.name) ? converted.at(e.name).data()
+                                   : reinterpret_cast<unsigned char*>(values.at(e.name).data());
+  });
+  const bool swap = !host_is_little_endian();
+  for (auto& named : values) {  // not a structured binding: the lambda below captures it
+    Tensor<T>& value = named.second;
+    const auto found = converted.find(named.first);
+    if (found == converted.end()) {
+      if (swap)
+        swap_bytes(reinterpret_cast<unsigned char*>(value.data()), static_cast<std::size_t>(value.numel()), sizeof(T));
+      continue;
+    }
+    std::vector<unsigned char>& bytes = found->second;
+    const auto convert = [&](auto source) {
+      using S = decltype(source);
+      if (swap) swap_bytes(bytes.data(), static_cast<std::size_t>(value.numel()), sizeof(S));
+      for (index_t i = 0; i < value.numel(); ++i) {
+        S v;
+        std::memcpy(&v, bytes.data() + static_cast<std::size_t>(i) * sizeof(S), sizeof(S));
+        value.data()[i] = static_cast<T>(v);
+      }
+    };
+    if (in_file.at(named.first)->dtype == "F32")
+      convert(float());
+    else
+      convert(double());
+  }
   return values;
 }
 
@@ -120,7 +161,8 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
 
 /// Loads every parameter of `module` from a safetensors file (heed's or PyTorch's) and
 /// returns the file's metadata. The file must hold exactly the module's parameter names,
-/// each with T's dtype (F32 for float, F64 for double) and the parameter's shape. Any
+/// each F32 or F64 (converted to T, as PyTorch's load_state_dict converts) with the
+/// parameter's shape. Any
 /// difference or damage throws FileError naming the file and saying what differs, and
 /// leaves the module bit-for-bit as it was: everything is read and checked first.
 template <typename T>

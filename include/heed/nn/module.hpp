@@ -10,7 +10,8 @@
 //
 // A module registers its parameters, buffers and child modules by name; the dotted
 // names ("W_q.weight") are those of the PyTorch module it mirrors, so parameters and
-// checkpoints line up with d2l's state_dict(). forward() is not virtual: each module
+// checkpoints line up with d2l's state_dict() (state_dict() and load_state_dict() take
+// and give them as a name → tensor map). forward() is not virtual: each module
 // takes the arguments its d2l counterpart takes, and operator() forwards to it.
 //
 // Registration keeps pointers to the members, so a module can be neither copied nor
@@ -20,12 +21,15 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "heed/autograd/node.hpp"
 #include "heed/core/tensor.hpp"
 #include "heed/ops/device.hpp"
 
@@ -53,6 +57,21 @@ class ForwardRecordsScope {
  private:
   bool saved_;
 };
+
+}  // namespace detail
+
+template <typename T>
+class Module;
+
+namespace detail {
+
+/// T, or when T is void the element type of Net's parameters: train_seq2seq and
+/// predict_seq2seq take their type from the model unless one is given.
+template <typename T, typename Net>
+using model_type_or =
+    std::conditional_t<std::is_void_v<T>,
+                       typename std::decay_t<decltype(std::declval<const Net&>().parameters())>::value_type::value_type,
+                       T>;
 
 }  // namespace detail
 
@@ -115,6 +134,66 @@ class Module {
     for (auto& [name, p] : named_parameters()) return p.device();
     for (auto& [name, b] : named_buffers()) return b.device();
     return Device::cpu();
+  }
+
+  /// The parameters and buffers by dotted name, as PyTorch's state_dict(): tensors that
+  /// share the module's storage, cut from the graph.
+  std::map<std::string, Tensor<T>> state_dict() const {
+    std::map<std::string, Tensor<T>> result;
+    for (auto& [name, p] : named_parameters()) result.emplace(name, p.detach());
+    for (auto& [name, b] : named_buffers()) result.emplace(name, b.detach());
+    return result;
+  }
+
+  /// What load_state_dict left out, as PyTorch's: parameters the map lacks (strict=false
+  /// only) and names that are neither a parameter nor a buffer.
+  struct LoadResult {
+    std::vector<std::string> missing_keys, unexpected_keys;
+  };
+
+  /// Copies values by dotted name into the parameters and buffers (to their devices), as
+  /// PyTorch's load_state_dict. With strict, every parameter must be in the map and every
+  /// name must be a parameter or buffer; buffers may be left out (heed's are tables its
+  /// constructors compute, such as the positional encoding's, which d2l does not save).
+  /// A shape that differs, or with strict a missing or unknown name, throws ValueError
+  /// naming them before anything is copied.
+  LoadResult load_state_dict(const std::map<std::string, Tensor<T>>& values, bool strict = true) {
+    const auto parameters = named_parameters(), buffers = named_buffers();
+    LoadResult result;
+    std::map<std::string, Tensor<T>> targets;
+    for (auto& [name, p] : parameters) {
+      targets.emplace(name, p);
+      if (values.count(name) == 0) result.missing_keys.push_back(name);
+    }
+    for (auto& [name, b] : buffers) targets.emplace(name, b);
+    for (auto& [name, value] : values)
+      if (targets.count(name) == 0) result.unexpected_keys.push_back(name);
+    const auto listed = [](const std::vector<std::string>& names) {
+      std::string out;
+      for (const std::string& name : names) out += (out.empty() ? "'" : ", '") + name + "'";
+      return out;
+    };
+    HEED_CHECK(!strict || (result.missing_keys.empty() && result.unexpected_keys.empty()), ValueError,
+               "load_state_dict: ", type_name_, ": ",
+               result.missing_keys.empty() ? "" : "missing " + listed(result.missing_keys),
+               !result.missing_keys.empty() && !result.unexpected_keys.empty() ? "; " : "",
+               result.unexpected_keys.empty() ? "" : "unexpected " + listed(result.unexpected_keys),
+               " (strict=false loads what matches)");
+    for (auto& [name, value] : values) {
+      const auto target = targets.find(name);
+      if (target == targets.end()) continue;
+      HEED_CHECK(value.defined() && value.shape() == target->second.shape(), ValueError,
+                 "load_state_dict: ", type_name_, ": '", name, "' has shape ",
+                 value.defined() ? to_string(value.shape()) : "undefined", ", the module's is ",
+                 to_string(target->second.shape()));
+    }
+    // Everything is checked: nothing below can fail but an allocation on a device.
+    NoGradGuard no_grad;
+    for (auto& [name, value] : values) {
+      const auto target = targets.find(name);
+      if (target != targets.end()) target->second.copy_(value.to(target->second.device()));
+    }
+    return result;
   }
 
   /// Forgets the gradients of every parameter.

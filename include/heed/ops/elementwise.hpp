@@ -378,8 +378,7 @@ Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<dou
   const T hi = max ? static_cast<T>(*max) : std::numeric_limits<T>::infinity();
   // min(max(x, lo), hi) in that order, so that hi wins where lo > hi; NaN fails both tests.
   Tensor<T> out = detail::zip_map<T>(
-      [lo, hi](const auto& a) { return ((a < lo).select(lo, a) > hi).select(hi, (a < lo).select(lo, a)); },
-      x);
+      [lo, hi](const auto& a) { return ((a < lo).select(lo, a) > hi).select(hi, (a < lo).select(lo, a)); }, x);
   if (autograd::needs_grad(x))
     autograd::record(out, "ClampBackward", {x}, [x = x.detach(), lo, hi](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::zip_map<T>(

@@ -60,6 +60,12 @@ inline IndexOffsets index_offsets(const IndexTensor& index, int dim, const Shape
   return offsets;
 }
 
+/// The ops of this file run on the CPU only.
+inline void check_on_cpu(const char* op, Device x, Device other) {
+  HEED_CHECK(x.is_cpu() && other.is_cpu(), DeviceError, op, ": no implementation on ",
+             to_string(x.is_cpu() ? other : x), " yet (move the tensors with .to(heed::Device::cpu()))");
+}
+
 /// A tensor of `shape`, zero but for values[k] added at offsets[k] (repeats add up).
 template <typename T>
 Tensor<T> add_at(const Shape& shape, const std::vector<index_t>& offsets, const T* values) {
@@ -75,6 +81,7 @@ Tensor<T> add_at(const Shape& shape, const std::vector<index_t>& offsets, const 
 template <typename T>
 Tensor<T> gather(const Tensor<T>& x, int dim, const IndexTensor& index) {
   dim = detail::normalize_dim(dim, x.dim(), "gather");
+  detail::check_on_cpu("gather", x.device(), index.device());
   const detail::IndexOffsets offsets = detail::index_offsets(index, dim, x.shape(), index.shape(), "gather");
   Tensor<T> out = detail::make_tensor<T>(index.shape());
   for (std::size_t k = 0; k < offsets.into.size(); ++k) out.data()[k] = x.data()[offsets.into[k]];
@@ -90,12 +97,13 @@ Tensor<T> gather(const Tensor<T>& x, int dim, const IndexTensor& index) {
 template <typename T>
 Tensor<T> scatter_add(const Tensor<T>& x, int dim, const IndexTensor& index, const Tensor<T>& src) {
   dim = detail::normalize_dim(dim, x.dim(), "scatter_add");
+  detail::check_on_cpu("scatter_add", x.device(), src.device());
+  detail::check_on_cpu("scatter_add", x.device(), index.device());
   HEED_CHECK(src.dim() == x.dim(), ShapeError, "scatter_add: src of shape ", to_string(src.shape()),
              " must have the rank of the input, of shape ", to_string(x.shape()));
   const detail::IndexOffsets offsets = detail::index_offsets(index, dim, x.shape(), src.shape(), "scatter_add");
   Tensor<T> out = detail::copy_of(x);
-  for (std::size_t k = 0; k < offsets.into.size(); ++k)
-    out.data()[offsets.into[k]] += src.data()[offsets.alongside[k]];
+  for (std::size_t k = 0; k < offsets.into.size(); ++k) out.data()[offsets.into[k]] += src.data()[offsets.alongside[k]];
   if (autograd::needs_grad(x, src))
     autograd::record(out, "ScatterAddBackward", {x, src}, [src_shape = src.shape(), offsets](const Tensor<T>& g) {
       Tensor<T> dsrc = detail::make_tensor<T>(src_shape);
@@ -111,6 +119,7 @@ Tensor<T> scatter_add(const Tensor<T>& x, int dim, const IndexTensor& index, con
 /// mask broadcast together, as in torch.masked_select.
 template <typename T>
 Tensor<T> masked_select(const Tensor<T>& x, const Tensor<bool>& mask) {
+  detail::check_on_cpu("masked_select", x.device(), mask.device());
   const Shape shape = detail::broadcast_shapes(x.shape(), mask.shape(), "masked_select");
   const Tensor<T> values = detail::broadcast_to(x, shape);
   const Tensor<bool> chosen = detail::broadcast_to(mask, shape);

@@ -16,9 +16,9 @@
 // A row with every key masked gives all-zero weights, never NaN, and a zero gradient;
 // d2l instead fills masked scores with -1e6, which turns such a row into a uniform
 // average: mask.with_uniform_when_fully_masked() gives d2l's numbers (weights 1/num_keys
-// in such rows, still a zero gradient; CPU only). Masked keys get exactly 0 (not exp(-1e6)) and a zero gradient. A valid
-// length at or above num_keys masks nothing, as in d2l. The additive mask is a
-// constant: no gradient flows into it.
+// in such rows, still a zero gradient; CPU only). Masked keys get exactly 0 (not exp(-1e6)) and a zero gradient. A
+// valid length at or above num_keys masks nothing, as in d2l. The additive mask is a constant: no gradient flows into
+// it.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"

@@ -76,8 +76,7 @@ bool beats(T a, T b, bool largest) {
 
 /// Max (min with !largest) over dim (keepdim shape) and the index of the first one.
 template <typename T>
-std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim, const char* op,
-                                                     bool largest = true) {
+std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim, const char* op, bool largest = true) {
   const DimSplit s(x.shape(), dim);
   HEED_CHECK(s.size > 0, ValueError, op, ": cannot reduce over dim ", dim, " of size 0 (shape ", to_string(x.shape()),
              ")");
@@ -216,17 +215,27 @@ Tensor<T> mean(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = 
   return out;
 }
 
+namespace detail {
+
+/// Σ (x − mean)² / max(0, n − correction) over dims, for var and std (op).
+template <typename T>
+Tensor<T> variance(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim, double correction, const char* op) {
+  const Reduced r(x.shape(), dims, op);
+  HEED_CHECK(r.count > 0, ValueError, op, ": the dims ", dims_text(dims), " of shape ", to_string(x.shape()),
+             " hold no element");
+  HEED_CHECK(correction >= 0.0, ValueError, op, ": correction must be non-negative, got ", correction);
+  const Tensor<T> centred = sub(x, mean(x, dims, true));
+  const double divisor = std::max(0.0, static_cast<double>(r.count) - correction);
+  return div(sum(mul(centred, centred), dims, keepdim), scalar_tensor<T>(static_cast<T>(divisor)).to(x.device()));
+}
+
+}  // namespace detail
+
 /// Variance over `dims` (an empty list means every dim): Σ (x − mean)² / (n − correction),
 /// torch.var's default correction 1 (Bessel's). n ≤ correction gives inf or NaN, as there.
 template <typename T>
 Tensor<T> var(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) {
-  const detail::Reduced r(x.shape(), dims, "var");
-  HEED_CHECK(r.count > 0, ValueError, "var: the dims ", detail::dims_text(dims), " of shape ", to_string(x.shape()),
-             " hold no element");
-  HEED_CHECK(correction >= 0.0, ValueError, "var: correction must be non-negative, got ", correction);
-  const Tensor<T> centred = sub(x, mean(x, dims, true));
-  const double divisor = std::max(0.0, static_cast<double>(r.count) - correction);
-  return div(sum(mul(centred, centred), dims, keepdim), scalar_tensor<T>(static_cast<T>(divisor)).to(x.device()));
+  return detail::variance(x, dims, keepdim, correction, "var");
 }
 /// Variance over one dim.
 template <typename T>
@@ -242,15 +251,15 @@ Tensor<T> var(const Tensor<T>& x) {
 /// Standard deviation: √var, with var's arguments.
 template <typename T>
 Tensor<T> std(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) {
-  return sqrt(var(x, dims, keepdim, correction));
+  return sqrt(detail::variance(x, dims, keepdim, correction, "std"));
 }
 template <typename T>
 Tensor<T> std(const Tensor<T>& x, int dim, bool keepdim = false, double correction = 1.0) {
-  return sqrt(var(x, dim, keepdim, correction));
+  return std(x, std::vector<int>{dim}, keepdim, correction);
 }
 template <typename T>
 Tensor<T> std(const Tensor<T>& x) {
-  return sqrt(var(x));
+  return std(x, std::vector<int>{});
 }
 
 namespace detail {
@@ -297,8 +306,9 @@ Tensor<T> product(const Tensor<T>& x, const DimSplit& s, const Shape& out_shape)
 template <typename T>
 Tensor<T> prod(const Tensor<T>& x, int dim, bool keepdim = false) {
   dim = detail::normalize_dim(dim, x.dim(), "prod");
-  const Shape out_shape =
-      x.dim() == 0 ? Shape{} : keepdim ? detail::kept_shape(x.shape(), dim) : detail::dropped_shape(x.shape(), dim);
+  const Shape out_shape = x.dim() == 0 ? Shape{}
+                          : keepdim    ? detail::kept_shape(x.shape(), dim)
+                                       : detail::dropped_shape(x.shape(), dim);
   return detail::product(x, detail::DimSplit(x.shape(), dim), out_shape);
 }
 
@@ -335,7 +345,10 @@ template <typename T>
 ValuesIndices<T> extreme_along(const Tensor<T>& x, int dim, bool keepdim, bool largest, const char* op,
                                const char* backward_name) {
   dim = normalize_dim(dim, x.dim(), op);
-  auto [values, indices] = max_along(x, dim, op, largest);
+  // Not a structured binding: the lambda below captures indices (C++17, Clang 14).
+  std::pair<Tensor<T>, Tensor<std::int64_t>> extremes = max_along(x, dim, op, largest);
+  Tensor<T>& values = extremes.first;
+  Tensor<std::int64_t> indices = extremes.second;
   if (!keepdim && x.dim() > 0) {
     values = alias(values, dropped_shape(x.shape(), dim));
     indices = alias(indices, dropped_shape(x.shape(), dim));

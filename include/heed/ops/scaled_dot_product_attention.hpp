@@ -158,8 +158,8 @@ void mask_scores(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>&
     std::uint8_t* row_keep = keep + i * nk;
     for (index_t j = 0; j < visible; ++j) {
       const T s = additive ? row[j] + additive[(k0 + j) * additive_stride] : row[j];
-      const auto k = static_cast<std::uint8_t>((allowed == nullptr || allowed[(k0 + j) * allowed_stride] != 0) &
-                                                (s != kMinusInf));
+      const auto k =
+          static_cast<std::uint8_t>((allowed == nullptr || allowed[(k0 + j) * allowed_stride] != 0) & (s != kMinusInf));
       row_keep[j] = k;
       row[j] = k ? s : kMinusInf;
     }

@@ -122,6 +122,11 @@ Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* 
 template <typename T>
 Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst_offset, const index_t* sizes,
                           const index_t* dst_strides, int rank) {
+  if (!g.is_cpu() && g.numel() == 0) {  // nothing to scatter (a stride-0 dim is harmless)
+    Tensor<T> dx = make_tensor<T>(in_shape, g.device());
+    device_fill(g.device(), device_data(dx), dx.numel(), T(0));
+    return dx;
+  }
   if (!g.is_cpu()) {
     // Each thread stores one element: positions must not repeat, or sums would race.
     HEED_CHECK(writes_each_once(sizes, dst_strides, rank), DeviceError,
@@ -419,10 +424,13 @@ Tensor<T> select_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, inde
   dim = detail::normalize_dim(dim, x.dim(), "select_scatter");
   HEED_CHECK(x.dim() > 0, IndexError, "select_scatter: cannot select from a rank-0 tensor");
   const index_t size = x.shape()[dim];
-  HEED_CHECK(index >= -size && index < size, IndexError, "select_scatter: index ", index, " out of range for dim ",
-             dim, " of size ", size);
-  HEED_CHECK(src.dim() + 1 == x.dim(), ShapeError, "select_scatter: src of shape ", to_string(src.shape()),
-             " does not fit the slice at dim ", dim, " of shape ", to_string(x.shape()));
+  HEED_CHECK(index >= -size && index < size, IndexError, "select_scatter: index ", index, " out of range for dim ", dim,
+             " of size ", size);
+  Shape slice_shape = x.shape();
+  slice_shape.erase(dim);
+  HEED_CHECK(src.shape() == slice_shape, ShapeError, "select_scatter: src of shape ", to_string(src.shape()),
+             " does not fit the slice at index ", index, " of dim ", dim, " of shape ", to_string(x.shape()),
+             ", of shape ", to_string(slice_shape));
   if (index < 0) index += size;
   return slice_scatter(x, unsqueeze(src, dim), dim, index, index + 1);
 }

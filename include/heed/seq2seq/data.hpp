@@ -26,6 +26,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -336,7 +337,7 @@ HEED_INLINE NmtArray build_array_nmt(const std::vector<std::vector<std::string>>
 HEED_INLINE std::string read_data_nmt(const std::string& path, const ReadNmtOptions& options) {
   detail::check_regular_file("read_data_nmt", path);
   std::ifstream in(path, std::ios::binary);
-  HEED_CHECK(in, FileError, "read_data_nmt: cannot open ", path);
+  HEED_CHECK(in, FileError, "read_data_nmt: cannot open ", path, ": ", detail::errno_message(errno));
   std::string text, line;
   std::size_t skipped = 0, pairs = 0;
   for (std::size_t number = 1; (!options.max_pairs || pairs < *options.max_pairs) && std::getline(in, line); ++number) {
@@ -526,7 +527,14 @@ HEED_INLINE NmtData load_data_nmt(const std::string& path, index_t batch_size, i
                                   std::optional<std::size_t> num_examples, std::uint64_t seed) {
   ReadNmtOptions options;
   if (num_examples && *num_examples > 0) options.max_pairs = *num_examples + 1;
-  return load_data_nmt_text(read_data_nmt(path, options), batch_size, num_steps, num_examples, seed);
+  const std::string text = read_data_nmt(path, options);
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    std::error_code error;
+    const bool empty = std::filesystem::file_size(path, error) == 0 && !error;
+    throw FileError(detail::concat("load_data_nmt: ", path, " holds no sentence pairs (",
+                                   empty ? "the file is empty" : "only blank lines", ")"));
+  }
+  return load_data_nmt_text(text, batch_size, num_steps, num_examples, seed);
 }
 
 #endif  // HEED_NON_TEMPLATE_DEFINITIONS

@@ -43,6 +43,14 @@ class EncoderDecoder : public Module<T> {
   Tensor<T> operator()(const IndexTensor& enc_X, const IndexTensor& dec_X, const IndexTensor& enc_valid_lens) {
     return forward(enc_X, dec_X, enc_valid_lens);
   }
+  /// d2l's forward, which returns the decoder's state after dec_X with the logits: the
+  /// Bahdanau decoder's final hidden state, the Transformer decoder's caches.
+  //   auto [logits, state] = net.forward_with_state(enc_X, dec_X, enc_valid_lens);
+  auto forward_with_state(const IndexTensor& enc_X, const IndexTensor& dec_X, const IndexTensor& enc_valid_lens) {
+    auto state = decoder_->init_state(encoder_->forward(enc_X, enc_valid_lens), enc_valid_lens);
+    Tensor<T> logits = decoder_->forward(dec_X, state);
+    return std::make_pair(std::move(logits), std::move(state));
+  }
   /// forward up to the decoder's output layer, for decoders that have features() (the
   /// Transformer's and the Bahdanau decoder): (batch, num_dec_steps, num_hiddens), which
   /// decoder().dense maps to the logits.

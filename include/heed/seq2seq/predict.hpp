@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <utility>
@@ -621,10 +622,11 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
 /// Translates a batch of sentences given as tokens, as they are (no preprocess_nmt, no
 /// splitting: subword pieces, heed/seq2seq/sentencepiece.hpp, or words split your own way);
 /// <eos> is appended to each. Returns one Translation per sentence.
-template <typename T, typename Net>
-std::vector<Translation<T>> predict_seq2seq_tokens(Net& net, const std::vector<std::vector<std::string>>& src_tokens,
-                                                   const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
-                                                   const PredictOptions& options = {}) {
+template <typename T = void, typename Net>
+std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
+    Net& net, const std::vector<std::vector<std::string>>& src_tokens, const Vocab& src_vocab, const Vocab& tgt_vocab,
+    index_t num_steps, const PredictOptions& options = {}) {
+  using U = detail::model_type_or<T, Net>;
   HEED_CHECK(num_steps > 0, ValueError, "predict_seq2seq: num_steps must be positive, got ", num_steps);
   HEED_CHECK(options.beam_size >= 1 && options.n_best >= 1 && options.n_best <= options.beam_size, ValueError,
              "predict_seq2seq: need 1 <= n_best <= beam_size, got n_best = ", options.n_best,
@@ -653,7 +655,7 @@ std::vector<Translation<T>> predict_seq2seq_tokens(Net& net, const std::vector<s
     HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
     HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
   }
-  std::vector<Translation<T>> results(src_tokens.size());
+  std::vector<Translation<U>> results(src_tokens.size());
   if (src_tokens.empty()) return results;
   // One draw from the caller's generator seeds every sample of this call (see the top).
   const std::uint64_t sample_seed =
@@ -666,7 +668,7 @@ std::vector<Translation<T>> predict_seq2seq_tokens(Net& net, const std::vector<s
   const std::size_t count = src_tokens.size();
   const auto parts = static_cast<std::size_t>(std::min<index_t>(options.micro_batches, static_cast<index_t>(count)));
   if (parts == 1) {
-    detail::decode_sentences<T>(net, src_tokens, 0, count, src_vocab, tgt_vocab, num_steps, options, sample_seed,
+    detail::decode_sentences<U>(net, src_tokens, 0, count, src_vocab, tgt_vocab, num_steps, options, sample_seed,
                                 results);
     return results;
   }
@@ -684,7 +686,7 @@ std::vector<Translation<T>> predict_seq2seq_tokens(Net& net, const std::vector<s
       const NoGradGuard no_grad_here;
       const detail::PackedWeightsScope packed_here(packed);
       const detail::ForwardRecordsScope records_here(!parallel && detail::keeps_forward_records());
-      detail::decode_sentences<T>(net, src_tokens, count * at / parts, count * (at + 1) / parts, src_vocab, tgt_vocab,
+      detail::decode_sentences<U>(net, src_tokens, count * at / parts, count * (at + 1) / parts, src_vocab, tgt_vocab,
                                   num_steps, options, sample_seed, results);
     } catch (...) {
       errors[at] = std::current_exception();
@@ -701,20 +703,32 @@ std::vector<Translation<T>> predict_seq2seq_tokens(Net& net, const std::vector<s
 
 /// Translates a batch of sentences, each preprocess_nmt'ed and split on spaces (see the
 /// top of this file); returns one Translation per sentence.
-template <typename T, typename Net>
-std::vector<Translation<T>> predict_seq2seq(Net& net, const std::vector<std::string>& src_sentences,
-                                            const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
-                                            const PredictOptions& options = {}) {
+template <typename T = void, typename Net>
+std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq(Net& net,
+                                                                        const std::vector<std::string>& src_sentences,
+                                                                        const Vocab& src_vocab, const Vocab& tgt_vocab,
+                                                                        index_t num_steps,
+                                                                        const PredictOptions& options = {}) {
   std::vector<std::vector<std::string>> tokens;
   tokens.reserve(src_sentences.size());
   for (const std::string& sentence : src_sentences) tokens.push_back(detail::split(preprocess_nmt(sentence), ' '));
   return predict_seq2seq_tokens<T>(net, tokens, src_vocab, tgt_vocab, num_steps, options);
 }
 
+/// A braced list of sentences, predict_seq2seq(net, {"go .", "i lost ."}, ...): without
+/// this overload the list would be ambiguous between a string and a vector of them.
+template <typename T = void, typename Net>
+std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq(
+    Net& net, std::initializer_list<std::string> src_sentences, const Vocab& src_vocab, const Vocab& tgt_vocab,
+    index_t num_steps, const PredictOptions& options = {}) {
+  return predict_seq2seq<T>(net, std::vector<std::string>(src_sentences), src_vocab, tgt_vocab, num_steps, options);
+}
+
 /// One sentence: d2l's predict_seq2seq(net, src_sentence, src_vocab, tgt_vocab, num_steps).
-template <typename T, typename Net>
-Translation<T> predict_seq2seq(Net& net, const std::string& src_sentence, const Vocab& src_vocab,
-                               const Vocab& tgt_vocab, index_t num_steps, const PredictOptions& options = {}) {
+template <typename T = void, typename Net>
+Translation<detail::model_type_or<T, Net>> predict_seq2seq(Net& net, const std::string& src_sentence,
+                                                           const Vocab& src_vocab, const Vocab& tgt_vocab,
+                                                           index_t num_steps, const PredictOptions& options = {}) {
   return predict_seq2seq<T>(net, std::vector<std::string>{src_sentence}, src_vocab, tgt_vocab, num_steps, options)
       .front();
 }

@@ -398,13 +398,15 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   return result;
 }
 
-/// train_seq2seq with d2l's optimizer: Adam over net.parameters() at rate lr.
-template <typename T, typename Net, typename Loader>
+/// train_seq2seq with d2l's optimizer: Adam over net.parameters() at rate lr. The type
+/// is the model's unless given (train_seq2seq<float>(...)).
+template <typename T = void, typename Net, typename Loader>
 TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_epochs, const Vocab& tgt_vocab,
                           const TrainOptions& options = {}) {
+  using U = detail::model_type_or<T, Net>;
   HEED_CHECK(lr > 0.0, ValueError, "train_seq2seq: lr must be positive, got ", lr);
-  Adam<T> optimizer(net.parameters(), lr);
-  return train_seq2seq<T>(net, data_iter, optimizer, num_epochs, tgt_vocab, options);
+  Adam<U> optimizer(net.parameters(), lr);
+  return train_seq2seq<U>(net, data_iter, optimizer, num_epochs, tgt_vocab, options);
 }
 
 }  // namespace heed

@@ -7,7 +7,7 @@
 //       .xlabel("x").ylabel("y").xlim(0, 5).ylim(-1, 5);
 //   plot.save("nadaraya_watson.svg");
 //
-// Series take std::vector<double> or 1-D tensors. A style is matplotlib's format
+// Series take std::vector<double>, 1-D tensors or columns (n, 1). A style is matplotlib's format
 // string without markers: an optional colour letter (b g r c m y k w) and a line style
 // ("-", "--", "-.", ":"); without a letter a series takes the next colour of
 // matplotlib's tab10 cycle. Limits default to the data range plus 5% on each side;
@@ -145,7 +145,9 @@ class Plot {
   template <typename T>
   static std::vector<double> to_values(const Tensor<T>& t, const char* kind, const char* name) {
     HEED_CHECK(t.defined(), ValueError, "plot: ", kind, " ", name, " is an undefined tensor");
-    HEED_CHECK(t.dim() == 1, ShapeError, "plot: ", kind, " ", name, " must be 1-D, got shape ", to_string(t.shape()));
+    // A column (n, 1) is one series too, as matplotlib (and so d2l.plot) draws it.
+    HEED_CHECK(t.dim() == 1 || (t.dim() == 2 && t.shape()[1] == 1), ShapeError, "plot: ", kind, " ", name,
+               " must be 1-D or a column (n, 1), got shape ", to_string(t.shape()));
     std::vector<double> out(static_cast<std::size_t>(t.numel()));
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(t.data()[i]);
     return out;
