@@ -92,6 +92,29 @@ def randomize(module):
     return module
 
 
+
+# ---- d2l's padded NMT batches (make_seq2seq_golden.py, make_d2l_switches_golden.py) ----
+
+
+PAD, BOS, EOS = 1, 2, 3  # d2l's reserved tokens after <unk> = 0
+
+
+def sentences(valid_lens, num_steps, vocab_size):
+    """A padded batch (batch, num_steps) int64: words, <eos> at valid_len - 1, <pad> after."""
+    X = torch.randint(EOS + 1, vocab_size, (len(valid_lens), num_steps))
+    for i, length in enumerate(valid_lens):
+        if length > 2:
+            X[i, torch.randint(0, length - 1, ()).item()] = 0  # an <unk>
+        X[i, length - 1] = EOS
+        X[i, length:] = PAD
+    return X
+
+
+def teacher_forcing(Y):
+    """d2l's decoder input: <bos>, then the labels but the last."""
+    bos = torch.full((Y.shape[0], 1), BOS, dtype=torch.int64)
+    return torch.cat([bos, Y[:, :-1]], 1)
+
 # ---- safetensors (make_safetensors_golden.py, make_interop_golden.py) -------------------
 
 

@@ -87,36 +87,19 @@ os.environ["ATEN_CPU_CAPABILITY"] = "default"
 
 import torch  # noqa: E402
 
-from golden_file import GoldenFile, expect_shape, f32, grid, prepare, rand, randomize
+from golden_file import (BOS, EOS, PAD, GoldenFile, expect_shape, f32, grid, prepare, rand, randomize, sentences,
+                         teacher_forcing)
 from d2l_reference import (DotProductAttention, MultiHeadAttention, PositionalEncoding, TransformerDecoder,
                            TransformerEncoder, masked_softmax)
 from d2l_seq2seq import EncoderDecoder
 
 OUT_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "d2l_switches_golden.txt")
 
-PAD, BOS, EOS = 1, 2, 3  # d2l's reserved tokens after <unk> = 0
 
 golden = GoldenFile("tests/data/make_d2l_switches_golden.py")
 
 
-# ---- helpers (as in make_seq2seq_golden.py) ------------------------------------------
-
-
-def sentences(valid_lens, num_steps, vocab_size):
-    """A padded batch (batch, num_steps) int64: words, <eos> at valid_len - 1, <pad> after."""
-    X = torch.randint(EOS + 1, vocab_size, (len(valid_lens), num_steps))
-    for i, length in enumerate(valid_lens):
-        if length > 2:
-            X[i, torch.randint(0, length - 1, ()).item()] = 0  # an <unk>
-        X[i, length - 1] = EOS
-        X[i, length:] = PAD
-    return X
-
-
-def teacher_forcing(Y):
-    """d2l's decoder input: <bos>, then the labels but the last."""
-    bos = torch.full((Y.shape[0], 1), BOS, dtype=torch.int64)
-    return torch.cat([bos, Y[:, :-1]], 1)
+# ---- helpers (sentences and teacher_forcing: golden_file.py) -------------------------
 
 
 def put_parameters(case, module):
