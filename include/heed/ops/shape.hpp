@@ -261,28 +261,47 @@ Tensor<T> transpose(const Tensor<T>& x, int dim0, int dim1) {
   return permute(x, dims);
 }
 
+namespace detail {
+
+/// Where slice(x, dim, start, end, step) reads in x: Python's bounds, clamped and
+/// counted from the end when negative, resolved into the result's shape and the
+/// strided view of x (sizes, strides, offset) that slice gathers and slice_scatter
+/// writes.
+struct SliceView {
+  Shape shape;
+  std::vector<index_t> sizes, strides;
+  index_t start = 0, end = 0, offset = 0;
+
+  SliceView(const Shape& from, int& dim, index_t first, index_t last, index_t step, const char* op) {
+    dim = normalize_dim(dim, from.rank(), op);
+    HEED_CHECK(from.rank() > 0, IndexError, op, ": cannot slice a rank-0 tensor");
+    HEED_CHECK(step > 0, ValueError, op, ": step must be positive, got ", step);
+    const index_t size = from[dim];
+    auto clamp = [size](index_t i) { return std::min(std::max(i < 0 ? i + size : i, index_t(0)), size); };
+    start = clamp(first);
+    end = std::max(clamp(last), start);
+    shape = from;
+    // ceil((end - start) / step), written so that a step near INT64_MAX cannot overflow.
+    shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
+    const auto x_strides = from.strides();
+    sizes.assign(shape.begin(), shape.end());
+    strides.assign(x_strides.begin(), x_strides.begin() + from.rank());
+    // With two or more elements step < size, so the product stays inside x; with one the
+    // stride is never used.
+    if (shape[dim] > 1) strides[static_cast<std::size_t>(dim)] *= step;
+    // An empty slice touches nothing: offset 0 keeps the pointer inside x's buffer.
+    offset = shape.numel() == 0 ? 0 : start * x_strides[dim];
+  }
+};
+
+}  // namespace detail
+
 /// Elements start, start+step, … below end along dim. Bounds are clamped and negative
 /// ones count from the end, as in Python slicing; step must be positive.
 template <typename T>
 Tensor<T> slice(const Tensor<T>& x, int dim, index_t start, index_t end, index_t step = 1) {
-  dim = detail::normalize_dim(dim, x.dim(), "slice");
-  HEED_CHECK(x.dim() > 0, IndexError, "slice: cannot slice a rank-0 tensor");
-  HEED_CHECK(step > 0, ValueError, "slice: step must be positive, got ", step);
-  const index_t size = x.shape()[dim];
-  auto clamp = [size](index_t i) { return std::min(std::max(i < 0 ? i + size : i, index_t(0)), size); };
-  start = clamp(start);
-  end = std::max(clamp(end), start);
-  Shape shape = x.shape();
-  // ceil((end - start) / step), written so that a step near INT64_MAX cannot overflow.
-  shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
-  const auto strides = x.shape().strides();
-  std::vector<index_t> sizes(shape.begin(), shape.end()), src_strides(strides.begin(), strides.begin() + x.dim());
-  // With two or more elements step < size, so the product stays inside x; with one the
-  // stride is never used.
-  if (shape[dim] > 1) src_strides[dim] *= step;
-  // An empty result reads nothing: offset 0 keeps the pointer inside x's buffer.
-  const index_t offset = shape.numel() == 0 ? 0 : start * strides[dim];
-  return detail::strided_op(x, "SliceBackward", offset, sizes, src_strides, shape);
+  const detail::SliceView view(x.shape(), dim, start, end, step, "slice");
+  return detail::strided_op(x, "SliceBackward", view.offset, view.sizes, view.strides, view.shape);
 }
 
 /// length elements from start along dim; the range must lie inside the tensor.
@@ -364,55 +383,43 @@ std::vector<Tensor<T>> chunk(const Tensor<T>& x, index_t chunks, int dim = 0) {
 template <typename T>
 Tensor<T> slice_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index_t start, index_t end,
                         index_t step = 1) {
-  dim = detail::normalize_dim(dim, x.dim(), "slice_scatter");
-  HEED_CHECK(x.dim() > 0, IndexError, "slice_scatter: cannot slice a rank-0 tensor");
-  HEED_CHECK(step > 0, ValueError, "slice_scatter: step must be positive, got ", step);
+  const detail::SliceView view(x.shape(), dim, start, end, step, "slice_scatter");
   HEED_CHECK(src.device() == x.device(), DeviceError, "slice_scatter: src is on ", to_string(src.device()),
              " and x on ", to_string(x.device()));
-  const index_t size = x.shape()[dim];
-  auto clamp = [size](index_t i) { return std::min(std::max(i < 0 ? i + size : i, index_t(0)), size); };
-  start = clamp(start);
-  end = std::max(clamp(end), start);
-  Shape slice_shape = x.shape();
-  slice_shape[dim] = end == start ? 0 : (end - start - 1) / step + 1;
-  HEED_CHECK(src.shape() == slice_shape, ShapeError, "slice_scatter: src of shape ", to_string(src.shape()),
-             " does not fit the slice ", start, ":", end, ":", step, " of dim ", dim, " of shape ",
-             to_string(x.shape()), ", of shape ", to_string(slice_shape));
-  const auto strides = x.shape().strides();
-  std::vector<index_t> sizes(slice_shape.begin(), slice_shape.end()),
-      dst_strides(strides.begin(), strides.begin() + x.dim());
-  if (slice_shape[dim] > 1) dst_strides[dim] *= step;
-  const index_t offset = slice_shape.numel() == 0 ? 0 : start * strides[dim];
+  HEED_CHECK(src.shape() == view.shape, ShapeError, "slice_scatter: src of shape ", to_string(src.shape()),
+             " does not fit the slice ", view.start, ":", view.end, ":", step, " of dim ", dim, " of shape ",
+             to_string(x.shape()), ", of shape ", to_string(view.shape));
   const int rank = x.dim();
   // A slice's positions are all different, so the device's scatter (one store per
   // element) writes it.
-  const auto place = [=](Tensor<T> into, const Tensor<T>& values) {
+  const auto place = [view, rank](Tensor<T> into, const Tensor<T>& values) {
     if (values.numel() == 0) return into;
     if (!into.is_cpu()) {
       detail::kernels_for(into, "slice_scatter")
-          .scatter(into.device().index(), detail::device_data(into) + offset, detail::device_data(values),
-                   detail::strided_view(sizes.data(), dst_strides.data(), rank));
+          .scatter(into.device().index(), detail::device_data(into) + view.offset, detail::device_data(values),
+                   detail::strided_view(view.sizes.data(), view.strides.data(), rank));
       return into;
     }
     std::array<index_t, detail::kMaxLoopDims> src_strides{};
     for (index_t d = rank - 1, stride = 1; d >= 0; --d) {
       src_strides[static_cast<std::size_t>(d)] = stride;
-      stride *= sizes[static_cast<std::size_t>(d)];
+      stride *= view.sizes[static_cast<std::size_t>(d)];
     }
-    detail::strided_copy(into.data() + offset, dst_strides.data(), values.data(), src_strides.data(), sizes.data(),
-                         rank);
+    detail::strided_copy(into.data() + view.offset, view.strides.data(), values.data(), src_strides.data(),
+                         view.sizes.data(), rank);
     return into;
   };
   Tensor<T> out = place(detail::copy_of(x), src);
   if (autograd::needs_grad(x, src))
-    autograd::record(out, "SliceScatterBackward", {x, src}, [=](const Tensor<T>& g) {
-      Tensor<T> zeros = detail::make_tensor<T>(slice_shape, g.device());
+    autograd::record(out, "SliceScatterBackward", {x, src}, [view, rank, place](const Tensor<T>& g) {
+      Tensor<T> zeros = detail::make_tensor<T>(view.shape, g.device());
       if (g.is_cpu())
         zeros.array().setZero();
       else
         detail::device_fill(g.device(), detail::device_data(zeros), zeros.numel(), T(0));
-      return autograd::Grads<T>{place(detail::copy_of(g), zeros),
-                                detail::gather_strided(g, offset, sizes.data(), dst_strides.data(), rank, slice_shape)};
+      return autograd::Grads<T>{
+          place(detail::copy_of(g), zeros),
+          detail::gather_strided(g, view.offset, view.sizes.data(), view.strides.data(), rank, view.shape)};
     });
   return out;
 }
