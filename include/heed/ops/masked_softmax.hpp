@@ -360,28 +360,20 @@ Tensor<T> device_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>&
 namespace detail {
 
 /// d2l's fully masked rows: out's all-zero rows (only a fully masked row sums to 0)
-/// become 1/num_keys, and their gradient stays 0, as d2l's constant −1e6 scores give.
+/// become 1/num_keys; returns them, so that backward keeps their gradient 0, as d2l's
+/// constant −1e6 scores give.
 template <typename T>
-Tensor<T> uniform_when_fully_masked(Tensor<T> out, const Tensor<T>& scores, index_t num_keys, index_t rows) {
+std::vector<index_t> fill_fully_masked_rows(Tensor<T>& out, index_t num_keys, index_t rows) {
   HEED_CHECK(out.is_cpu(), DeviceError, "masked_softmax: uniform_when_fully_masked has no implementation on ",
-             to_string(out.device()), " (scores of shape ", to_string(scores.shape()), ")");
+             to_string(out.device()), " (scores of shape ", to_string(out.shape()), ")");
   std::vector<index_t> uniform_rows;
-  for (index_t r = 0; r < rows; ++r) {
+  for (index_t r = 0; r < rows && num_keys > 0; ++r) {
     T* row = out.data() + r * num_keys;
-    bool zero = true;
-    for (index_t j = 0; j < num_keys && zero; ++j) zero = row[j] == T(0);
-    if (!zero || num_keys == 0) continue;
+    if (std::any_of(row, row + num_keys, [](T w) { return w != T(0); })) continue;
     std::fill(row, row + num_keys, T(1) / static_cast<T>(num_keys));
     uniform_rows.push_back(r);
   }
-  if (autograd::needs_grad(scores))
-    autograd::record(out, "MaskedSoftmaxBackward", {scores},
-                     [saved = autograd::save(out), uniform_rows, num_keys](const Tensor<T>& g) {
-                       Tensor<T> dx = softmax_backward(g, saved.get(), g.dim() - 1);
-                       for (index_t r : uniform_rows) std::fill_n(dx.data() + r * num_keys, num_keys, T(0));
-                       return autograd::Grads<T>{dx};
-                     });
-  return out;
+  return uniform_rows;
 }
 
 }  // namespace detail
@@ -401,14 +393,19 @@ Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<Atten
   if (detail::on_device("masked_softmax", scores, mask.valid_lens(), mask.allowed(), mask.additive_mask()))
     out = detail::device_masked_softmax(scores, mask);
   if (!out.defined()) out = detail::cpu_masked_softmax(scores, mask, num_keys, rows);
-  if (mask.uniform_when_fully_masked()) return detail::uniform_when_fully_masked(out, scores, num_keys, rows);
+  std::vector<index_t> uniform_rows;  // d2l's fully masked rows, when asked for
+  if (mask.uniform_when_fully_masked()) uniform_rows = detail::fill_fully_masked_rows(out, num_keys, rows);
 
   if (autograd::needs_grad(scores))
     // Masked weights are 0, so softmax's backward y · (g − Σ g·y) gives them a zero
-    // gradient, and fully masked rows too, with no mask to consult.
-    autograd::record(out, "MaskedSoftmaxBackward", {scores}, [saved = autograd::save(out)](const Tensor<T>& g) {
-      return autograd::Grads<T>{detail::softmax_backward(g, saved.get(), g.dim() - 1)};
-    });
+    // gradient, and fully masked rows too, with no mask to consult; d2l's uniform rows
+    // are zeroed.
+    autograd::record(out, "MaskedSoftmaxBackward", {scores},
+                     [saved = autograd::save(out), uniform_rows, num_keys](const Tensor<T>& g) {
+                       Tensor<T> dx = detail::softmax_backward(g, saved.get(), g.dim() - 1);
+                       for (index_t r : uniform_rows) std::fill_n(dx.data() + r * num_keys, num_keys, T(0));
+                       return autograd::Grads<T>{dx};
+                     });
   return out;
 }
 
