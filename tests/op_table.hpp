@@ -5,7 +5,8 @@
 // generic lambda (run in float and in double), a reference (naive loops in double, or
 // a composition of simpler ops) and tolerances. tests/test_op_table.cpp runs every
 // entry in every mode: forward against the reference, gradcheck in double, float
-// against double, each device against the CPU, 1 thread against 3.
+// against double, each device against the CPU, 1 thread against 3, and each input
+// left undefined (the error must name the op).
 //
 // The table is in four headers: this one (what an entry is, how inputs are drawn),
 // op_table_references.hpp (the references, naive loops in double), and the entries,
@@ -161,7 +162,8 @@ Inputs<T> cast_inputs(const Inputs<double>& in) {
 /// The case's index tensor on the device of the op's first input (for device runs).
 template <typename T>
 IndexTensor index_on(const Case& c, const Inputs<T>& x) {
-  return c.index.defined() ? c.index.to(x[0].device()) : c.index;
+  // The CPU when x[0] is left undefined (the undefined-input mode): the op names it.
+  return c.index.defined() && x[0].defined() ? c.index.to(x[0].device()) : c.index;
 }
 
 inline Shape shape_of(const std::vector<std::int64_t>& sizes, std::size_t from = 0) {

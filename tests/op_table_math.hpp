@@ -450,8 +450,7 @@ inline void add_math_entries(std::vector<Entry>& t) {
               const bool bias_only = c.args.size() > 1 && c.args[1] != 0;
               const X weight = x.size() > 1 && !bias_only ? x[1] : X();
               const X bias = bias_only ? x[1] : x.size() > 2 ? x[2] : X();
-              return heed::layer_norm(x[0], tail(x[0].shape(), c.args[0]), weight, bias,
-                                      c.scalar > 0 ? c.scalar : 1e-5);
+              return heed::layer_norm(x[0], tail(c.shapes[0], c.args[0]), weight, bias, c.scalar > 0 ? c.scalar : 1e-5);
             }),
             {Case{{Shape{2, 3, 4}, Shape{4}, Shape{4}}, {1}}, Case{{Shape{2, 3, 4}, Shape{3, 4}, Shape{3, 4}}, {2}},
              Case{{Shape{3, 4}}, {1}}, Case{{Shape{3, 4}}, {2}}, Case{{Shape{3, 4}, Shape{4}}, {1}},

@@ -460,7 +460,7 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
   // The mask is made on the CPU and moved, so that the device run reaches masked_select.
   t.push_back(
       entry("masked_select", op([](const auto& x, const Case& c) {
-              return heed::masked_select(x[0], heed::ne(c.index, std::int64_t(0)).to(x[0].device()));
+              return heed::masked_select(x[0], heed::ne(index_on(c, x), std::int64_t(0)));
             }),
             {Case{{Shape{2, 3}}, {}, ints({1, 0, 1, 0, 0, 1}, {2, 3})}, Case{{Shape{2, 3}}, {}, ints({0, 1, 1}, {3})},
              Case{{Shape{2, 1}}, {}, ints({1, 0, 1, 1, 1, 0}, {2, 3})}, Case{{Shape{2, 3}}, {}, ints({0, 1}, {2, 1})},

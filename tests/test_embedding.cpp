@@ -81,5 +81,5 @@ TEST_CASE("Embedding refuses bad sizes and out-of-range tokens", "[nn][errors]")
   CHECK_ERROR(heed::IndexError, "embedding: index 10 at flat position 2 of indices (1, 3) is out of range for 10",
               embedding(heed::IndexTensor({0, 9, 10}, {1, 3})));
   CHECK_ERROR(heed::IndexError, "embedding: index -3", embedding(heed::IndexTensor({-3}, {1})));
-  CHECK_ERROR(heed::ValueError, "embedding: indices are undefined", embedding(heed::IndexTensor()));
+  CHECK_ERROR(heed::ValueError, "embedding: indices is an undefined tensor", embedding(heed::IndexTensor()));
 }

@@ -32,6 +32,28 @@ TEST_CASE("every heed exception is a heed::Error and a std::runtime_error", "[er
   CHECK_THROWS_AS(heed::zeros({2}).size(1), std::runtime_error);
 }
 
+TEST_CASE("an undefined tensor argument is named with its op, in ops, modules and backward", "[errors]") {
+  // Every op of the op table is checked too (test_op_table.cpp); these reach ops through
+  // what users call.
+  const heed::Tensorf none, x = heed::ones({2, 3});
+  CHECK_ERROR(heed::ValueError, "add: b is an undefined tensor", x + none);
+  CHECK_ERROR(heed::ValueError, "matmul: a is an undefined tensor", heed::matmul(none, x));
+  CHECK_ERROR(heed::ValueError, "cat: tensor 1 is an undefined tensor", heed::cat({x, none}));
+  CHECK_ERROR(heed::ValueError, "stack: tensor 0 is an undefined tensor", heed::stack({none, x}));
+  CHECK_ERROR(heed::ValueError, "sum: x is an undefined tensor", none.sum());
+  CHECK_ERROR(heed::ValueError, "t: self is an undefined tensor", none.t());
+  CHECK_ERROR(heed::ValueError, "backward: the output is an undefined tensor", none.backward());
+  heed::Generator gen(1);
+  heed::Linear<float> layer(3, 2, true, gen);
+  CHECK_ERROR(heed::ValueError, "linear: x is an undefined tensor", layer(none));
+  CHECK_ERROR(heed::ValueError, "masked_softmax: scores is an undefined tensor", heed::masked_softmax(none));
+  CHECK_ERROR(heed::ValueError, "cross_entropy: labels is an undefined tensor",
+              heed::cross_entropy(x, heed::IndexTensor()));
+  // An optional argument may stay undefined: no bias, no valid_lens.
+  CHECK(heed::linear(x, heed::ones({2, 3})).shape() == heed::Shape{2, 2});
+  CHECK(heed::masked_softmax(heed::ones({1, 2, 3}), heed::IndexTensor()).shape() == heed::Shape{1, 2, 3});
+}
+
 TEST_CASE("binary ops name themselves and both shapes when they do not broadcast", "[errors]") {
   const auto a = heed::zeros({2, 3});
   const auto b = heed::zeros({4});
@@ -278,16 +300,19 @@ TEST_CASE("using an undefined tensor is a ValueError, not a crash", "[errors]") 
   CHECK_FALSE(undefined.requires_grad());
   CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined.numel());
   CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined.shape());
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined.sum());
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined + heed::zeros({2}));
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", heed::zeros({2}) * undefined);
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined.reshape({2}));
+  // An op names itself and the argument.
+  CHECK_ERROR(heed::ValueError, "sum: x is an undefined tensor", undefined.sum());
+  CHECK_ERROR(heed::ValueError, "add: a is an undefined tensor", undefined + heed::zeros({2}));
+  CHECK_ERROR(heed::ValueError, "mul: b is an undefined tensor", heed::zeros({2}) * undefined);
+  CHECK_ERROR(heed::ValueError, "reshape: x is an undefined tensor", undefined.reshape({2}));
   CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined.grad());
   CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", undefined.item());
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", heed::cat<float>({heed::zeros({2}), undefined}));
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", heed::matmul(undefined, undefined));
+  CHECK_ERROR(heed::ValueError, "cat: tensor 1 is an undefined tensor",
+              heed::cat<float>({heed::zeros({2}), undefined}));
+  CHECK_ERROR(heed::ValueError, "matmul: a is an undefined tensor", heed::matmul(undefined, undefined));
   Tensorf target = heed::zeros({2});
-  CHECK_ERROR(heed::ValueError, "Tensor: use of an undefined tensor", target.copy_(undefined));
+  CHECK_ERROR(heed::ValueError, "copy_: src is an undefined tensor", target.copy_(undefined));
+  CHECK_ERROR(heed::ValueError, "add_: other is an undefined tensor", target.add_(undefined));
 }
 
 TEST_CASE("gradcheck refuses inputs it cannot check", "[errors]") {
@@ -610,6 +635,14 @@ TEST_CASE("split and chunk need sizes that add up and positive counts", "[errors
   CHECK_ERROR(heed::IndexError, "chunk: cannot chunk a rank-0 tensor", heed::scalar_tensor(1.f).chunk(2));
   // split_size 0 of an empty dim is allowed, as in PyTorch: one empty piece.
   CHECK(heed::zeros({0, 3}).split(0).size() == 1);
+  // chunk of an empty dim gives `chunks` empty pieces, as torch.chunk: a count whose
+  // handles cannot fit is refused before anything is allocated.
+  CHECK(heed::zeros({0}).chunk(3).size() == 3);
+  CHECK_ERROR(heed::OutOfMemoryError, "chunk: 1099511627776 × ", heed::zeros({0}).chunk(heed::index_t(1) << 40));
+  CHECK_ERROR(heed::OutOfMemoryError, "(empty pieces of dim 0 of shape (0, 2))",
+              heed::zeros({0, 2}).chunk(heed::index_t(1) << 40));
+  CHECK_ERROR(heed::ValueError, "chunk: 9223372036854775807 * ",
+              heed::zeros({0}).chunk(std::numeric_limits<heed::index_t>::max()));
 }
 
 TEST_CASE("slice_scatter and select_scatter need a src that fits the slice", "[errors]") {
@@ -672,6 +705,11 @@ TEST_CASE("reductions over dims refuse repeated dims, bad corrections and groups
   CHECK_ERROR(heed::ValueError, "var: correction must be non-negative, got -1", x.var(1, false, -1.0));
   // std reports under its own name.
   CHECK_ERROR(heed::ValueError, "std: dim 1 appears twice in [1, 1]", x.std(Dims{1, 1}));
+  // A scalar's one "dim" is 0 or -1, once: PyTorch refuses (0, 0) and (0, -1) too.
+  const auto scalar = heed::scalar_tensor(2.f);
+  CHECK_ERROR(heed::ValueError, "sum: dim 0 appears twice in [0, 0] (shape ())", heed::sum(scalar, Dims{0, 0}));
+  CHECK_ERROR(heed::ValueError, "mean: dim -1 appears twice in [0, -1] (shape ())", scalar.mean(Dims{0, -1}));
+  CHECK(heed::sum(scalar, Dims{-1}).item() == 2.f);
   const auto empty = heed::zeros({2, 0});
   CHECK_ERROR(heed::ValueError, "mean: the dims [1] of shape (2, 0) hold no element", empty.mean(Dims{1}));
   CHECK_ERROR(heed::ValueError, "mean: the dims [] of shape (2, 0) hold no element", heed::mean(empty, Dims{}));

@@ -1,6 +1,6 @@
 // Every entry of the op table (tests/op_table.hpp) in every mode: forward against the
 // reference, gradcheck in double, float against double, each device against the CPU,
-// and 1 thread against 3.
+// 1 thread against 3, and each input left undefined.
 #include "op_table_shapes.hpp"
 
 #include "check.hpp"
@@ -335,4 +335,28 @@ TEST_CASE("op table: 1 thread and 3 threads give the same bits", "[ops][table]")
 #else
   WARN("built without OpenMP: every op runs on one thread, the thread mode checked nothing");
 #endif
+}
+
+// A tensor argument left undefined (a default-constructed Tensor) is the caller's
+// mistake: the error must name the op and the argument, never only "Tensor: use of an
+// undefined tensor", which says neither. An op whose argument is optional (an absent
+// bias) may accept it.
+TEST_CASE("op table: an undefined input is an error naming the op", "[ops][table][errors]") {
+  for (const Entry& e : table()) {
+    const Case& c = e.cases.front();
+    const Inputs<double> defined = make_inputs(e, c, seed_of(e, 0));
+    for (std::size_t i = 0; i < defined.size(); ++i) {
+      INFO(describe(e, c) << ", input " << i << " undefined");
+      Inputs<double> in = defined;
+      in[i] = Tensord();
+      try {
+        (void)e.fn.d(in, c);
+      } catch (const heed::Error& error) {
+        const std::string message = error.what();
+        INFO(message);
+        CHECK(message.find("undefined") != std::string::npos);
+        CHECK(message.rfind("Tensor: ", 0) == std::string::npos);
+      }
+    }
+  }
 }

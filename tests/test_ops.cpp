@@ -204,6 +204,21 @@ TEMPLATE_TEST_CASE("masked_fill writes a value where the broadcast mask is true"
 
 // ---- reductions -------------------------------------------------------------------------
 
+TEST_CASE("int64 sum and prod wrap around on overflow, as PyTorch's", "[ops]") {
+  // torch.tensor([2**62, 2**62, 1]).sum() == -2**63 + 1; torch.tensor([2**32, 2**32 + 1]).prod() == 2**64 mod 2**64
+  // + 2**32 == 2**32; the same bits on every path: everything, one dim, several dims.
+  constexpr std::int64_t big = std::int64_t(1) << 62, min = std::numeric_limits<std::int64_t>::min();
+  const heed::IndexTensor x = heed::tensor<std::int64_t>({big, big, 1});
+  CHECK(x.sum().item() == min + 1);
+  CHECK(x.sum(0).item() == min + 1);
+  CHECK(heed::tensor<std::int64_t>({{big, big}, {0, 3}}).sum(std::vector<int>{0, 1}).item() == min + 3);
+  CHECK(heed::tensor<std::int64_t>({{big, -1}, {big, -1}}).sum(0).to_vector() == std::vector<std::int64_t>{min, -2});
+  const std::int64_t two32 = std::int64_t(1) << 32;
+  CHECK(heed::tensor<std::int64_t>({two32, two32 + 1}).prod().item() == two32);
+  CHECK(heed::tensor<std::int64_t>({{two32, 3}, {two32, 5}}).prod(0).to_vector() == std::vector<std::int64_t>{0, 15});
+  CHECK(heed::tensor<std::int64_t>({std::numeric_limits<std::int64_t>::max(), 2}).prod().item() == -2);
+}
+
 TEMPLATE_TEST_CASE("sum and mean over everything and over each dim of a 3-D tensor", "[ops]", float, double) {
   // y[i][j][k], shape (2, 2, 3)
   const auto y = heed::tensor<TestType>({{{1, 5, 5}, {5, 2, 0}}, {{1, -3, -1}, {7, 7, 7}}});
@@ -566,7 +581,8 @@ TEST_CASE("embedding checks its table and indices", "[ops][errors]") {
               heed::embedding(heed::zeros<float>({12}), heed::IndexTensor({0}, Shape{1})));
   CHECK_ERROR(heed::ShapeError, "embedding: weight must be (num_embeddings, embedding_dim), got (2, 2, 3)",
               heed::embedding(heed::zeros<float>({2, 2, 3}), heed::IndexTensor({0}, Shape{1})));
-  CHECK_ERROR(heed::ValueError, "embedding: indices are undefined", heed::embedding(weight, heed::IndexTensor()));
+  CHECK_ERROR(heed::ValueError, "embedding: indices is an undefined tensor",
+              heed::embedding(weight, heed::IndexTensor()));
   // A refused lookup records nothing and leaves the gradient alone.
   const auto table = heed::ones<double>({2, 2}).requires_grad_();
   CHECK_THROWS_AS(heed::embedding(table, heed::IndexTensor({2}, Shape{1})), heed::IndexError);

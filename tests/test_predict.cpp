@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -438,6 +439,89 @@ TEMPLATE_TEST_CASE("predict_seq2seq samples reproducibly, and top_k = 1 samples 
               heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
 }
 
+TEMPLATE_TEST_CASE("predict_seq2seq never emits <pad> or <bos>, however probable the model makes them",
+                   "[seq2seq][predict]", BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(80);
+  heed::Generator gen(5);
+  const std::unique_ptr<Net> net = small_net<Net>(data, gen);
+  const index_t pad = data.tgt_vocab["<pad>"], bos = data.tgt_vocab["<bos>"];
+  {  // the output layer's bias makes <pad> and <bos> e^40 times likelier than any other token
+    heed::NoGradGuard no_grad;
+    float* bias = net->decoder().dense.bias.data();
+    bias[pad] = bias[bos] = 40.0f;
+  }
+  heed::PredictOptions greedy, beam, sampled;
+  beam.beam_size = beam.n_best = 3;
+  sampled.sample = true;
+  sampled.beam_size = sampled.n_best = 4;
+  sampled.temperature = 5.0;
+  sampled.generator = &gen;
+  for (const heed::PredictOptions* options : {&greedy, &beam, &sampled}) {
+    const auto out = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, *options);
+    for (std::size_t i = 0; i < kSentences.size(); ++i)
+      for (const auto& h : out[i].n_best) {
+        INFO("beam " << options->beam_size << (options->sample ? " sampled" : "") << ": " << kSentences[i] << " => "
+                     << h.text);
+        CHECK(std::count(h.tokens.begin(), h.tokens.end(), pad) == 0);
+        CHECK(std::count(h.tokens.begin(), h.tokens.end(), bos) == 0);
+        // log P stays the model's: each token some 40 nats below <pad> and <bos>.
+        CHECK(h.log_prob < -35.0 * static_cast<double>(h.tokens.size()));
+      }
+  }
+}
+
+TEMPLATE_TEST_CASE("predict_seq2seq refuses options that overflow or cannot fit before allocating",
+                   "[seq2seq][predict][errors]", BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(40);
+  heed::Generator gen(5);
+  const std::unique_ptr<Net> net = small_net<Net>(data, gen);
+  const std::vector<std::string> four = {"go .", "a .", "b .", "c ."};
+  const auto predict = [&](const std::vector<std::string>& sentences, const heed::PredictOptions& options) {
+    return heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, options);
+  };
+  heed::PredictOptions huge;
+  huge.beam_size = index_t(1) << 62;  // × 4 sentences wraps int64
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: 4 * 4611686018427387904 overflows int64 (sentences × beam_size)",
+              predict(four, huge));
+  huge.beam_size = index_t(1) << 40;  // fits int64, not memory: a step's logits alone are terabytes
+  CHECK_ERROR(heed::OutOfMemoryError, "bytes of memory", predict(four, huge));
+  huge.beam_size = 1'000'000'000;  // sampling: a generator per sample, refused at once
+  huge.sample = true;
+  CHECK_ERROR(heed::OutOfMemoryError, "predict_seq2seq: ", predict({"go ."}, huge));
+
+  heed::PredictOptions lengths;
+  lengths.max_length = std::numeric_limits<index_t>::max();  // the GRU has no positions: kMaxLength bounds it
+  CHECK_ERROR(heed::ValueError, "predict_seq2seq: max_length = 9223372036854775807 steps is more than the decoder's ",
+              predict(four, lengths));
+  lengths.max_length = heed::PredictOptions::kMaxLength + 1;
+  CHECK_ERROR(heed::ValueError, "steps is more than the decoder's", predict(four, lengths));
+  if constexpr (std::is_same_v<Net, TransformerNet<float>>) {  // the positional table: 1000 positions
+    lengths.max_length = 1001;
+    CHECK_ERROR(heed::ValueError, "predict_seq2seq: max_length = 1001 steps is more than the decoder's 1000 positions",
+                predict(four, lengths));
+    lengths.max_length = 1000;  // the last position the table has
+    lengths.save_attention_weights = false;
+    CHECK(predict({"go ."}, lengths).front().tokens.size() <= 1000);
+    heed::PredictOptions short_output;  // the decoder's steps fit: the source's do not
+    short_output.max_length = 10;
+    CHECK_ERROR(heed::ValueError, "predict_seq2seq: num_steps = 1001 is more than the encoder's 1000 positions",
+                heed::predict_seq2seq<float>(*net, four, data.src_vocab, data.tgt_vocab, 1001, short_output));
+  }
+
+  heed::PredictOptions penalty;
+  penalty.beam_size = 2;
+  for (const double alpha : {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), 10.5}) {
+    penalty.length_penalty = alpha;
+    INFO("length_penalty " << alpha);
+    CHECK_ERROR(heed::ValueError, "predict_seq2seq: length_penalty must be in [0, 10], got ", predict(four, penalty));
+  }
+  penalty.length_penalty = 10.0;  // the largest: every score stays finite and ordered
+  for (const auto& t : predict(four, penalty))
+    for (const auto& h : t.n_best) CHECK(std::isfinite(h.score));
+}
+
 TEST_CASE("sample_token draws each token with its tempered, cut and renormalised probability", "[seq2seq][predict]") {
   // P = (1/2, 1/4, 1/8, 1/8)
   const std::vector<double> logits = {std::log(0.5), std::log(0.25), std::log(0.125), std::log(0.125)};
@@ -493,24 +577,31 @@ TEST_CASE("forbidden_tokens: <eos> before min_length and the ends of repeated n-
   std::vector<index_t> out;
   const index_t eos = 3;
   options.min_length = 2;
-  heed::detail::forbidden_tokens({7}, options, eos, out);
+  heed::detail::forbidden_tokens({7}, options, eos, {}, out);
   CHECK(out == std::vector<index_t>{3});
-  heed::detail::forbidden_tokens({7, 8}, options, eos, out);
+  heed::detail::forbidden_tokens({7, 8}, options, eos, {}, out);
   CHECK(out.empty());
   options.min_length = 0;
   const std::vector<index_t> tokens = {5, 6, 5, 6, 5};
   options.no_repeat_ngram_size = 1;
-  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  heed::detail::forbidden_tokens(tokens, options, eos, {}, out);
   CHECK(out == std::vector<index_t>{5, 6, 5, 6, 5});
   options.no_repeat_ngram_size = 2;  // after 5: the bigrams (5, 6) at 0 and 2
-  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  heed::detail::forbidden_tokens(tokens, options, eos, {}, out);
   CHECK(out == std::vector<index_t>{6, 6});
   options.no_repeat_ngram_size = 3;  // after (6, 5): (6, 5, 6) at 1
-  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  heed::detail::forbidden_tokens(tokens, options, eos, {}, out);
   CHECK(out == std::vector<index_t>{6});
   options.no_repeat_ngram_size = 6;  // longer than the hypothesis
-  heed::detail::forbidden_tokens(tokens, options, eos, out);
+  heed::detail::forbidden_tokens(tokens, options, eos, {}, out);
   CHECK(out.empty());
+  // The reserved tokens that are not <eos> come first, always.
+  heed::detail::forbidden_tokens(tokens, options, eos, {1, 2}, out);
+  CHECK(out == std::vector<index_t>{1, 2});
+  options.min_length = 9;
+  heed::detail::forbidden_tokens(tokens, options, eos, {1, 2}, out);
+  CHECK(out == std::vector<index_t>{1, 2, 3});
+  options.min_length = 0;
   // top_log_probs skips the forbidden tokens but keeps the model's log P.
   std::vector<float> logits = {0.5f, 2.0f, -1.0f, 1.0f};
   const heed::Tensor<float> expected = heed::log_softmax(heed::tensor<float>({0.5f, 2.0f, -1.0f, 1.0f}), 0);

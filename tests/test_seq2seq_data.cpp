@@ -80,6 +80,11 @@ TEST_CASE("truncate_pad and build_array_nmt match d2l", "[data]") {
   CHECK(heed::truncate_pad({}, 3, 4) == ints("truncate_pad.empty"));
   CHECK(heed::truncate_pad({5}, 0, 1).empty());
   CHECK_ERROR(heed::ValueError, "truncate_pad: num_steps must be >= 0, got -1", heed::truncate_pad({5}, -1, 1));
+  // A length no memory holds is refused before the line is resized (it asked for 8 TB).
+  CHECK_ERROR(heed::OutOfMemoryError, "truncate_pad: 1099511627776 × 8 bytes (num_steps of token ids) is more than",
+              heed::truncate_pad({5}, index_t(1) << 40, 1));
+  CHECK_ERROR(heed::ValueError, "truncate_pad: 9223372036854775807 * 8 overflows int64",
+              heed::truncate_pad({5}, std::numeric_limits<index_t>::max(), 1));
 
   const heed::NmtTokens tokens = heed::tokenize_nmt(text("hand.text"));
   const std::vector<std::string> reserved{"<pad>", "<bos>", "<eos>"};

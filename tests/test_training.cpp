@@ -241,7 +241,8 @@ TEST_CASE("cross_entropy checks its labels and shapes", "[loss][errors]") {
               heed::cross_entropy(heed::zeros<float>({2, 5, 3}), IndexTensor({0, 0, 0, 0, 0, 0}, Shape{2, 3})));
   CHECK_ERROR(heed::ShapeError, "cross_entropy: logits must be (..., num_classes), got shape ()",
               heed::cross_entropy(heed::scalar_tensor<float>(1.f), IndexTensor({0}, Shape{})));
-  CHECK_ERROR(heed::ValueError, "cross_entropy: labels are undefined", heed::cross_entropy(logits, IndexTensor()));
+  CHECK_ERROR(heed::ValueError, "cross_entropy: labels is an undefined tensor",
+              heed::cross_entropy(logits, IndexTensor()));
 }
 
 // ---- sequence_mask ------------------------------------------------------------------------
@@ -289,7 +290,8 @@ TEST_CASE("sequence_mask checks X and valid_len", "[loss][errors]") {
               heed::sequence_mask(X, lens({1, 1}, {2, 1})));
   CHECK_ERROR(heed::ValueError, "sequence_mask: valid_len must not be negative, got -1 at index 1",
               heed::sequence_mask(X, lens({1, -1}, {2})));
-  CHECK_ERROR(heed::ValueError, "sequence_mask: valid_len is undefined", heed::sequence_mask(X, IndexTensor()));
+  CHECK_ERROR(heed::ValueError, "sequence_mask: valid_len is an undefined tensor",
+              heed::sequence_mask(X, IndexTensor()));
 }
 
 // ---- MaskedSoftmaxCELoss ---------------------------------------------------------------

@@ -152,6 +152,7 @@ inline std::uint64_t next_visit_mark() {
 
 template <typename T>
 void run_backward(const Tensor<T>& root, const Tensor<T>& gradient, bool retain_graph) {
+  heed::detail::check_defined(root, "backward", "the output");
   HEED_CHECK(root.requires_grad(), AutogradError,
              "backward: the tensor does not require grad (no input was marked with requires_grad_(), "
              "or it was computed under NoGradGuard)");

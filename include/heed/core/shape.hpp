@@ -10,6 +10,9 @@
 #include <ostream>
 #include <string>
 #include <vector>
+#if __has_include(<unistd.h>)
+#include <unistd.h>  // sysconf: the machine's memory
+#endif
 
 #include "heed/core/error.hpp"
 
@@ -145,6 +148,29 @@ index_t checked_add(index_t a, index_t b, const char* op, const Context&... cont
   if (__builtin_add_overflow(a, b, &out))
     throw ValueError(concat(op, ": ", a, " + ", b, " overflows int64", context...));
   return out;
+}
+
+/// The bytes of this machine's physical memory (0 where the system does not say).
+inline std::uint64_t physical_memory_bytes() {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+#endif
+  return 0;
+}
+
+/// count items of item_bytes each, refused before anything is allocated when their bytes
+/// overflow (ValueError) or exceed the machine's memory (OutOfMemoryError), naming op:
+/// for host vectors whose length comes from an argument (a count of pieces, of steps, of
+/// beams), which would otherwise ask the allocator for terabytes, or grow until the
+/// system kills the process.
+template <typename... Context>
+void check_fits_in_memory(index_t count, std::size_t item_bytes, const char* op, const Context&... context) {
+  const index_t bytes = checked_mul(count, static_cast<index_t>(item_bytes), op, context...);
+  const std::uint64_t memory = physical_memory_bytes();
+  if (memory > 0 && static_cast<std::uint64_t>(bytes) > memory)
+    throw OutOfMemoryError(concat(op, ": ", count, " × ", item_bytes, " bytes", context...,
+                                  " is more than this machine's ", memory, " bytes of memory"));
 }
 
 /// Turns a possibly negative dim into 0..rank-1, or throws IndexError naming op.

@@ -356,6 +356,14 @@ T* device_data(const Tensor<T>& x) {
   return heed::detail::impl(x).storage->data();
 }
 
+/// Refuses an undefined tensor (a default-constructed Tensor) given as argument `name`
+/// of `op`: ValueError "matmul: b is an undefined tensor", where reading it would only say
+/// "Tensor: use of an undefined tensor", naming neither.
+template <typename T>
+void check_defined(const Tensor<T>& x, const char* op, const char* name) {
+  if (!x.defined()) throw ValueError(concat(op, ": ", name, " is an undefined tensor"));
+}
+
 /// The device shared by the defined tensors among `xs`; DeviceError naming `op` and
 /// every operand's shape and device when they differ.
 template <typename T, typename... Ts>

@@ -3,10 +3,11 @@
 // visible, and the offset of an element read through strides. Written once here and
 // compiled by both sides (nvcc marks these functions __host__ __device__), so a CPU
 // tensor and a device tensor get the same dropout masks and the same masked rows.
-// Needs nothing but <cstdint>.
+// Needs nothing but <cstdint> and <type_traits>.
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #ifdef __CUDACC__
 #define HEED_HOST_DEVICE __host__ __device__
@@ -72,6 +73,31 @@ HEED_HOST_DEVICE inline std::int64_t strided_offset(std::int64_t i, int rank, co
     i /= sizes[d];
   }
   return offset;
+}
+
+// ---- integer sums and products -------------------------------------------------------
+// Signed overflow is undefined behaviour in C++; PyTorch's integer sum and prod wrap
+// around (two's complement), and so do heed's: the arithmetic is done unsigned, where
+// it is defined modulo 2⁶⁴, and the bits read back as signed.
+
+template <typename T>
+HEED_HOST_DEVICE inline T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;  // no promotion to int
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+
+template <typename T>
+HEED_HOST_DEVICE inline T wrapping_mul(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;  // no promotion to int
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+  } else {
+    return static_cast<T>(a * b);
+  }
 }
 
 }  // namespace heed::detail

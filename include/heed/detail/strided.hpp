@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <type_traits>
 
 #include <Eigen/Core>
 
 #include "heed/core/shape.hpp"
+#include "heed/detail/rules.hpp"
 
 namespace heed::detail {
 
@@ -139,6 +141,13 @@ void strided_accumulate(T* dst, const index_t* dst_strides, const T* src, const 
   StridedLoop<2> loop;
   for (int d = 0; d < rank; ++d) loop.add_dim(sizes[d], {dst_strides[d], src_strides[d]});
   loop.coalesce();
+  if constexpr (std::is_integral_v<T>) {  // wrapping around on overflow, as PyTorch's (rules.hpp)
+    loop.for_each_run([&](const std::array<index_t, 2>& off, index_t n, const std::array<index_t, 2>& st) {
+      for (index_t i = 0; i < n; ++i)
+        dst[off[0] + i * st[0]] = wrapping_add(dst[off[0] + i * st[0]], src[off[1] + i * st[1]]);
+    });
+    return;
+  }
   loop.for_each_run([&](const std::array<index_t, 2>& off, index_t n, const std::array<index_t, 2>& st) {
     if (st[0] == 0 && st[1] == 1)
       dst[off[0]] += ConstVecMap<T>(src + off[1], n).sum();

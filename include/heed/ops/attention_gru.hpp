@@ -151,6 +151,10 @@ template <typename T>
 AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& state, const Tensor<T>& values,
                                     const Tensor<T>& projected_keys, const IndexTensor& valid_lens,
                                     const AttentionGruWeights<T>& weights, const AttentionGruOptions& options = {}) {
+  detail::check_defined(embedded, "attention_gru", "embedded");
+  detail::check_defined(state, "attention_gru", "state");
+  detail::check_defined(values, "attention_gru", "values");
+  detail::check_defined(projected_keys, "attention_gru", "projected_keys");
   detail::check_floating<T>("attention_gru");
   const auto layers = weights.weight_ih.size();
   HEED_CHECK(layers > 0 && weights.weight_hh.size() == layers && weights.bias_ih.size() == layers &&

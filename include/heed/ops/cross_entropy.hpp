@@ -197,9 +197,10 @@ struct DeviceCrossEntropy {
 template <typename T>
 Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Reduction reduction = Reduction::mean,
                         double label_smoothing = 0.0) {
+  detail::check_defined(logits, "cross_entropy", "logits");
+  detail::check_defined(labels, "cross_entropy", "labels");
   detail::check_floating<T>("cross_entropy");
   detail::check_label_smoothing(label_smoothing, "cross_entropy");
-  HEED_CHECK(labels.defined(), ValueError, "cross_entropy: labels are undefined");
   HEED_CHECK(logits.dim() >= 1, ShapeError, "cross_entropy: logits must be (..., num_classes), got shape ",
              to_string(logits.shape()));
   const Shape rows_shape = detail::dropped_shape(logits.shape(), logits.dim() - 1);

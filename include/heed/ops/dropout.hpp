@@ -113,6 +113,7 @@ T dropout_scale(double p) {
 
 template <typename T>
 Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = default_generator()) {
+  detail::check_defined(x, "dropout", "x");
   detail::check_floating<T>("dropout");
   HEED_CHECK(p >= 0.0 && p <= 1.0, ValueError, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;

@@ -111,6 +111,8 @@ void check_floating(const char* op) {
 
 template <typename T>
 Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "add", "a");
+  detail::check_defined(b, "add", "b");
   Tensor<T> out = detail::arithmetic(a, b, "add", BinaryOp::add, [](const auto& x, const auto& y) { return x + y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "AddBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
@@ -121,6 +123,8 @@ Tensor<T> add(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "sub", "a");
+  detail::check_defined(b, "sub", "b");
   Tensor<T> out = detail::arithmetic(a, b, "sub", BinaryOp::sub, [](const auto& x, const auto& y) { return x - y; });
   if (autograd::needs_grad(a, b))
     autograd::record(out, "SubBackward", {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
@@ -131,6 +135,8 @@ Tensor<T> sub(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "mul", "a");
+  detail::check_defined(b, "mul", "b");
   Tensor<T> out = detail::arithmetic(a, b, "mul", BinaryOp::mul, [](const auto& x, const auto& y) { return x * y; });
   if (autograd::needs_grad(a, b)) {
     // out = a · b:  da = g · b,  db = g · a
@@ -151,6 +157,8 @@ Tensor<T> mul(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "div", "a");
+  detail::check_defined(b, "div", "b");
   Tensor<T> out = detail::arithmetic(a, b, "div", BinaryOp::div, [](const auto& x, const auto& y) { return x / y; });
   if (autograd::needs_grad(a, b)) {
     // out = a / b:  da = g / b,  db = -g · a / b² = -g · out / b
@@ -171,6 +179,8 @@ Tensor<T> div(const Tensor<T>& a, const Tensor<T>& b) {
 /// Elementwise a^b with broadcasting.
 template <typename T>
 Tensor<T> pow(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "pow", "a");
+  detail::check_defined(b, "pow", "b");
   Tensor<T> out = detail::broadcast_map<T>(a, b, "pow", [](const auto& x, const auto& y) { return x.pow(y); });
   if (autograd::needs_grad(a, b)) {
     // out = a^b:  da = g · b · a^(b-1),  db = g · out · ln a
@@ -192,6 +202,7 @@ Tensor<T> pow(const Tensor<T>& a, const Tensor<T>& b) {
 
 template <typename T>
 Tensor<T> add(const Tensor<T>& x, T s) {
+  detail::check_defined(x, "add", "x");
   Tensor<T> out = detail::scalar_map(x, T(1), s, [s](const auto& a) { return a + s; });
   if (autograd::needs_grad(x))
     autograd::record(out, "AddBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{g}; });
@@ -200,6 +211,7 @@ Tensor<T> add(const Tensor<T>& x, T s) {
 
 template <typename T>
 Tensor<T> mul(const Tensor<T>& x, T s) {
+  detail::check_defined(x, "mul", "x");
   Tensor<T> out = detail::scalar_map(x, s, T(0), [s](const auto& a) { return a * s; });
   if (autograd::needs_grad(x))
     autograd::record(out, "MulBackward", {x}, [s](const Tensor<T>& g) { return autograd::Grads<T>{mul(g, s)}; });
@@ -209,6 +221,7 @@ Tensor<T> mul(const Tensor<T>& x, T s) {
 /// x^p for a scalar exponent.
 template <typename T>
 Tensor<T> pow(const Tensor<T>& x, T p) {
+  detail::check_defined(x, "pow", "x");
   Tensor<T> out = detail::zip_map<T>([p](const auto& a) { return a.pow(p); }, x);
   if (autograd::needs_grad(x))
     autograd::record(out, "PowBackward", {x}, [p, saved = autograd::save(x)](const Tensor<T>& g) {
@@ -279,6 +292,7 @@ Tensor<T> unary_op(const Tensor<T>& x, const char* name, UnaryOp code, BackwardR
 
 template <typename T>
 Tensor<T> neg(const Tensor<T>& x) {
+  detail::check_defined(x, "neg", "x");
   Tensor<T> out = detail::scalar_map(x, T(-1), T(0), [](const auto& a) { return -a; });
   if (autograd::needs_grad(x))
     autograd::record(out, "NegBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{neg(g)}; });
@@ -287,6 +301,7 @@ Tensor<T> neg(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> exp(const Tensor<T>& x) {
+  detail::check_defined(x, "exp", "x");
   return detail::unary_op(
       x, "ExpBackward", UnaryOp::exp, detail::BackwardReads::output, [](const auto& a) { return a.exp(); },
       [](const auto& g, const auto& y) { return g * y; }, [](T* y, index_t n) { detail::flush_exp_underflow(y, n); });
@@ -294,6 +309,7 @@ Tensor<T> exp(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> log(const Tensor<T>& x) {
+  detail::check_defined(x, "log", "x");
   return detail::unary_op(
       x, "LogBackward", UnaryOp::log, detail::BackwardReads::input, [](const auto& a) { return a.log(); },
       [](const auto& g, const auto& x_) { return g / x_; });
@@ -301,6 +317,7 @@ Tensor<T> log(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> sqrt(const Tensor<T>& x) {
+  detail::check_defined(x, "sqrt", "x");
   return detail::unary_op(
       x, "SqrtBackward", UnaryOp::sqrt, detail::BackwardReads::output, [](const auto& a) { return a.sqrt(); },
       [](const auto& g, const auto& y) { return g / (T(2) * y); });
@@ -308,6 +325,7 @@ Tensor<T> sqrt(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> tanh(const Tensor<T>& x) {
+  detail::check_defined(x, "tanh", "x");
   return detail::unary_op(
       x, "TanhBackward", UnaryOp::tanh, detail::BackwardReads::output, [](const auto& a) { return a.tanh(); },
       [](const auto& g, const auto& y) { return g * (T(1) - y.square()); });
@@ -315,6 +333,7 @@ Tensor<T> tanh(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> sigmoid(const Tensor<T>& x) {
+  detail::check_defined(x, "sigmoid", "x");
   // 1 / (1 + e^-x), written so that neither branch overflows.
   return detail::unary_op(
       x, "SigmoidBackward", UnaryOp::sigmoid, detail::BackwardReads::output,
@@ -324,6 +343,7 @@ Tensor<T> sigmoid(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> relu(const Tensor<T>& x) {
+  detail::check_defined(x, "relu", "x");
   return detail::unary_op(
       x, "ReluBackward", UnaryOp::relu, detail::BackwardReads::output, [](const auto& a) { return a.max(T(0)); },
       [](const auto& g, const auto& y) { return (y > T(0)).select(g, T(0)); });
@@ -332,6 +352,7 @@ Tensor<T> relu(const Tensor<T>& x) {
 /// GELU with the exact Gaussian CDF, PyTorch's default: x · Φ(x), Φ(x) = (1 + erf(x/√2)) / 2.
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& x) {
+  detail::check_defined(x, "gelu", "x");
   return detail::unary_op(
       x, "GeluBackward", UnaryOp::gelu, detail::BackwardReads::input,
       [](const auto& a) {
@@ -346,6 +367,7 @@ Tensor<T> gelu(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> abs(const Tensor<T>& x) {
+  detail::check_defined(x, "abs", "x");
   return detail::unary_op(
       x, "AbsBackward", UnaryOp::abs, detail::BackwardReads::input, [](const auto& a) { return a.abs(); },
       [](const auto& g, const auto& x_) { return g * x_.sign(); });
@@ -353,6 +375,7 @@ Tensor<T> abs(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> sin(const Tensor<T>& x) {
+  detail::check_defined(x, "sin", "x");
   return detail::unary_op(
       x, "SinBackward", UnaryOp::sin, detail::BackwardReads::input, [](const auto& a) { return a.sin(); },
       [](const auto& g, const auto& x_) { return g * x_.cos(); });
@@ -360,6 +383,7 @@ Tensor<T> sin(const Tensor<T>& x) {
 
 template <typename T>
 Tensor<T> cos(const Tensor<T>& x) {
+  detail::check_defined(x, "cos", "x");
   return detail::unary_op(
       x, "CosBackward", UnaryOp::cos, detail::BackwardReads::input, [](const auto& a) { return a.cos(); },
       [](const auto& g, const auto& x_) { return -g * x_.sin(); });
@@ -370,6 +394,7 @@ Tensor<T> cos(const Tensor<T>& x) {
 /// gradient passes where min ≤ x ≤ max, as PyTorch's.
 template <typename T>
 Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<double> max = std::nullopt) {
+  detail::check_defined(x, "clamp", "x");
   detail::check_floating<T>("clamp");
   HEED_CHECK(min || max, ValueError, "clamp: at least one of min and max must be given");
   HEED_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)), ValueError, "clamp: a NaN bound (min ",
@@ -390,6 +415,7 @@ Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<dou
 /// A differentiable copy.
 template <typename T>
 Tensor<T> clone(const Tensor<T>& x) {
+  detail::check_defined(x, "clone", "x");
   Tensor<T> out = detail::copy_of(x);
   if (autograd::needs_grad(x))
     autograd::record(out, "CloneBackward", {x}, [](const Tensor<T>& g) { return autograd::Grads<T>{g}; });
@@ -401,10 +427,13 @@ Tensor<T> clone(const Tensor<T>& x) {
 #define HEED_DEFINE_COMPARISON(name, op)                                                                  \
   template <typename T>                                                                                   \
   Tensor<bool> name(const Tensor<T>& a, const Tensor<T>& b) {                                             \
+    detail::check_defined(a, #name, "a");                                                                 \
+    detail::check_defined(b, #name, "b");                                                                 \
     return detail::broadcast_map<bool>(a, b, #name, [](const auto& x, const auto& y) { return x op y; }); \
   }                                                                                                       \
   template <typename T>                                                                                   \
   Tensor<bool> name(const Tensor<T>& a, T s) {                                                            \
+    detail::check_defined(a, #name, "a");                                                                 \
     return detail::zip_map<bool>([s](const auto& x) { return x op s; }, a);                               \
   }
 HEED_DEFINE_COMPARISON(eq, ==)
@@ -418,6 +447,9 @@ HEED_DEFINE_COMPARISON(ge, >=)
 /// cond ? a : b elementwise, all three broadcast together. Differentiable in a and b.
 template <typename T>
 Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(cond, "where", "cond");
+  detail::check_defined(a, "where", "a");
+  detail::check_defined(b, "where", "b");
   const Shape shape =
       detail::broadcast_shapes(detail::broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
   const Tensor<bool> c = detail::broadcast_to(cond, shape);
@@ -434,6 +466,8 @@ Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b
 /// x with `value` wherever mask (broadcast to x's shape) is true.
 template <typename T>
 Tensor<T> masked_fill(const Tensor<T>& x, const Tensor<bool>& mask, T value) {
+  detail::check_defined(x, "masked_fill", "x");
+  detail::check_defined(mask, "masked_fill", "mask");
   HEED_CHECK(detail::broadcasts_to(mask.shape(), x.shape()), ShapeError, "masked_fill: mask of shape ",
              to_string(mask.shape()), " does not broadcast to ", to_string(x.shape()));
   return where(mask, Tensor<T>(std::vector<T>{value}, Shape{}), x);
@@ -518,6 +552,7 @@ Tensor<T>& Tensor<T>::fill_(T value) {
 
 template <typename T>
 Tensor<T>& Tensor<T>::copy_(const Tensor& src) {
+  detail::check_defined(src, "copy_", "src");
   HEED_CHECK(detail::broadcasts_to(src.shape(), shape()), ShapeError, "copy_: source of shape ", to_string(src.shape()),
              " does not broadcast to ", to_string(shape()));
   detail::check_in_place(*this, "copy_");  // after the shape check: a refused update bumps no version
@@ -550,6 +585,7 @@ void add_scaled_on_host(T* y, const T* x, index_t n, T alpha) {
 
 template <typename T>
 Tensor<T>& Tensor<T>::add_(const Tensor& other, T alpha) {
+  detail::check_defined(other, "add_", "other");
   HEED_CHECK(detail::broadcasts_to(other.shape(), shape()), ShapeError, "add_: operand of shape ",
              to_string(other.shape()), " does not broadcast to ", to_string(shape()));
   detail::check_in_place(*this, "add_");  // after the shape check: a refused update bumps no version

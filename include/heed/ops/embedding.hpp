@@ -47,9 +47,10 @@ Tensor<T> device_embedding(const Tensor<T>& weight, const IndexTensor& indices) 
 
 template <typename T>
 Tensor<T> embedding(const Tensor<T>& weight, const IndexTensor& indices) {
+  detail::check_defined(weight, "embedding", "weight");
+  detail::check_defined(indices, "embedding", "indices");
   HEED_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be (num_embeddings, embedding_dim), got ",
              to_string(weight.shape()));
-  HEED_CHECK(indices.defined(), ValueError, "embedding: indices are undefined");
   const index_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], count = indices.numel();
   if (detail::on_device("embedding", weight, indices)) return detail::device_embedding(weight, indices);
   const std::int64_t* index = indices.data();

@@ -80,6 +80,8 @@ Tensor<T> add_at(const Shape& shape, const std::vector<index_t>& offsets, const 
 /// out[i][j][k] = x[i][index[i][j][k]][k] for dim 1 (any rank): out has index's shape.
 template <typename T>
 Tensor<T> gather(const Tensor<T>& x, int dim, const IndexTensor& index) {
+  detail::check_defined(x, "gather", "x");
+  detail::check_defined(index, "gather", "index");
   dim = detail::normalize_dim(dim, x.dim(), "gather");
   detail::check_on_cpu("gather", x.device(), index.device());
   const detail::IndexOffsets offsets = detail::index_offsets(index, dim, x.shape(), index.shape(), "gather");
@@ -96,6 +98,9 @@ Tensor<T> gather(const Tensor<T>& x, int dim, const IndexTensor& index) {
 /// repeats add up). src is at least as large as index in every dim.
 template <typename T>
 Tensor<T> scatter_add(const Tensor<T>& x, int dim, const IndexTensor& index, const Tensor<T>& src) {
+  detail::check_defined(x, "scatter_add", "x");
+  detail::check_defined(index, "scatter_add", "index");
+  detail::check_defined(src, "scatter_add", "src");
   dim = detail::normalize_dim(dim, x.dim(), "scatter_add");
   detail::check_on_cpu("scatter_add", x.device(), src.device());
   detail::check_on_cpu("scatter_add", x.device(), index.device());
@@ -119,6 +124,8 @@ Tensor<T> scatter_add(const Tensor<T>& x, int dim, const IndexTensor& index, con
 /// mask broadcast together, as in torch.masked_select.
 template <typename T>
 Tensor<T> masked_select(const Tensor<T>& x, const Tensor<bool>& mask) {
+  detail::check_defined(x, "masked_select", "x");
+  detail::check_defined(mask, "masked_select", "mask");
   detail::check_on_cpu("masked_select", x.device(), mask.device());
   const Shape shape = detail::broadcast_shapes(x.shape(), mask.shape(), "masked_select");
   const Tensor<T> values = detail::broadcast_to(x, shape);

@@ -110,6 +110,10 @@ void gru_cell_backward(const T* gates, const T* h_prev, const T* dh, T* dgi, T* 
 
 template <typename T>
 Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& weight_hh, const Tensor<T>& bias_hh) {
+  detail::check_defined(gi, "gru_layer", "gi");
+  detail::check_defined(h0, "gru_layer", "h0");
+  detail::check_defined(weight_hh, "gru_layer", "weight_hh");
+  detail::check_defined(bias_hh, "gru_layer", "bias_hh");
   detail::check_floating<T>("gru_layer");
   HEED_CHECK(weight_hh.dim() == 2 && weight_hh.shape()[0] == 3 * weight_hh.shape()[1] && weight_hh.shape()[1] > 0,
              ShapeError, "gru_layer: weight_hh must be (3 * num_hiddens, num_hiddens), got ",

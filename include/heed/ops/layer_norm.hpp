@@ -94,6 +94,7 @@ Tensor<T> device_layer_norm(const Tensor<T>& x, const Shape& normalized_shape, c
 template <typename T>
 Tensor<T> layer_norm(const Tensor<T>& x, const Shape& normalized_shape, const Tensor<T>& weight = Tensor<T>(),
                      const Tensor<T>& bias = Tensor<T>(), double eps = 1e-5) {
+  detail::check_defined(x, "layer_norm", "x");
   detail::check_floating<T>("layer_norm");
   // Plain variables, not a structured binding: the lambdas below use them, and C++17
   // (and clang before 16, even in C++20) cannot capture a structured binding.

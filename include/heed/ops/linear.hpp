@@ -18,6 +18,8 @@ namespace heed {
 
 template <typename T>
 Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias = Tensor<T>()) {
+  detail::check_defined(x, "linear", "x");
+  detail::check_defined(weight, "linear", "weight");
   detail::check_floating<T>("linear");
   HEED_CHECK(weight.dim() == 2, ShapeError, "linear: weight must be (out_features, in_features), got ",
              to_string(weight.shape()));

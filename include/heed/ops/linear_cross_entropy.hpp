@@ -398,6 +398,9 @@ template <typename T>
 Tensor<T> linear_cross_entropy(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& bias,
                                const IndexTensor& labels, Reduction reduction = Reduction::mean,
                                double label_smoothing = 0.0) {
+  detail::check_defined(x, "linear_cross_entropy", "x");
+  detail::check_defined(weight, "linear_cross_entropy", "weight");
+  detail::check_defined(labels, "linear_cross_entropy", "labels");
   constexpr const char* op = "linear_cross_entropy";
   detail::check_label_smoothing(label_smoothing, op);
   HEED_CHECK(x.defined() && x.dim() >= 1, ShapeError, op, ": x must be (..., in_features), got shape ",

@@ -46,6 +46,8 @@ void check_loss_shapes(const Tensor<T>& input, const Tensor<T>& target, const ch
 /// The squared error (input − target)², reduced.
 template <typename T>
 Tensor<T> mse_loss(const Tensor<T>& input, const Tensor<T>& target, Reduction reduction = Reduction::mean) {
+  detail::check_defined(input, "mse_loss", "input");
+  detail::check_defined(target, "mse_loss", "target");
   detail::check_loss_shapes(input, target, "mse_loss");
   const Tensor<T> difference = sub(input, target);
   return detail::reduce_loss(mul(difference, difference), reduction);
@@ -54,6 +56,8 @@ Tensor<T> mse_loss(const Tensor<T>& input, const Tensor<T>& target, Reduction re
 /// The absolute error |input − target|, reduced. Its gradient at a zero difference is 0.
 template <typename T>
 Tensor<T> l1_loss(const Tensor<T>& input, const Tensor<T>& target, Reduction reduction = Reduction::mean) {
+  detail::check_defined(input, "l1_loss", "input");
+  detail::check_defined(target, "l1_loss", "target");
   detail::check_loss_shapes(input, target, "l1_loss");
   return detail::reduce_loss(abs(sub(input, target)), reduction);
 }

@@ -382,6 +382,7 @@ std::vector<index_t> fill_fully_masked_rows(Tensor<T>& out, index_t num_keys, in
 /// the top of this file for the mask forms; an empty mask is a plain softmax.
 template <typename T>
 Tensor<T> masked_softmax(const Tensor<T>& scores, const detail::NonDeduced<AttentionMask<T>>& mask = {}) {
+  detail::check_defined(scores, "masked_softmax", "scores");
   detail::check_floating<T>("masked_softmax");
   HEED_CHECK(scores.dim() == 3 || scores.dim() == 4, ShapeError,
              "masked_softmax: scores must be (batch, queries, keys) or (batch, heads, queries, keys), got ",

@@ -140,6 +140,8 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool 
 
 template <typename T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "matmul", "a");
+  detail::check_defined(b, "matmul", "b");
   detail::check_floating<T>("matmul");
   HEED_CHECK(a.dim() >= 1 && b.dim() >= 1, ShapeError, "matmul: both operands need at least 1 dim, got ",
              to_string(a.shape()), " and ", to_string(b.shape()));
@@ -183,6 +185,8 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b) {
 /// matmul(queries, keys, false, true).
 template <typename T>
 Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool transpose_b) {
+  detail::check_defined(a, "matmul", "a");
+  detail::check_defined(b, "matmul", "b");
   detail::check_floating<T>("matmul");
   HEED_CHECK(a.dim() >= 2 && b.dim() >= 2, ShapeError, "matmul: transposed operands need at least 2 dims, got ",
              to_string(a.shape()), " and ", to_string(b.shape()));
@@ -216,6 +220,8 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool 
 /// Batched product of 3-D tensors with equal batch sizes: (B, n, k) @ (B, k, m).
 template <typename T>
 Tensor<T> bmm(const Tensor<T>& a, const Tensor<T>& b) {
+  detail::check_defined(a, "bmm", "a");
+  detail::check_defined(b, "bmm", "b");
   HEED_CHECK(a.dim() == 3 && b.dim() == 3, ShapeError, "bmm: expected 3-D tensors, got ", to_string(a.shape()), " and ",
              to_string(b.shape()));
   HEED_CHECK(a.shape()[0] == b.shape()[0], ShapeError, "bmm: batch sizes differ: ", to_string(a.shape()), " vs ",

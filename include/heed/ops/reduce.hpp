@@ -17,9 +17,11 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "heed/core/factory.hpp"
+#include "heed/detail/rules.hpp"
 #include "heed/ops/elementwise.hpp"
 
 namespace heed {
@@ -51,10 +53,13 @@ struct Reduced {
   index_t count = 1;
   Reduced(const Shape& shape, const std::vector<int>& dims, const char* op) {
     std::vector<bool> reduced(static_cast<std::size_t>(shape.rank()), dims.empty());
+    // A scalar accepts dim 0 and -1 (both its one "dim"), but only once, as PyTorch.
+    std::vector<bool> seen(static_cast<std::size_t>(std::max(shape.rank(), 1)), false);
     for (int d : dims) {
       const int nd = normalize_dim(d, shape.rank(), op);
-      HEED_CHECK(shape.rank() == 0 || !reduced[static_cast<std::size_t>(nd)], ValueError, op, ": dim ", d,
-                 " appears twice in ", dims_text(dims), " (shape ", to_string(shape), ")");
+      HEED_CHECK(!seen[static_cast<std::size_t>(nd)], ValueError, op, ": dim ", d, " appears twice in ",
+                 dims_text(dims), " (shape ", to_string(shape), ")");
+      seen[static_cast<std::size_t>(nd)] = true;
       if (shape.rank()) reduced[static_cast<std::size_t>(nd)] = true;
     }
     for (int d = 0; d < shape.rank(); ++d) {
@@ -139,12 +144,18 @@ namespace detail {
 template <typename T>
 Tensor<T> total(const Tensor<T>& x) {
   if (!x.is_cpu()) return x.dim() == 0 ? copy_of(x) : sum_to(x, Shape{});
+  if constexpr (std::is_integral_v<T>) {  // wrapping around on overflow, as PyTorch's (rules.hpp)
+    T s = T(0);
+    for (index_t i = 0; i < x.numel(); ++i) s = wrapping_add(s, x.data()[i]);
+    return scalar_tensor<T>(s);
+  }
   return scalar_tensor<T>(x.array().sum());
 }
 }  // namespace detail
 
 template <typename T>
 Tensor<T> sum(const Tensor<T>& x) {
+  detail::check_defined(x, "sum", "x");
   Tensor<T> out = detail::total(x);
   detail::record_reduction(out, x, "SumBackward", Shape{}, T(1));
   return out;
@@ -153,6 +164,7 @@ Tensor<T> sum(const Tensor<T>& x) {
 /// Sum over dim; keepdim leaves it as size 1.
 template <typename T>
 Tensor<T> sum(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "sum", "x");
   dim = detail::normalize_dim(dim, x.dim(), "sum");
   if (x.dim() == 0) return sum(x);
   const Tensor<T> summed = detail::sum_along(x, dim);
@@ -164,6 +176,7 @@ Tensor<T> sum(const Tensor<T>& x, int dim, bool keepdim = false) {
 /// Mean of all elements, as a rank-0 tensor.
 template <typename T>
 Tensor<T> mean(const Tensor<T>& x) {
+  detail::check_defined(x, "mean", "x");
   HEED_CHECK(x.numel() > 0, ValueError, "mean: empty tensor of shape ", to_string(x.shape()));
   Tensor<T> out =
       !x.is_cpu() ? mul(detail::total(x), T(1) / static_cast<T>(x.numel())) : scalar_tensor<T>(x.array().mean());
@@ -174,6 +187,7 @@ Tensor<T> mean(const Tensor<T>& x) {
 /// Mean over dim; keepdim leaves it as size 1.
 template <typename T>
 Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "mean", "x");
   dim = detail::normalize_dim(dim, x.dim(), "mean");
   if (x.dim() == 0) return mean(x);
   const index_t n = x.shape()[dim];
@@ -191,6 +205,7 @@ Tensor<T> mean(const Tensor<T>& x, int dim, bool keepdim = false) {
 /// Sums over `dims` (PyTorch's dim=[...]; an empty list means every dim).
 template <typename T>
 Tensor<T> sum(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false) {
+  detail::check_defined(x, "sum", "x");
   const detail::Reduced r(x.shape(), dims, "sum");
   const Tensor<T> summed = x.shape() == r.kept ? detail::copy_of(x) : detail::sum_to(x, r.kept);
   Tensor<T> out = keepdim ? summed : detail::alias(summed, r.dropped);
@@ -201,6 +216,7 @@ Tensor<T> sum(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = f
 /// Means over `dims` (an empty list means every dim).
 template <typename T>
 Tensor<T> mean(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false) {
+  detail::check_defined(x, "mean", "x");
   const detail::Reduced r(x.shape(), dims, "mean");
   HEED_CHECK(r.count > 0, ValueError, "mean: the dims ", detail::dims_text(dims), " of shape ", to_string(x.shape()),
              " hold no element");
@@ -235,30 +251,36 @@ Tensor<T> variance(const Tensor<T>& x, const std::vector<int>& dims, bool keepdi
 /// torch.var's default correction 1 (Bessel's). n ≤ correction gives inf or NaN, as there.
 template <typename T>
 Tensor<T> var(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) {
+  detail::check_defined(x, "var", "x");
   return detail::variance(x, dims, keepdim, correction, "var");
 }
 /// Variance over one dim.
 template <typename T>
 Tensor<T> var(const Tensor<T>& x, int dim, bool keepdim = false, double correction = 1.0) {
+  detail::check_defined(x, "var", "x");
   return var(x, std::vector<int>{dim}, keepdim, correction);
 }
 /// Variance of all elements.
 template <typename T>
 Tensor<T> var(const Tensor<T>& x) {
+  detail::check_defined(x, "var", "x");
   return var(x, std::vector<int>{});
 }
 
 /// Standard deviation: √var, with var's arguments.
 template <typename T>
 Tensor<T> std(const Tensor<T>& x, const std::vector<int>& dims, bool keepdim = false, double correction = 1.0) {
+  detail::check_defined(x, "std", "x");
   return sqrt(detail::variance(x, dims, keepdim, correction, "std"));
 }
 template <typename T>
 Tensor<T> std(const Tensor<T>& x, int dim, bool keepdim = false, double correction = 1.0) {
+  detail::check_defined(x, "std", "x");
   return std(x, std::vector<int>{dim}, keepdim, correction);
 }
 template <typename T>
 Tensor<T> std(const Tensor<T>& x) {
+  detail::check_defined(x, "std", "x");
   return std(x, std::vector<int>{});
 }
 
@@ -274,7 +296,7 @@ Tensor<T> product(const Tensor<T>& x, const DimSplit& s, const Shape& out_shape)
   for (index_t o = 0; o < s.outer; ++o)
     for (index_t i = 0; i < s.inner; ++i) {
       T p = T(1);
-      for (index_t k = 0; k < s.size; ++k) p *= in[(o * s.size + k) * s.inner + i];
+      for (index_t k = 0; k < s.size; ++k) p = wrapping_mul(p, in[(o * s.size + k) * s.inner + i]);
       out.data()[o * s.inner + i] = p;
     }
   if (autograd::needs_grad(x))
@@ -305,6 +327,7 @@ Tensor<T> product(const Tensor<T>& x, const DimSplit& s, const Shape& out_shape)
 /// Product along dim.
 template <typename T>
 Tensor<T> prod(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "prod", "x");
   dim = detail::normalize_dim(dim, x.dim(), "prod");
   const Shape out_shape = x.dim() == 0 ? Shape{}
                           : keepdim    ? detail::kept_shape(x.shape(), dim)
@@ -315,6 +338,7 @@ Tensor<T> prod(const Tensor<T>& x, int dim, bool keepdim = false) {
 /// Product of all elements, as a rank-0 tensor (1 for an empty tensor).
 template <typename T>
 Tensor<T> prod(const Tensor<T>& x) {
+  detail::check_defined(x, "prod", "x");
   return detail::product(x, detail::DimSplit(Shape{x.numel()}, 0), Shape{});
 }
 
@@ -371,54 +395,63 @@ ValuesIndices<T> extreme_along(const Tensor<T>& x, int dim, bool keepdim, bool l
 /// Largest element, as a rank-0 tensor.
 template <typename T>
 Tensor<T> max(const Tensor<T>& x) {
+  detail::check_defined(x, "max", "x");
   return detail::extreme(x, true, "max", "MaxBackward");
 }
 
 /// Smallest element, as a rank-0 tensor.
 template <typename T>
 Tensor<T> min(const Tensor<T>& x) {
+  detail::check_defined(x, "min", "x");
   return detail::extreme(x, false, "min", "MinBackward");
 }
 
 /// Largest elements along dim and their indices: torch.max(x, dim).
 template <typename T>
 ValuesIndices<T> max_with_indices(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "max_with_indices", "x");
   return detail::extreme_along(x, dim, keepdim, true, "max", "MaxBackward");
 }
 
 /// Smallest elements along dim and their indices: torch.min(x, dim).
 template <typename T>
 ValuesIndices<T> min_with_indices(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "min_with_indices", "x");
   return detail::extreme_along(x, dim, keepdim, false, "min", "MinBackward");
 }
 
 /// Largest element along dim.
 template <typename T>
 Tensor<T> max(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "max", "x");
   return max_with_indices(x, dim, keepdim).values;
 }
 
 /// Smallest element along dim.
 template <typename T>
 Tensor<T> min(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "min", "x");
   return min_with_indices(x, dim, keepdim).values;
 }
 
 /// Index of the first largest element along dim.
 template <typename T>
 Tensor<std::int64_t> argmax(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "argmax", "x");
   return detail::extreme_along(x.detach(), dim, keepdim, true, "argmax", "").indices;
 }
 
 /// Index of the first smallest element along dim.
 template <typename T>
 Tensor<std::int64_t> argmin(const Tensor<T>& x, int dim, bool keepdim = false) {
+  detail::check_defined(x, "argmin", "x");
   return detail::extreme_along(x.detach(), dim, keepdim, false, "argmin", "").indices;
 }
 
 /// Index of the first largest element of the flattened tensor, as a rank-0 tensor.
 template <typename T>
 Tensor<std::int64_t> argmax(const Tensor<T>& x) {
+  detail::check_defined(x, "argmax", "x");
   HEED_CHECK(x.numel() > 0, ValueError, "argmax: empty tensor of shape ", to_string(x.shape()));
   return argmax(detail::alias(x.detach(), Shape{x.numel()}), 0);
 }
@@ -426,6 +459,7 @@ Tensor<std::int64_t> argmax(const Tensor<T>& x) {
 /// Index of the first smallest element of the flattened tensor, as a rank-0 tensor.
 template <typename T>
 Tensor<std::int64_t> argmin(const Tensor<T>& x) {
+  detail::check_defined(x, "argmin", "x");
   HEED_CHECK(x.numel() > 0, ValueError, "argmin: empty tensor of shape ", to_string(x.shape()));
   return argmin(detail::alias(x.detach(), Shape{x.numel()}), 0);
 }

@@ -443,6 +443,9 @@ template <typename T>
 Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
                                        const detail::NonDeduced<AttentionMask<T>>& mask = {}, double dropout = 0.0,
                                        Generator& gen = default_generator()) {
+  detail::check_defined(queries, "scaled_dot_product_attention", "queries");
+  detail::check_defined(keys, "scaled_dot_product_attention", "keys");
+  detail::check_defined(values, "scaled_dot_product_attention", "values");
   detail::check_floating<T>("scaled_dot_product_attention");
   detail::check_attention_inputs(queries, keys, values, "scaled_dot_product_attention", true, true);
   HEED_CHECK(dropout >= 0.0 && dropout <= 1.0, ValueError,

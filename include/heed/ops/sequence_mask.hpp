@@ -59,7 +59,8 @@ Tensor<T> keep_prefixes(const Tensor<T>& x, const std::vector<index_t>& lens, T 
 
 template <typename T>
 Tensor<T> sequence_mask(const Tensor<T>& X, const IndexTensor& valid_len, double value = 0.0) {
-  HEED_CHECK(X.defined(), ValueError, "sequence_mask: X is undefined");
+  detail::check_defined(X, "sequence_mask", "X");
+  detail::check_defined(valid_len, "sequence_mask", "valid_len");
   HEED_CHECK(X.dim() >= 2, ShapeError, "sequence_mask: X must be (batch, num_steps, ...), got shape ",
              to_string(X.shape()));
   std::vector<index_t> lens = detail::sequence_lens(valid_len, X.shape()[0], X.shape()[1], "sequence_mask");

@@ -183,11 +183,13 @@ Tensor<T> strided_op(const Tensor<T>& x, const char* name, index_t offset, const
 
 template <typename T>
 Tensor<T> reshape(const Tensor<T>& x, const std::vector<index_t>& shape) {
+  detail::check_defined(x, "reshape", "x");
   return detail::view_as_shape(x, detail::infer_shape(shape, x.numel(), x.shape(), "reshape"));
 }
 
 template <typename T>
 Tensor<T> flatten(const Tensor<T>& x, int start_dim = 0, int end_dim = -1) {
+  detail::check_defined(x, "flatten", "x");
   if (x.dim() == 0) return detail::view_as_shape(x, Shape{1});
   start_dim = detail::normalize_dim(start_dim, x.dim(), "flatten");
   end_dim = detail::normalize_dim(end_dim, x.dim(), "flatten");
@@ -204,6 +206,7 @@ Tensor<T> flatten(const Tensor<T>& x, int start_dim = 0, int end_dim = -1) {
 
 template <typename T>
 Tensor<T> unsqueeze(const Tensor<T>& x, int dim) {
+  detail::check_defined(x, "unsqueeze", "x");
   HEED_CHECK(dim >= -x.dim() - 1 && dim <= x.dim(), IndexError, "unsqueeze: dim ", dim,
              " out of range for a tensor of rank ", x.dim(), " (expected ", -x.dim() - 1, " to ", x.dim(), ")");
   Shape shape = x.shape();
@@ -214,6 +217,7 @@ Tensor<T> unsqueeze(const Tensor<T>& x, int dim) {
 /// Removes every size-1 dim.
 template <typename T>
 Tensor<T> squeeze(const Tensor<T>& x) {
+  detail::check_defined(x, "squeeze", "x");
   Shape shape;
   for (index_t size : x.shape())
     if (size != 1) shape.push_back(size);
@@ -223,6 +227,7 @@ Tensor<T> squeeze(const Tensor<T>& x) {
 /// Removes dim if its size is 1 (otherwise returns x unchanged, as PyTorch does).
 template <typename T>
 Tensor<T> squeeze(const Tensor<T>& x, int dim) {
+  detail::check_defined(x, "squeeze", "x");
   dim = detail::normalize_dim(dim, x.dim(), "squeeze");
   if (x.dim() == 0 || x.shape()[dim] != 1) return x;
   Shape shape = x.shape();
@@ -234,6 +239,7 @@ Tensor<T> squeeze(const Tensor<T>& x, int dim) {
 
 template <typename T>
 Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& dims) {
+  detail::check_defined(x, "permute", "x");
   HEED_CHECK(static_cast<int>(dims.size()) == x.dim(), ShapeError, "permute: ", dims.size(),
              " dims given for a tensor of shape ", to_string(x.shape()));
   std::vector<bool> seen(dims.size(), false);
@@ -253,6 +259,7 @@ Tensor<T> permute(const Tensor<T>& x, const std::vector<int>& dims) {
 
 template <typename T>
 Tensor<T> transpose(const Tensor<T>& x, int dim0, int dim1) {
+  detail::check_defined(x, "transpose", "x");
   dim0 = detail::normalize_dim(dim0, x.dim(), "transpose");
   dim1 = detail::normalize_dim(dim1, x.dim(), "transpose");
   std::vector<int> dims(static_cast<std::size_t>(x.dim()));
@@ -300,6 +307,7 @@ struct SliceView {
 /// ones count from the end, as in Python slicing; step must be positive.
 template <typename T>
 Tensor<T> slice(const Tensor<T>& x, int dim, index_t start, index_t end, index_t step = 1) {
+  detail::check_defined(x, "slice", "x");
   const detail::SliceView view(x.shape(), dim, start, end, step, "slice");
   return detail::strided_op(x, "SliceBackward", view.offset, view.sizes, view.strides, view.shape);
 }
@@ -307,6 +315,7 @@ Tensor<T> slice(const Tensor<T>& x, int dim, index_t start, index_t end, index_t
 /// length elements from start along dim; the range must lie inside the tensor.
 template <typename T>
 Tensor<T> narrow(const Tensor<T>& x, int dim, index_t start, index_t length) {
+  detail::check_defined(x, "narrow", "x");
   dim = detail::normalize_dim(dim, x.dim(), "narrow");
   HEED_CHECK(x.dim() > 0, IndexError, "narrow: cannot narrow a rank-0 tensor");
   const index_t size = x.shape()[dim];
@@ -321,6 +330,7 @@ Tensor<T> narrow(const Tensor<T>& x, int dim, index_t start, index_t length) {
 /// The slice at `index` along dim, with that dim removed.
 template <typename T>
 Tensor<T> select(const Tensor<T>& x, int dim, index_t index) {
+  detail::check_defined(x, "select", "x");
   dim = detail::normalize_dim(dim, x.dim(), "select");
   HEED_CHECK(x.dim() > 0, IndexError, "select: cannot select from a rank-0 tensor");
   const index_t size = x.shape()[dim];
@@ -333,6 +343,7 @@ Tensor<T> select(const Tensor<T>& x, int dim, index_t index) {
 /// as torch.split: views of x's values, each differentiable.
 template <typename T>
 std::vector<Tensor<T>> split(const Tensor<T>& x, index_t split_size, int dim = 0) {
+  detail::check_defined(x, "split", "x");
   dim = detail::normalize_dim(dim, x.dim(), "split");
   HEED_CHECK(x.dim() > 0, IndexError, "split: cannot split a rank-0 tensor");
   const index_t size = x.shape()[dim];
@@ -348,6 +359,7 @@ std::vector<Tensor<T>> split(const Tensor<T>& x, index_t split_size, int dim = 0
 /// Pieces of the given sizes along dim, which must add up to its size (torch.split).
 template <typename T>
 std::vector<Tensor<T>> split(const Tensor<T>& x, const std::vector<index_t>& split_sizes, int dim = 0) {
+  detail::check_defined(x, "split", "x");
   dim = detail::normalize_dim(dim, x.dim(), "split");
   HEED_CHECK(x.dim() > 0, IndexError, "split: cannot split a rank-0 tensor");
   index_t total = 0;
@@ -370,11 +382,16 @@ std::vector<Tensor<T>> split(const Tensor<T>& x, const std::vector<index_t>& spl
 /// torch.chunk.
 template <typename T>
 std::vector<Tensor<T>> chunk(const Tensor<T>& x, index_t chunks, int dim = 0) {
+  detail::check_defined(x, "chunk", "x");
   HEED_CHECK(chunks > 0, ValueError, "chunk: the number of chunks must be positive, got ", chunks);
   dim = detail::normalize_dim(dim, x.dim(), "chunk");
   HEED_CHECK(x.dim() > 0, IndexError, "chunk: cannot chunk a rank-0 tensor");
   const index_t size = x.shape()[dim];
-  if (size == 0) return std::vector<Tensor<T>>(static_cast<std::size_t>(chunks), narrow(x, dim, 0, 0));
+  if (size == 0) {  // torch.chunk gives `chunks` empty pieces: as many handles must fit
+    detail::check_fits_in_memory(chunks, sizeof(Tensor<T>), "chunk", " (empty pieces of dim ", dim, " of shape ",
+                                 detail::ShapeText{x.shape()}, ")");
+    return std::vector<Tensor<T>>(static_cast<std::size_t>(chunks), narrow(x, dim, 0, 0));
+  }
   return split(x, size / chunks + (size % chunks != 0), dim);
 }
 
@@ -383,6 +400,8 @@ std::vector<Tensor<T>> chunk(const Tensor<T>& x, index_t chunks, int dim = 0) {
 template <typename T>
 Tensor<T> slice_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index_t start, index_t end,
                         index_t step = 1) {
+  detail::check_defined(x, "slice_scatter", "x");
+  detail::check_defined(src, "slice_scatter", "src");
   const detail::SliceView view(x.shape(), dim, start, end, step, "slice_scatter");
   HEED_CHECK(src.device() == x.device(), DeviceError, "slice_scatter: src is on ", to_string(src.device()),
              " and x on ", to_string(x.device()));
@@ -428,6 +447,8 @@ Tensor<T> slice_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index
 /// x[i] = src for dim 0).
 template <typename T>
 Tensor<T> select_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index_t index) {
+  detail::check_defined(x, "select_scatter", "x");
+  detail::check_defined(src, "select_scatter", "src");
   dim = detail::normalize_dim(dim, x.dim(), "select_scatter");
   HEED_CHECK(x.dim() > 0, IndexError, "select_scatter: cannot select from a rank-0 tensor");
   const index_t size = x.shape()[dim];
@@ -445,6 +466,7 @@ Tensor<T> select_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, inde
 /// Tiles x: repeats[d] copies along each dim (extra leading repeats add dims).
 template <typename T>
 Tensor<T> repeat(const Tensor<T>& x, const std::vector<index_t>& repeats) {
+  detail::check_defined(x, "repeat", "x");
   const int rank = static_cast<int>(repeats.size());
   HEED_CHECK(rank >= x.dim(), ShapeError, "repeat: ", repeats.size(), " repeats for a tensor of shape ",
              to_string(x.shape()), " (need at least one per dim)");
@@ -469,6 +491,7 @@ Tensor<T> repeat(const Tensor<T>& x, const std::vector<index_t>& repeats) {
 /// Repeats each element `repeats` times along dim: [a, b] -> [a, a, b, b].
 template <typename T>
 Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats, int dim) {
+  detail::check_defined(x, "repeat_interleave", "x");
   dim = detail::normalize_dim(dim, x.dim(), "repeat_interleave");
   HEED_CHECK(repeats >= 0, ValueError, "repeat_interleave: negative repeat count ", repeats);
   if (x.dim() == 0) return repeat_interleave(flatten(x), repeats, 0);
@@ -488,12 +511,14 @@ Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats, int dim) {
 /// without a dim.
 template <typename T>
 Tensor<T> repeat_interleave(const Tensor<T>& x, index_t repeats) {
+  detail::check_defined(x, "repeat_interleave", "x");
   return repeat_interleave(flatten(x), repeats, 0);
 }
 
 /// Broadcasts x to `shape` (a copy; sizes of 1 stretch, leading dims are added).
 template <typename T>
 Tensor<T> expand(const Tensor<T>& x, const Shape& shape) {
+  detail::check_defined(x, "expand", "x");
   HEED_CHECK(detail::broadcasts_to(x.shape(), shape), ShapeError, "expand: shape ", to_string(x.shape()),
              " cannot be expanded to ", to_string(shape));
   (void)shape.numel("expand");
@@ -505,6 +530,8 @@ Tensor<T> expand(const Tensor<T>& x, const Shape& shape) {
 /// Rows of x along dim picked by a 1-D index tensor (repeats allowed).
 template <typename T>
 Tensor<T> index_select(const Tensor<T>& x, int dim, const Tensor<std::int64_t>& index) {
+  detail::check_defined(x, "index_select", "x");
+  detail::check_defined(index, "index_select", "index");
   dim = detail::normalize_dim(dim, x.dim(), "index_select");
   HEED_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D, got shape ", to_string(index.shape()));
   const index_t size = x.dim() ? x.shape()[dim] : 1;
@@ -537,6 +564,8 @@ Tensor<T> index_select(const Tensor<T>& x, int dim, const Tensor<std::int64_t>& 
 template <typename T>
 Tensor<T> cat(const std::vector<Tensor<T>>& tensors, int dim = 0) {
   HEED_CHECK(!tensors.empty(), ValueError, "cat: expected a non-empty list of tensors");
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    HEED_CHECK(tensors[i].defined(), ValueError, "cat: tensor ", i, " is an undefined tensor");
   const Shape& first = tensors[0].shape();
   HEED_CHECK(first.rank() > 0, ShapeError, "cat: rank-0 tensors cannot be concatenated (stack them instead)");
   dim = detail::normalize_dim(dim, first.rank(), "cat");
@@ -581,6 +610,8 @@ Tensor<T> cat(const std::vector<Tensor<T>>& tensors, int dim = 0) {
 template <typename T>
 Tensor<T> stack(const std::vector<Tensor<T>>& tensors, int dim = 0) {
   HEED_CHECK(!tensors.empty(), ValueError, "stack: expected a non-empty list of tensors");
+  for (std::size_t i = 0; i < tensors.size(); ++i)
+    HEED_CHECK(tensors[i].defined(), ValueError, "stack: tensor ", i, " is an undefined tensor");
   for (std::size_t i = 1; i < tensors.size(); ++i)
     HEED_CHECK(tensors[i].shape() == tensors[0].shape(), ShapeError, "stack: tensor ", i, " has shape ",
                to_string(tensors[i].shape()), ", expected ", to_string(tensors[0].shape()));
@@ -634,12 +665,14 @@ template <typename T> std::vector<Tensor<T>> Tensor<T>::chunk(index_t chunks, in
 // clang-format on
 template <typename T>
 Tensor<T> Tensor<T>::t() const {
+  detail::check_defined(*this, "t", "self");
   HEED_CHECK(dim() <= 2, ShapeError, "t: expects a tensor of at most 2 dims, got shape ", to_string(shape()),
              " (x.mT() swaps the last two dims, x.permute() any)");
   return dim() < 2 ? *this : heed::transpose(*this, 0, 1);
 }
 template <typename T>
 Tensor<T> Tensor<T>::mT() const {
+  detail::check_defined(*this, "mT", "self");
   HEED_CHECK(dim() >= 2, ShapeError, "mT: expects a tensor of at least 2 dims, got shape ", to_string(shape()));
   return heed::transpose(*this, -2, -1);
 }

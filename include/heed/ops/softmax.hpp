@@ -64,6 +64,7 @@ Tensor<T> softmax_backward(const Tensor<T>& g, const Tensor<T>& y, int dim) {
 
 template <typename T>
 Tensor<T> softmax(const Tensor<T>& x, int dim) {
+  detail::check_defined(x, "softmax", "x");
   detail::check_floating<T>("softmax");
   dim = detail::normalize_dim(dim, x.dim(), "softmax");
   Tensor<T> out = detail::over_dim<T>(
@@ -88,6 +89,7 @@ Tensor<T> softmax(const Tensor<T>& x, int dim) {
 
 template <typename T>
 Tensor<T> log_softmax(const Tensor<T>& x, int dim) {
+  detail::check_defined(x, "log_softmax", "x");
   detail::check_floating<T>("log_softmax");
   dim = detail::normalize_dim(dim, x.dim(), "log_softmax");
   Tensor<T> out = detail::over_dim<T>(

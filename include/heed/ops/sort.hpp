@@ -61,6 +61,7 @@ IndexTensor sorted_indices(const Tensor<T>& x, int dim, index_t k, bool descendi
 /// x sorted along dim (ascending unless descending), and where each value came from.
 template <typename T>
 ValuesIndices<T> sort(const Tensor<T>& x, int dim = -1, bool descending = false) {
+  detail::check_defined(x, "sort", "x");
   dim = detail::normalize_dim(dim, x.dim(), "sort");
   IndexTensor indices = detail::sorted_indices(x, dim, x.dim() ? x.shape()[dim] : 1, descending);
   return {gather(x, dim, indices), indices};
@@ -69,6 +70,7 @@ ValuesIndices<T> sort(const Tensor<T>& x, int dim = -1, bool descending = false)
 /// The indices that sort x along dim.
 template <typename T>
 IndexTensor argsort(const Tensor<T>& x, int dim = -1, bool descending = false) {
+  detail::check_defined(x, "argsort", "x");
   dim = detail::normalize_dim(dim, x.dim(), "argsort");
   return detail::sorted_indices(x, dim, x.dim() ? x.shape()[dim] : 1, descending);
 }
@@ -77,6 +79,7 @@ IndexTensor argsort(const Tensor<T>& x, int dim = -1, bool descending = false) {
 /// indices.
 template <typename T>
 ValuesIndices<T> topk(const Tensor<T>& x, index_t k, int dim = -1, bool largest = true) {
+  detail::check_defined(x, "topk", "x");
   dim = detail::normalize_dim(dim, x.dim(), "topk");
   const index_t size = x.dim() ? x.shape()[dim] : 1;
   HEED_CHECK(k >= 0 && k <= size, IndexError, "topk: k = ", k, " out of range for dim ", dim, " of size ", size,

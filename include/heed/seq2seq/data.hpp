@@ -80,6 +80,7 @@ NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_e
 /// d2l's truncate_pad: the first num_steps entries of line, padded with padding_token.
 inline std::vector<index_t> truncate_pad(std::vector<index_t> line, index_t num_steps, index_t padding_token) {
   HEED_CHECK(num_steps >= 0, ValueError, "truncate_pad: num_steps must be >= 0, got ", num_steps);
+  detail::check_fits_in_memory(num_steps, sizeof(index_t), "truncate_pad", " (num_steps of token ids)");
   line.resize(static_cast<std::size_t>(num_steps), padding_token);
   return line;
 }

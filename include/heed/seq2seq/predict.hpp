@@ -53,6 +53,7 @@
 #include <initializer_list>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -67,9 +68,15 @@
 namespace heed {
 
 struct PredictOptions {
+  /// The most steps decoded (max_length, or num_steps when it is 0) for a decoder with no
+  /// limit of its own (the GRU); the Transformer's is its positional table's max_len.
+  static constexpr index_t kMaxLength = index_t(1) << 16;
+  /// The largest length_penalty: L^α stays finite for every length up to kMaxLength.
+  static constexpr double kMaxLengthPenalty = 10.0;
+
   index_t beam_size = 1;         // 1: greedy
   index_t n_best = 1;            // hypotheses returned per sentence (<= beam_size)
-  double length_penalty = 0.75;  // α in log P / L^α (beam search only)
+  double length_penalty = 0.75;  // α in log P / L^α (beam search only), in [0, kMaxLengthPenalty]
   bool save_attention_weights = true;
   // The sentences are decoded as this many groups, in order, each on a thread of its
   // own when attention weights are not kept (one after another when they are, or on a
@@ -112,6 +119,21 @@ struct Translation : Hypothesis<T> {
 namespace detail {
 
 // ---- what differs between decoders: the weights to keep, reordering the state ----
+
+/// The most positions a part (encoder or decoder) reads in one sequence: its positional
+/// table's length, or PredictOptions::kMaxLength for one without positions.
+template <typename Part, typename = void>
+struct has_positions : std::false_type {};
+template <typename Part>
+struct has_positions<Part, std::void_t<decltype(std::declval<const Part&>().pos_encoding.max_len())>> : std::true_type {
+};
+template <typename Part>
+index_t max_positions(const Part& part) {
+  if constexpr (has_positions<Part>::value)
+    return std::min(part.pos_encoding.max_len(), PredictOptions::kMaxLength);
+  else
+    return PredictOptions::kMaxLength;
+}
 
 template <typename T>
 std::vector<Tensor<T>> step_cross_attention(const Seq2SeqAttentionDecoder<T>& decoder) {
@@ -221,7 +243,9 @@ std::size_t top_log_probs(T* logits, index_t V, TopToken<T>* top, std::size_t co
   const T max = row.maxCoeff();
   const T normaliser = max + std::log((row - max).exp().sum());
   const bool any_forbidden = forbid(logits, forbidden);
-  if (count == 1 && !any_forbidden) {  // greedy: the first maximum, found by value (not found when the max is NaN)
+  // Greedy: the first maximum, found by value after the forbidden tokens became −inf (not
+  // found when the max is NaN or forbidden; a max of −inf would find a forbidden token).
+  if (count == 1 && (!any_forbidden || max > -std::numeric_limits<T>::infinity())) {
     const T* first = std::find(logits, logits + V, max);
     if (first != logits + V) {
       top[0] = {*first - normaliser, static_cast<index_t>(first - logits)};
@@ -311,11 +335,13 @@ std::size_t sample_token(T* logits, index_t V, TopToken<T>* top, const std::vect
   return 1;
 }
 
-/// The tokens a hypothesis may not take next: <eos> before min_length tokens, and each
-/// token that would make an n-gram (n = no_repeat_ngram_size) the hypothesis already has.
+/// The tokens a hypothesis may not take next: the reserved tokens that are not <eos>
+/// (<pad>, <bos>: a translation never holds them), <eos> before min_length tokens, and
+/// each token that would make an n-gram (n = no_repeat_ngram_size) the hypothesis
+/// already has.
 inline void forbidden_tokens(const std::vector<index_t>& tokens, const PredictOptions& options, index_t eos,
-                             std::vector<index_t>& out) {
-  out.clear();
+                             const std::vector<index_t>& never, std::vector<index_t>& out) {
+  out.assign(never.begin(), never.end());
   const auto length = static_cast<index_t>(tokens.size());
   if (length < options.min_length) out.push_back(eos);
   const index_t n = options.no_repeat_ngram_size;
@@ -397,7 +423,8 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   const index_t eos = tgt_vocab["<eos>"];
   const index_t max_steps = options.max_length > 0 ? options.max_length : num_steps;
   const bool sampling = options.sample;
-  std::vector<Generator> generators;  // sampling: per sentence and sample
+  std::vector<Generator> generators;                                      // sampling: per sentence and sample
+  if (sampling) generators.reserve(static_cast<std::size_t>(batch * K));  // sized by predict_seq2seq_tokens
   if (sampling)
     for (index_t i = 0; i < batch * K; ++i)
       generators.emplace_back(mix_seed(sample_seed, static_cast<std::uint64_t>(first) * static_cast<std::uint64_t>(K) +
@@ -453,7 +480,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
   // sample continues with one.
   const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K, V));
-  const bool constrained = options.min_length > 0 || options.no_repeat_ngram_size > 0;
+  const std::vector<index_t> never = {tgt_vocab["<pad>"], tgt_vocab["<bos>"]};
   std::vector<detail::TopToken<T>> top;
   std::vector<std::size_t> found;
   std::vector<std::vector<index_t>> forbidden;  // per row
@@ -477,7 +504,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     for (index_t row = 0; row < num_active * K; ++row) {
       std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
       f.clear();
-      if (const Live* h = hypothesis(row); constrained && h) detail::forbidden_tokens(h->tokens, options, eos, f);
+      if (const Live* h = hypothesis(row)) detail::forbidden_tokens(h->tokens, options, eos, never, f);
     }
     const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
     detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first_row, index_t last_row) {
@@ -633,11 +660,20 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
              ", beam_size = ", options.beam_size);
   HEED_CHECK(options.micro_batches >= 1, ValueError, "predict_seq2seq: micro_batches must be >= 1, got ",
              options.micro_batches);
-  HEED_CHECK(options.length_penalty >= 0.0, ValueError, "predict_seq2seq: length_penalty must be >= 0, got ",
+  HEED_CHECK(options.length_penalty >= 0.0 && options.length_penalty <= PredictOptions::kMaxLengthPenalty, ValueError,
+             "predict_seq2seq: length_penalty must be in [0, ", PredictOptions::kMaxLengthPenalty, "], got ",
              options.length_penalty);
   const index_t max_steps = options.max_length > 0 ? options.max_length : num_steps;
   HEED_CHECK(options.max_length >= 0, ValueError, "predict_seq2seq: max_length must be >= 0 (0: num_steps), got ",
              options.max_length);
+  // Each step feeds the decoder the next position, and the source is num_steps long.
+  const index_t decoder_limit = detail::max_positions(net.decoder()),
+                encoder_limit = detail::max_positions(net.encoder());
+  HEED_CHECK(max_steps <= decoder_limit, ValueError,
+             "predict_seq2seq: ", options.max_length > 0 ? "max_length" : "num_steps (max_length 0)", " = ", max_steps,
+             " steps is more than the decoder's ", decoder_limit, " positions");
+  HEED_CHECK(num_steps <= encoder_limit, ValueError, "predict_seq2seq: num_steps = ", num_steps,
+             " is more than the encoder's ", encoder_limit, " positions");
   HEED_CHECK(options.min_length >= 0 && options.min_length <= max_steps, ValueError,
              "predict_seq2seq: min_length must be in [0, ", max_steps, "] (the most steps decoded), got ",
              options.min_length);
@@ -655,6 +691,21 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
     HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
     HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
   }
+  // Every row of a step (sentences × beam_size) holds a row of logits, its best tokens
+  // and, when sampling, a generator: refused before anything is allocated when they
+  // cannot fit.
+  const index_t rows = detail::checked_mul(static_cast<index_t>(src_tokens.size()), options.beam_size,
+                                           "predict_seq2seq", " (sentences × beam_size)");
+  const index_t V = tgt_vocab.size();
+  detail::check_fits_in_memory(detail::checked_mul(rows, V, "predict_seq2seq", " (rows × target vocabulary)"),
+                               sizeof(U), "predict_seq2seq", " (a step's logits: sentences × beam_size × ", V,
+                               " target tokens)");
+  detail::check_fits_in_memory(
+      detail::checked_mul(rows, std::min(options.beam_size, V), "predict_seq2seq", " (rows × best tokens)"),
+      sizeof(detail::TopToken<U>), "predict_seq2seq", " (a step's best tokens of sentences × beam_size rows)");
+  if (options.sample)
+    detail::check_fits_in_memory(rows, sizeof(Generator), "predict_seq2seq",
+                                 " (a generator for each of sentences × beam_size samples)");
   std::vector<Translation<U>> results(src_tokens.size());
   if (src_tokens.empty()) return results;
   // One draw from the caller's generator seeds every sample of this call (see the top).
