@@ -168,6 +168,10 @@ void check_same_model(const std::map<std::string, std::string>& saved, const std
   std::string differences;
   for (const auto& [key, value] : here) {
     const auto it = saved.find(key);
+    // The models' checksums came later than the models: a checkpoint without them is
+    // compared by the models themselves.
+    const bool checksum = key == translator::Tokenizers::kSourceCrcKey || key == translator::Tokenizers::kTargetCrcKey;
+    if (checksum && it == saved.end()) continue;
     const std::string in_file = it == saved.end() ? "(absent)" : it->second;
     if (in_file == value) continue;
     // Vocabularies by their sizes, SentencePiece models by theirs, the rest by value.
@@ -238,29 +242,23 @@ int run(const Args& args) {
   index_t skip_batches = 0;  // of a run stopped by --max-steps in mid-epoch: that epoch's batches done
   double best_bleu = -1.0;
   if (!args.resume.empty()) {
-    check_same_model(heed::read_safetensors_metadata(args.resume), model_metadata, args.resume);
-    const auto saved = heed::load_training_checkpoint(*net, optimizer, args.resume);
-    const auto field = [&](const char* key) {
-      const auto it = saved.find(key);
-      if (it == saved.end()) throw heed::FileError(args.resume + ": no '" + key + "' in its metadata");
-      return it->second;
-    };
-    const auto number = [&](const char* key) {
-      const std::string text = field(key);
-      char* end = nullptr;
-      const double value = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end != '\0' || !(value >= -1.0 && value <= 9e15))
-        throw heed::FileError(args.resume + ": metadata '" + key + "' is not a count: '" + text + "'");
-      return value;
-    };
-    // Everything is read before anything is set: a bad field leaves the run as it was.
-    const std::string loader_state = field("loader_generator"), default_state = field("default_generator");
-    epochs_done = static_cast<index_t>(number("epochs_done"));
-    steps_done = static_cast<index_t>(number("steps_done"));
-    best_bleu = number("best_bleu");
-    if (saved.count("epoch_batches_done")) skip_batches = static_cast<index_t>(number("epoch_batches_done"));
-    loader.generator().set_state(loader_state);
-    heed::default_generator().set_state(default_state);
+    // Everything is read and checked before anything is set: a refused checkpoint leaves
+    // the run as it was.
+    const std::map<std::string, std::string> saved = heed::read_safetensors_metadata(args.resume);
+    check_same_model(saved, model_metadata, args.resume);
+    const translator::ResumePoint point = translator::read_resume_point(saved, args.resume);
+    heed::NmtDataLoader resumed_epoch = loader;  // the epoch it resumes in, as the loader will draw it
+    resumed_epoch.generator().set_state(point.loader_generator);
+    resumed_epoch.begin();
+    translator::check_resume_point(
+        point, {epochs, resumed_epoch.num_batches(), static_cast<index_t>(split.train.source.size())}, args.resume);
+    heed::load_training_checkpoint(*net, optimizer, args.resume);
+    epochs_done = point.epochs_done;
+    steps_done = point.steps_done;
+    skip_batches = point.epoch_batches_done;
+    best_bleu = point.best_bleu;
+    loader.generator().set_state(point.loader_generator);
+    heed::default_generator().set_state(point.default_generator);
     std::cout << "resumed from " << args.resume << " after epoch " << epochs_done;
     if (skip_batches > 0) std::cout << " and " << skip_batches << " batches of epoch " << epochs_done + 1;
     std::cout << ", step " << steps_done << "\n";
@@ -475,7 +473,21 @@ int main(int argc, char** argv) {
                  "stop after the first epoch that ends past this many minutes of training (0: no limit)")
       ->check(CLI::Range(0.0, 1e9))
       ->group(training);
+  // CLI11 reads integers with strtoull, which takes "-1" and 2^64 (both as 2^64 - 1) and
+  // "010" as octal: the seed is checked as decimal digits first.
   app.add_option("--seed", args.seed, "seeds the initialisation, dropout, the data order and the split")
+      ->transform(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const std::string digits = "a decimal integer from 0 to 18446744073709551615";
+            if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+              return "'" + text + "' is not " + digits;
+            const std::size_t first = std::min(text.find_first_not_of('0'), text.size() - 1);
+            text.erase(0, first);  // "007" is 7, not octal
+            if (text.size() > 20 || (text.size() == 20 && text > "18446744073709551615"))
+              return text + " is more than 18446744073709551615 (2^64 - 1)";
+            return {};
+          },
+          ""))
       ->group(training);
 
   auto* output = "Validation and checkpoints";
@@ -492,6 +504,10 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", args.quiet, "no per-epoch progress line from the training loop")->group(output);
   try {
     app.parse(argc, argv);
+    if (args.model.model == "transformer" && args.model.num_steps > translator::kMaxTransformerSteps)
+      throw CLI::ValidationError(
+          "--num-steps", "a Transformer reads at most " + std::to_string(translator::kMaxTransformerSteps) +
+                             " positions (its positional encoding), got " + std::to_string(args.model.num_steps));
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -16,21 +16,29 @@
 // Under mpiexec (a build with HEED_WITH_MPI), every process trains its share of each
 // batch (TrainOptions::communicator); rank 0 alone reports, saves and translates. The
 // parameters are those of one process with --micro-batches N (docs/distributed.md).
+// Every rank must be given the same training flags and data: they are compared before
+// training, and any rank's error (a bad flag included) ends every rank with its message,
+// since the others would wait for it forever.
 #ifdef HEED_WITH_MPI
 #include <heed/dist/mpi.hpp>
 #endif
+#include <heed/dist/settings.hpp>
 #include <heed/seq2seq/alignment.hpp>
 #include <heed/seq2seq/corpus.hpp>
 #include <heed/seq2seq/train.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -57,18 +65,20 @@ const char* const kUsage =
     "four test sentences and the SENTENCEs given ('-' reads one per line from stdin).\n"
     "  --model          transformer (default) or bahdanau\n"
     "  --data           a Tatoeba/d2l fra.txt file (default: the built-in corpus)\n"
-    "  --num-examples   pairs to read, d2l's num_examples (default 600)\n"
-    "  --epochs         training epochs (default: d2l's, 200 transformer / 250 bahdanau)\n"
-    "  --beam           beam width; 1 (default) decodes greedily; with --sample, samples per sentence\n"
+    "  --num-examples   pairs to read, d2l's num_examples (default 600; at most 2^40)\n"
+    "  --epochs         training epochs (default: d2l's, 200 transformer / 250 bahdanau; at most 2^30)\n"
+    "  --beam           beam width, 1 to 1024; 1 (default) decodes greedily; with --sample, samples\n"
+    "                   per sentence\n"
     "  --n-best         hypotheses printed per sentence, best first with their scores (<= --beam)\n"
-    "  --length-penalty beam search's alpha in log P / length^alpha (default 0.75)\n"
+    "  --length-penalty beam search's alpha in log P / length^alpha, 0 to 10 (default 0.75)\n"
     "  --sample         draw each token instead of taking the best, from a generator seeded by --seed\n"
     "  --temperature    sampling: divide the logits by T (default 1)\n"
     "  --top-k          sampling: only the K most probable tokens (default 0: all)\n"
     "  --top-p          sampling: only the fewest tokens holding probability P (default 1: all)\n"
-    "  --min-length     no <eos> before N tokens (default 0)\n"
-    "  --max-length     N tokens at most (default 0: the model's num_steps)\n"
-    "  --no-repeat-ngram no N-gram twice in a translation (default 0: off)\n"
+    "  --min-length     no <eos> before N tokens (default 0; at most the tokens decoded)\n"
+    "  --max-length     N tokens at most (default 0: the model's num_steps; at most the positions\n"
+    "                   the model has: 1000 for the Transformer's positional encoding)\n"
+    "  --no-repeat-ngram no N-gram twice in a translation, N up to 1024 (default 0: off)\n"
     "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
     "  --heatmaps       write the attention heatmaps of each translation (SVG) into DIR\n"
     "  --alignments     write 'source ||| translation ||| i-j links' per sentence to FILE\n"
@@ -77,14 +87,24 @@ const char* const kUsage =
     "                   English sentence is one of its references), sentences/s and the worst\n"
     "                   translations, instead of d2l's four test sentences\n"
     "  --worst          how many of the worst translations --evaluate prints (default 5)\n"
-    "  --micro-batches  split each batch into K parts trained on parallel threads (default 1;\n"
-    "                   K = the thread count trains fastest; K, not the threads, sets the bits)\n"
-    "  --seed           random seed (default 1)\n"
-    "  --quiet          no progress report\n";
+    "  --micro-batches  split each batch into K parts trained on parallel threads (1 to 1024,\n"
+    "                   default 1; K = the thread count trains fastest; K, not the threads, sets\n"
+    "                   the bits)\n"
+    "  --seed           random seed, an unsigned 64-bit integer (default 1)\n"
+    "  --quiet          no progress report\n"
+    "\n"
+    "Under mpiexec (a build with MPI) every process trains its share of each batch; give all\n"
+    "of them the same --model, --data, --num-examples, --epochs, --micro-batches, --seed and\n"
+    "--load: they are compared before training, and an error on any process ends them all.\n";
 
 struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// The flags' upper bounds: beyond them a value is a mistake, and beams and lengths
+// that large would exhaust memory (or overflow) before they said so.
+constexpr index_t kMaxBeam = 1024;
+constexpr index_t kMaxLength = index_t(1) << 20;  // the model's limit is checked once it is built
 
 struct Args {
   std::string model = "transformer";
@@ -93,18 +113,32 @@ struct Args {
   index_t num_examples = 600, epochs = -1, beam = 1, micro_batches = 1, worst = 5, n_best = 1;
   heed::PredictOptions decoding;  // what the decoding flags set (beam, n-best and micro-batches: below)
   std::uint64_t seed = 1;
-  bool quiet = false;
+  bool quiet = false, help = false;
   std::vector<std::string> sentences;
   heed::dist::Communicator* communicator = nullptr;  // the processes of mpiexec, when built with MPI
 };
 
-index_t parse_count(const std::string& flag, const std::string& text, index_t min) {
+/// An integer in [min, max], in decimal digits (a leading '-' for negatives).
+index_t parse_count(const std::string& flag, const std::string& text, index_t min, index_t max) {
   char* end = nullptr;
   errno = 0;
   const long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || value < min)
-    throw UsageError(flag + " wants an integer >= " + std::to_string(min) + ", got '" + text + "'");
+  const bool starts_well = !text.empty() && (std::isdigit(static_cast<unsigned char>(text[0])) || text[0] == '-');
+  if (!starts_well || *end != '\0' || errno == ERANGE || value < min || value > max)
+    throw UsageError(flag + " wants an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "], got '" +
+                     text + "'");
   return static_cast<index_t>(value);
+}
+
+/// An unsigned 64-bit integer: strtoull alone would take "-1" as 2^64 - 1.
+std::uint64_t parse_seed(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long value = std::strtoull(text.c_str(), &end, 10);
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0' || errno == ERANGE)
+    throw UsageError(flag + " wants an integer in [0, " + std::to_string(std::numeric_limits<std::uint64_t>::max()) +
+                     "], got '" + text + "'");
+  return static_cast<std::uint64_t>(value);
 }
 
 /// A real number in (low, high] (or [low, high] when low_included).
@@ -129,57 +163,63 @@ Args parse_args(int argc, char** argv) {
       if (i + 1 >= argc) throw UsageError(arg + " needs a value");
       return argv[++i];
     };
+    // An empty name would silently mean "not given" (--load "" trained a fresh model).
+    auto path = [&](const char* what) {
+      std::string text = value();
+      if (text.empty()) throw UsageError(arg + " wants " + what + ", got ''");
+      return text;
+    };
     if (arg == "--model") {
       args.model = value(), args.model_given = true;
       if (args.model != "transformer" && args.model != "bahdanau")
         throw UsageError("--model must be transformer or bahdanau, got '" + args.model + "'");
     } else if (arg == "--data") {
-      args.data = value();
+      args.data = path("a file name");
     } else if (arg == "--num-examples") {
-      args.num_examples = parse_count(arg, value(), 1);
+      args.num_examples = parse_count(arg, value(), 1, index_t(1) << 40);
     } else if (arg == "--epochs") {
-      args.epochs = parse_count(arg, value(), 0);
+      args.epochs = parse_count(arg, value(), 0, index_t(1) << 30);
     } else if (arg == "--beam") {
-      args.beam = parse_count(arg, value(), 1);
+      args.beam = parse_count(arg, value(), 1, kMaxBeam);
     } else if (arg == "--n-best") {
-      args.n_best = parse_count(arg, value(), 1);
+      args.n_best = parse_count(arg, value(), 1, kMaxBeam);
     } else if (arg == "--length-penalty") {
-      args.decoding.length_penalty = parse_real(arg, value(), 0.0, 100.0, true);
+      args.decoding.length_penalty = parse_real(arg, value(), 0.0, 10.0, true);
     } else if (arg == "--sample") {
       args.decoding.sample = true;
     } else if (arg == "--temperature") {
       args.decoding.temperature = parse_real(arg, value(), 0.0, 1e6, false);
     } else if (arg == "--top-k") {
-      args.decoding.top_k = parse_count(arg, value(), 0);
+      args.decoding.top_k = parse_count(arg, value(), 0, index_t(1) << 30);
     } else if (arg == "--top-p") {
       args.decoding.top_p = parse_real(arg, value(), 0.0, 1.0, false);
     } else if (arg == "--min-length") {
-      args.decoding.min_length = parse_count(arg, value(), 0);
+      args.decoding.min_length = parse_count(arg, value(), 0, kMaxLength);
     } else if (arg == "--max-length") {
-      args.decoding.max_length = parse_count(arg, value(), 0);
+      args.decoding.max_length = parse_count(arg, value(), 0, kMaxLength);
     } else if (arg == "--no-repeat-ngram") {
-      args.decoding.no_repeat_ngram_size = parse_count(arg, value(), 0);
+      args.decoding.no_repeat_ngram_size = parse_count(arg, value(), 0, 1024);
     } else if (arg == "--save") {
-      args.save = value();
+      args.save = path("a file name");
     } else if (arg == "--load") {
-      args.load = value();
+      args.load = path("a file name");
     } else if (arg == "--heatmaps") {
-      args.heatmaps = value();
+      args.heatmaps = path("a directory");
     } else if (arg == "--alignments") {
-      args.alignments = value();
+      args.alignments = path("a file name");
     } else if (arg == "--evaluate") {
-      args.evaluate = value();
+      args.evaluate = path("a file name");
     } else if (arg == "--worst") {
-      args.worst = parse_count(arg, value(), 0);
+      args.worst = parse_count(arg, value(), 0, index_t(1) << 30);
     } else if (arg == "--micro-batches") {
-      args.micro_batches = parse_count(arg, value(), 1);
+      args.micro_batches = parse_count(arg, value(), 1, 1024);
     } else if (arg == "--seed") {
-      args.seed = static_cast<std::uint64_t>(parse_count(arg, value(), 0));
+      args.seed = parse_seed(arg, value());
     } else if (arg == "--quiet") {
       args.quiet = true;
     } else if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      std::exit(0);
+      args.help = true;  // main prints the usage (on rank 0) once every rank agrees
+      return args;
     } else if (arg.size() > 1 && arg[0] == '-' && arg[1] == '-') {
       throw UsageError("unknown flag " + arg);
     } else if (arg == "-") {
@@ -271,6 +311,52 @@ void evaluate(Net& net, const translator::Tokenizers& tokenizers, const heed::Vo
 
 // ---- train or load, then translate ---------------------------------------------------
 
+/// The most tokens a net can decode, as predict_seq2seq bounds them: the Transformer's
+/// decoder reads position t at step t, and its positional encoding has max_len() of them;
+/// the GRU has no limit of its own, and PredictOptions::kMaxLength bounds it.
+template <typename Net>
+index_t decodable_positions(const Net& net) {
+  return heed::detail::max_positions(net.decoder());
+}
+
+/// --max-length and --min-length against the model, before any training or decoding:
+/// past the positional encoding, decoding would fail only after max_len steps.
+template <typename Net>
+void check_lengths(const Net& net, const translator::ModelConfig& config, const Args& args) {
+  const index_t limit = decodable_positions(net), max_length = args.decoding.max_length;
+  const index_t decoded = max_length > 0 ? max_length : config.num_steps;
+  if (decoded > limit)
+    throw UsageError(
+        max_length > 0 ? "--max-length " + std::to_string(max_length) + " is more than the model's limit of " +
+                             std::to_string(limit) + " tokens (its decoder's positions)"
+                       : "--max-length 0 decodes the model's num_steps, " + std::to_string(decoded) +
+                             ", more than its limit of " + std::to_string(limit) + " tokens (its decoder's positions)");
+  if (args.decoding.min_length > decoded)
+    throw UsageError("--min-length " + std::to_string(args.decoding.min_length) + " is more than the " +
+                     std::to_string(decoded) + " tokens decoded at most (--max-length, or the model's num_steps)");
+}
+
+/// What the ranks train on, to compare: the pairs read, as the loader's index tensors in
+/// their first order, and the vocabularies' tokens.
+std::string describe_data(const heed::NmtData& data) {
+  std::uint64_t hash = heed::dist::kFnv1aOffset;
+  for (index_t i = 0; i < data.data_iter.num_batches(); ++i) {
+    const heed::NmtBatch batch = data.data_iter.batch(i);
+    for (const heed::IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
+      hash = heed::dist::fnv1a(t->data(), static_cast<std::size_t>(t->numel()) * sizeof(std::int64_t), hash);
+  }
+  for (const heed::Vocab* vocab : {&data.src_vocab, &data.tgt_vocab})
+    for (const std::string& token : vocab->idx_to_token())
+      hash = heed::dist::fnv1a(token.c_str(), token.size() + 1, hash);
+  std::ostringstream out;
+  out << data.data_iter.num_examples() << " pairs, vocabularies " << data.src_vocab.size() << " / "
+      << data.tgt_vocab.size() << ", FNV-1a " << std::hex << hash;
+  return out.str();
+}
+
+/// The epochs trained: --epochs, or d2l's for the model.
+index_t epochs_of(const Args& args) { return args.epochs >= 0 ? args.epochs : (args.model == "bahdanau" ? 250 : 200); }
+
 template <typename Net>
 int run(const Args& args) {
   heed::default_generator().manual_seed(args.seed);
@@ -280,6 +366,7 @@ int run(const Args& args) {
   config.model = args.model;
   translator::Tokenizers tokenizers;  // d2l's words, unless the checkpoint has SentencePiece models
   if (!args.load.empty()) {
+    if (args.communicator && args.communicator->rank() != 0) return 0;  // nothing to train: rank 0 translates
     translator::Loaded<Net> loaded = translator::load_translator<Net>(args.load);
     if (loaded.config.model != args.model)
       throw heed::FileError(args.load + ": holds a " + loaded.config.model + " model, not a " + args.model + " one");
@@ -288,6 +375,7 @@ int run(const Args& args) {
     tgt_vocab = std::move(loaded.tgt_vocab);
     config = loaded.config;
     tokenizers = loaded.tokenizers;
+    check_lengths(*net, config, args);
     std::cout << "loaded " << args.model << " from " << args.load << " (" << net->num_parameters() << " parameters)\n";
   } else {
     heed::NmtData data =
@@ -297,7 +385,10 @@ int run(const Args& args) {
     src_vocab = std::make_unique<heed::Vocab>(data.src_vocab);
     tgt_vocab = std::make_unique<heed::Vocab>(data.tgt_vocab);
     net = translator::make_net(config, *src_vocab, *tgt_vocab, static_cast<Net*>(nullptr));
-    const index_t epochs = args.epochs >= 0 ? args.epochs : (args.model == "bahdanau" ? 250 : 200);
+    check_lengths(*net, config, args);
+    // The same flags (main compared them) may still read other files.
+    if (args.communicator) heed::dist::check_same_settings(*args.communicator, {{"--data", describe_data(data)}}, "");
+    const index_t epochs = epochs_of(args);
     const bool rank0 = !args.communicator || args.communicator->rank() == 0;
     if (rank0)
       std::cout << args.model << " on " << (args.data.empty() ? "the built-in corpus" : args.data) << ": "
@@ -320,6 +411,7 @@ int run(const Args& args) {
   if (!args.save.empty()) {
     std::map<std::string, std::string> metadata = config.to_metadata();
     metadata.merge(translator::vocab_metadata(*src_vocab, *tgt_vocab));
+    metadata.merge(tokenizers.metadata());  // a loaded subword model keeps its SentencePiece models
     heed::save_checkpoint(*net, args.save, metadata);
     std::cout << "saved " << args.save << "\n";
   }
@@ -369,32 +461,51 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  heed::dist::Communicator* communicator = nullptr;  // several processes: mpiexec's
 #ifdef HEED_WITH_MPI
   heed::dist::MpiSession mpi(&argc, &argv);
   heed::dist::MpiCommunicator world;
+  if (world.size() > 1) communicator = &world;
 #endif
-  Args args;
+  // Several processes: any error ends them all, with its message, since the others would
+  // wait for this one forever (a rank returning early leaves them in their next sum).
+  const auto fail = [&](const std::string& message, bool usage) {
+    if (communicator) communicator->abort("translate: " + message);
+    std::cerr << "translate: " << message << "\n";
+    if (usage) std::cerr << "\n" << kUsage;
+    return usage ? 2 : 1;
+  };
   try {
-    args = parse_args(argc, argv);
-#ifdef HEED_WITH_MPI
-    if (world.size() > 1) args.communicator = &world;
-#endif
-  } catch (const UsageError& e) {
-    std::cerr << "translate: " << e.what() << "\n\n" << kUsage;
-    return 2;
-  }
-  try {
+    Args args = parse_args(argc, argv);
+    args.communicator = communicator;
+    // --help on some processes only would leave the others waiting: compared first, alone,
+    // since a rank given --help has parsed nothing after it. (No operation named: fail()
+    // starts every message with "translate: ".)
+    if (communicator)
+      heed::dist::check_same_settings(*communicator, {{"--help", args.help ? "given" : "not given"}}, "");
+    if (args.help) {
+      if (!communicator || communicator->rank() == 0) std::cout << kUsage;
+      return 0;
+    }
     if (!args.load.empty() && !args.model_given) {
       const auto metadata = heed::read_safetensors_metadata(args.load);
       const auto it = metadata.find("heed.model");
       if (it != metadata.end()) args.model = it->second;
     }
+    // What changes the bits that the processes train; --data's pairs are compared once read.
+    if (communicator)
+      heed::dist::check_same_settings(*communicator,
+                                      {{"--model", args.model},
+                                       {"--load", args.load},
+                                       {"--epochs", std::to_string(epochs_of(args))},
+                                       {"--seed", std::to_string(args.seed)},
+                                       {"--micro-batches", std::to_string(args.micro_batches)},
+                                       {"--num-examples", std::to_string(args.num_examples)}},
+                                      "");
     return args.model == "bahdanau" ? run<BahdanauNet>(args) : run<TransformerNet>(args);
-  } catch (const heed::Error& e) {
-    std::cerr << "translate: " << e.what() << "\n";
-    return 1;
-  } catch (const std::exception& e) {  // not heed's (the standard library's): still a message, not an abort
-    std::cerr << "translate: " << e.what() << "\n";
-    return 1;
+  } catch (const UsageError& e) {
+    return fail(e.what(), true);
+  } catch (const std::exception& e) {  // heed's errors, and the standard library's: still a message, not an abort
+    return fail(e.what(), false);
   }
 }

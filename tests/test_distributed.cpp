@@ -8,6 +8,7 @@
 #include <cstring>
 #include <heed/dist/mpi.hpp>
 #include <heed/heed.hpp>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -162,6 +163,62 @@ TEST_CASE("allreduce_gradients sums each gradient in rank order, whatever the bu
   CHECK(!std::signbit(weight.grad().to_vector()[5 * 3 + 1]));
 }
 
+TEST_CASE("check_same_settings passes equal settings and names the first difference on every rank", "[dist]") {
+  using Settings = std::map<std::string, std::string>;
+  const int ranks = world().size(), me = world().rank(), last = ranks - 1;
+  const Settings base = {{"--epochs", "1"}, {"--model", "transformer"}, {"--seed", "1"}};
+  heed::dist::check_same_settings(world(), base, "translate");
+  heed::dist::check_same_settings(world(), {});
+  // Any bytes in names and values: lengths, colons, digits, newlines, NUL.
+  const Settings odd = {{"12:3", std::string("a\0b:\n7:", 8)}, {"", ""}, {":", "1:x"}};
+  heed::dist::check_same_settings(world(), odd);
+  const auto with = [&](int rank, const std::string& name, const char* value) {
+    Settings s = base;
+    if (me == rank) {
+      if (value)
+        s[name] = value;
+      else
+        s.erase(name);
+    }
+    return s;
+  };
+  const std::string prefix = "translate: ranks were given different settings: ";
+  CHECK_THROWS_AS(heed::dist::check_same_settings(world(), with(last, "--seed", "2"), "translate"), heed::ValueError);
+  CHECK_THROWS_WITH(heed::dist::check_same_settings(world(), with(last, "--seed", "2"), "translate"),
+                    prefix + "--seed is '1' on rank 0 and '2' on rank " + std::to_string(last));
+  // Rank 0 differs from the others: each of them differs from it; the lowest is named.
+  CHECK_THROWS_WITH(heed::dist::check_same_settings(world(), with(0, "--model", "bahdanau"), "translate"),
+                    prefix + "--model is 'bahdanau' on rank 0 and 'transformer' on rank 1");
+  // A setting one rank lacks, or has alone; no operation: no prefix.
+  CHECK_THROWS_WITH(
+      heed::dist::check_same_settings(world(), with(last, "--seed", nullptr), ""),
+      "ranks were given different settings: --seed is '1' on rank 0 and not set on rank " + std::to_string(last));
+  CHECK_THROWS_WITH(heed::dist::check_same_settings(world(), with(last, "--beam", "4"), "translate"),
+                    prefix + "--beam is not set on rank 0 and '4' on rank " + std::to_string(last));
+  // Several differences on a rank: the first in the map's order.
+  Settings two = base;
+  if (me == last) two["--seed"] = "2", two["--epochs"] = "3";
+  CHECK_THROWS_WITH(heed::dist::check_same_settings(world(), two, "translate"),
+                    prefix + "--epochs is '1' on rank 0 and '3' on rank " + std::to_string(last));
+  // Several ranks differ: the lowest is named (rank 1 and, with 3, rank 2 too).
+  Settings many = base;
+  if (me > 0) many["--micro-batches"] = std::to_string(me);
+  CHECK_THROWS_WITH(heed::dist::check_same_settings(world(), many),
+                    "check_same_settings: ranks were given different settings: --micro-batches is not set on rank 0 "
+                    "and '1' on rank 1");
+  // Values with odd bytes are named whole (but NUL: what() would end there).
+  Settings odd_differs = odd;
+  odd_differs["12:3"] = me == last ? "x:y" : "b:\n7:";
+  CHECK_THROWS_WITH(
+      heed::dist::check_same_settings(world(), odd_differs, "op"),
+      "op: ranks were given different settings: 12:3 is 'b:\n7:' on rank 0 and 'x:y' on rank " + std::to_string(last));
+  // After all that, the ranks are still in step.
+  heed::dist::check_same_settings(world(), base, "translate");
+  CHECK(heed::dist::fnv1a("", 0) == heed::dist::kFnv1aOffset);
+  CHECK(heed::dist::fnv1a("a", 1) == 0xaf63dc4c8601ec8cull);  // FNV-1a 64's published value
+  CHECK(heed::dist::fnv1a("b", 1, heed::dist::fnv1a("a", 1)) == heed::dist::fnv1a("ab", 2));
+}
+
 // ---- train_seq2seq on N ranks = one process adding the same N parts in rank order -------------
 
 namespace {
@@ -220,6 +277,44 @@ TEMPLATE_TEST_CASE("train_seq2seq on N ranks gives the parameters of one process
   // Dropout was on, and part i's masks are drawn from part i's generator: a split into
   // one part per batch gives other parameters.
   CHECK(train<Net>(nullptr, 1).parameters != one_process.parameters);
+}
+
+TEST_CASE("train_seq2seq compares the ranks' options, loaders and generators before training", "[dist]") {
+  const int last = world().size() - 1;
+  const bool odd_one = world().rank() == last;
+  const std::string prefix = "train_seq2seq: ranks were given different settings: ";
+  const auto attempt = [&](auto&& change) {
+    heed::NmtData data = corpus();
+    auto net = dropout_net<TransformerNet<double>>(data, 0.2);
+    heed::TrainOptions options;
+    options.communicator = &world();
+    heed::index_t epochs = 1;
+    heed::manual_seed(8);
+    if (odd_one) change(data, options, epochs);
+    heed::train_seq2seq<double>(*net, data.data_iter, 0.01, epochs, data.tgt_vocab, options);
+  };
+  const std::string on_last = " on rank " + std::to_string(last);
+  CHECK_THROWS_AS(attempt([](heed::NmtData&, heed::TrainOptions&, heed::index_t& epochs) { epochs = 2; }),
+                  heed::ValueError);
+  CHECK_THROWS_WITH(attempt([](heed::NmtData&, heed::TrainOptions&, heed::index_t& epochs) { epochs = 2; }),
+                    prefix + "num_epochs is '1' on rank 0 and '2'" + on_last);
+  CHECK_THROWS_WITH(attempt([](heed::NmtData&, heed::TrainOptions& o, heed::index_t&) { o.micro_batches = 2; }),
+                    prefix + "micro_batches is '1' on rank 0 and '2'" + on_last);
+  CHECK_THROWS_WITH(attempt([](heed::NmtData&, heed::TrainOptions& o, heed::index_t&) { o.skip_batches = 3; }),
+                    prefix + "skip_batches is '0' on rank 0 and '3'" + on_last);
+  CHECK_THROWS_WITH(
+      attempt([](heed::NmtData& d, heed::TrainOptions&, heed::index_t&) { d.data_iter.generator().manual_seed(5); }),
+      Catch::StartsWith(prefix + "the loader's generator is 'FNV-1a "));
+  CHECK_THROWS_WITH(attempt([](heed::NmtData&, heed::TrainOptions&, heed::index_t&) { heed::manual_seed(9); }),
+                    Catch::StartsWith(prefix + "the default generator (dropout) is 'FNV-1a "));
+  // A loader one epoch ahead: the current epoch's first batch is named before the generator.
+  CHECK_THROWS_WITH(attempt([](heed::NmtData& d, heed::TrainOptions&, heed::index_t&) {
+                      for (auto it = d.data_iter.begin(); it != d.data_iter.end(); ++it) {
+                      }
+                    }),
+                    Catch::StartsWith(prefix + "the loader's first batch is 'FNV-1a "));
+  // The same settings everywhere still train (the bits: the test above).
+  attempt([](heed::NmtData&, heed::TrainOptions&, heed::index_t&) {});
 }
 
 namespace {

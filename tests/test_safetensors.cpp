@@ -149,10 +149,19 @@ TEST_CASE("read_safetensors_metadata validates the header without reading the te
   const std::string bytes = encode(tiny_file());
   write_file(path, bytes);
   CHECK(heed::read_safetensors_metadata(path) == Metadata{{"format", "pt"}});
+  // read_safetensors_header: the same metadata, and each tensor's dtype and shape.
+  const heed::SafetensorsHeader header = heed::read_safetensors_header(path);
+  CHECK(header.metadata == Metadata{{"format", "pt"}});
+  REQUIRE(header.tensors.size() == 4);
+  CHECK(header.tensors.at("fc.weight").dtype == "F32");
+  CHECK(header.tensors.at("fc.weight").shape == std::vector<index_t>{4, 3});
+  CHECK(header.tensors.at("ln.bias").shape == std::vector<index_t>{4});
   write_file(path, bytes.substr(0, bytes.size() - 1));
   CHECK_ERROR(heed::FileError,
               "read_safetensors_metadata: " + path + ": tensor 'fc.bias': data_offsets [80, 96] run past",
               heed::read_safetensors_metadata(path));
+  CHECK_ERROR(heed::FileError, path + ": tensor 'fc.bias': data_offsets [80, 96] run past",
+              heed::read_safetensors_header(path));
 }
 
 // ---- hostile files -----------------------------------------------------------------------

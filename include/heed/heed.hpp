@@ -15,8 +15,8 @@
 // (Module, Linear, Dropout, LayerNorm, Embedding), attention (scoring, multi-head,
 // positional encoding), transformer (blocks, encoder, decoder), models (Nadaraya-Watson),
 // optim (SGD, Adam, clipping, learning-rate schedules), dist (communicators, data-parallel
-// training; MPI in heed/dist/mpi.hpp, with heed::mpi), io (printing, safetensors files,
-// module checkpoints), viz (SVG heatmaps and plots).
+// training, the ranks' settings compared; MPI in heed/dist/mpi.hpp, with heed::mpi), io
+// (printing, safetensors files, module checkpoints), viz (SVG heatmaps and plots).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -88,6 +88,7 @@
 
 #include "heed/dist/communicator.hpp"
 #include "heed/dist/data_parallel.hpp"
+#include "heed/dist/settings.hpp"
 #include "heed/seq2seq/alignment.hpp"
 #include "heed/seq2seq/bahdanau_decoder.hpp"
 #include "heed/seq2seq/bleu.hpp"

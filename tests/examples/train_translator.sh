@@ -6,6 +6,10 @@
 # naming the option or the file, never a signal).
 # With TOKENS = sentencepiece (a build with HEED_WITH_SENTENCEPIECE), a model of subword
 # tokens is trained, resumed and used by translate; with words, --sentencepiece is refused.
+# Checkpoints that lie (issue 45) are refused with exit status 1 and a message naming the
+# file and what is wrong: SentencePiece models swapped, from another run, removed or added
+# to a checkpoint of words, and --resume metadata that is no count (0.5, 1e15) or past the
+# run's bounds; a --seed past 2^64 - 1 or negative is a usage error.
 #   tests/examples/train_translator.sh TRAIN_TRANSLATOR TRANSLATE SCRATCH_DIR TOKENS PAIRS_FILE
 set -u
 train=$1 translate=$2 dir=$3 tokens=$4 pairs=$5
@@ -72,6 +76,40 @@ out=$("$train" "${small[@]}" --epochs 1 --label-smoothing 0.1 --batch-tokens 300
   fail "--label-smoothing 0.1 --batch-tokens 300: $out"
 grep -Eq '^epoch 1/1: loss [0-9.]+' <<<"$out" || fail "no epoch line with --batch-tokens: $out"
 
+# Rewrites a checkpoint's metadata: edit_metadata SRC DST CODE runs the Python CODE on
+# the dict m of SRC's metadata (meta(PATH) gives another file's) and writes DST, with the
+# tensors' bytes as they were.
+edit_metadata() {
+  python3 - "$@" <<'PYTHON'
+import json, struct, sys
+def read(path):
+    data = open(path, 'rb').read()
+    n = struct.unpack('<Q', data[:8])[0]
+    return json.loads(data[8:8 + n]), data[8 + n:]
+def meta(path):
+    return read(path)[0].get('__metadata__', {})
+src, dst, code = sys.argv[1:4]
+header, tensors = read(src)
+m = header.setdefault('__metadata__', {})
+exec(code, {'m': m, 'meta': meta})
+text = json.dumps(header).encode()
+text += b' ' * (-len(text) % 8)
+open(dst, 'wb').write(struct.pack('<Q', len(text)) + text + tensors)
+PYTHON
+}
+
+# translate --load on a tampered checkpoint: exit status 1 and a message naming the file.
+expect_load() {  # file pattern
+  local got
+  got=$("$translate" --load "$1" "go ." 2>&1)
+  local s=$?
+  if [ "$s" -ne 1 ] || ! grep -q -- "$1" <<<"$got" || ! grep -Eq -- "$2" <<<"$got"; then
+    fail "translate --load ${1##*/}: exit status $s, output: ${got:0:400}"
+  else
+    echo "ok   translate --load ${1##*/}: $(head -c 200 <<<"$got" | tr '\n' ' ')"
+  fi
+}
+
 expect() {  # status pattern flags...
   local status=$1 pattern=$2 got
   shift 2
@@ -99,6 +137,43 @@ if [ "$tokens" = sentencepiece ]; then
   grep -q "^BLEU = " <<<"$out" || fail "--evaluate a subword model: $out"
   expect 1 "heed.src_spm: [0-9]+ base64 characters in the checkpoint, [0-9]+ base64 characters here" \
     "${spm[@]/90/70}" --epochs 3 --resume "$dir/spm/last.safetensors"
+
+  # Tampered SentencePiece models: each checked against its checksum and the vocabulary
+  # beside it. A model of another run: 70 pieces.
+  "$train" "${spm[@]/90/70}" --epochs 1 --out "$dir/spm70" >/dev/null 2>&1 || fail "--sentencepiece 70"
+  good=$dir/spm/best.safetensors other=$dir/spm70/best.safetensors t=$dir/tampered
+  mkdir -p "$t"
+  grep -q '"heed.src_spm_crc32c": *"[0-9a-f]\{8\}"' "$good" || fail "no heed.src_spm_crc32c in $good"
+  swap='m["heed.src_spm"], m["heed.tgt_spm"] = m["heed.tgt_spm"], m["heed.src_spm"]'
+  edit_metadata "$good" "$t/swapped.safetensors" "$swap"
+  expect_load "$t/swapped.safetensors" "heed.src_spm does not match its checksum heed.src_spm_crc32c"
+  edit_metadata "$good" "$t/swapped_with_checksums.safetensors" \
+    "$swap; m['heed.src_spm_crc32c'], m['heed.tgt_spm_crc32c'] = m['heed.tgt_spm_crc32c'], m['heed.src_spm_crc32c']"
+  expect_load "$t/swapped_with_checksums.safetensors" "heed.src_spm does not match src_vocab: "
+  edit_metadata "$good" "$t/other_run.safetensors" \
+    "o = meta('$other'); m['heed.tgt_spm'] = o['heed.tgt_spm']; m['heed.tgt_spm_crc32c'] = o['heed.tgt_spm_crc32c']"
+  expect_load "$t/other_run.safetensors" "heed.tgt_spm does not match tgt_vocab: [0-9]+ pieces, vocabulary of [0-9]+ tokens"
+  edit_metadata "$good" "$t/one_removed.safetensors" "del m['heed.src_spm'], m['heed.src_spm_crc32c']"
+  expect_load "$t/one_removed.safetensors" "holds one SentencePiece model of two"
+  edit_metadata "$good" "$t/both_removed.safetensors" \
+    "for k in ['heed.src_spm', 'heed.tgt_spm', 'heed.src_spm_crc32c', 'heed.tgt_spm_crc32c']: del m[k]"
+  expect_load "$t/both_removed.safetensors" "src_vocab holds SentencePiece pieces .*no heed.src_spm"
+  edit_metadata "$good" "$t/models_removed.safetensors" "del m['heed.src_spm'], m['heed.tgt_spm']"
+  expect_load "$t/models_removed.safetensors" "has heed.src_spm_crc32c but no heed.src_spm"
+  edit_metadata "$good" "$t/bad_checksum.safetensors" "m['heed.tgt_spm_crc32c'] = 'zz'"
+  expect_load "$t/bad_checksum.safetensors" "heed.tgt_spm_crc32c is 'zz', not a CRC-32C"
+  edit_metadata "$dir/straight/best.safetensors" "$t/words_plus_models.safetensors" \
+    "o = meta('$good'); m.update({k: o[k] for k in o if k.startswith('heed.') and 'spm' in k})"
+  expect_load "$t/words_plus_models.safetensors" "heed.src_spm does not match src_vocab: "
+  # A checkpoint of the code before the checksums (none) still loads, and resumes.
+  edit_metadata "$good" "$t/no_checksums.safetensors" "del m['heed.src_spm_crc32c'], m['heed.tgt_spm_crc32c']"
+  out=$("$translate" --load "$t/no_checksums.safetensors" "i'm calm ." 2>&1) || fail "a checkpoint without checksums: $out"
+  grep -q "^i'm calm \. => " <<<"$out" || fail "a checkpoint without checksums: $out"
+  edit_metadata "$dir/spm/last.safetensors" "$t/last_no_checksums.safetensors" \
+    "del m['heed.src_spm_crc32c'], m['heed.tgt_spm_crc32c']"
+  out=$("$train" "${spm[@]}" --epochs 3 --resume "$t/last_no_checksums.safetensors" 2>&1) ||
+    fail "resuming a checkpoint without checksums: $out"
+  grep -q "resumed from .* after epoch 2, step " <<<"$out" || fail "resuming a checkpoint without checksums: $out"
 else
   expect 1 "--sentencepiece: this build has no SentencePiece" --sentencepiece 90
 fi
@@ -123,5 +198,38 @@ before=$(md5sum <"$dir/after2.safetensors")
 expect 1 "src_vocab: [0-9]+ tokens in the checkpoint, [0-9]+ tokens here \(built from the training data\)" "${small[@]}" --num-examples 300 --epochs 5 \
   --resume "$dir/after2.safetensors"
 [ "$(md5sum <"$dir/after2.safetensors")" = "$before" ] || fail "a refused resume changed the checkpoint"
+
+# --resume metadata that strtod read as numbers, or past this run's bounds: refused with
+# the file, the key and the text, before anything is written (--out stays absent).
+r=$dir/resume && mkdir -p "$r"
+expect_resume() {  # name python pattern [flags...]
+  local name=$1 code=$2 pattern=$3
+  shift 3
+  edit_metadata "$dir/after2.safetensors" "$r/$name.safetensors" "$code"
+  expect 1 "$r/$name.safetensors: metadata $pattern" "${small[@]}" --epochs 4 --out "$r/out_$name" \
+    --resume "$r/$name.safetensors" "$@"
+  [ -e "$r/out_$name" ] && fail "a refused resume ($name) created its --out"
+}
+expect_resume half_epoch "m['epochs_done'] = '0.5'" "'epochs_done' is '0.5', not a count"
+expect_resume exponent "m['epoch_batches_done'] = '1e15'" "'epoch_batches_done' is '1e15', not a count"
+expect_resume signed "m['steps_done'] = '+14'" "'steps_done' is '\\+14', not a count"
+expect_resume overflow "m['steps_done'] = '99999999999999999999'" "'steps_done' is '99999999999999999999', not a count"
+expect_resume past_epoch "m['epoch_batches_done'] = '7'" "'epoch_batches_done' is 7, but epoch 3 of this run has 7 batches"
+expect_resume past_run "m['epochs_done'] = '9'" "'epochs_done' is 9, more than this run's --epochs 4: refused"
+expect_resume steps "m['steps_done'] = '1000000'" "'steps_done' is 1000000, but 2 epochs and 0 batches take from 2 to"
+expect_resume no_steps "m['steps_done'] = '1'" "'steps_done' is 1, but 2 epochs"
+expect_resume nan_bleu "m['best_bleu'] = 'nan'" "'best_bleu' is 'nan', not a BLEU score"
+expect_resume big_bleu "m['best_bleu'] = '1e300'" "'best_bleu' is '1e300', not a BLEU score"
+expect_resume state "m['loader_generator'] = 'heed.mt19937_64 1 0 0 5'" "'loader_generator' is .*not a generator's state"
+expect 1 "best.safetensors: no 'epochs_done' in its metadata: not a train_translator last.safetensors" \
+  "${small[@]}" --epochs 4 --resume "$dir/straight/best.safetensors"
+[ "$(md5sum <"$dir/after2.safetensors")" = "$before" ] || fail "a refused resume changed the checkpoint"
+
+# Seeds are 64-bit: CLI11's strtoull would take 2^64 and -1 as 2^64 - 1.
+expect 105 "--seed: 18446744073709551616 is more than 18446744073709551615" --seed 18446744073709551616
+expect 105 "--seed: '-1' is not a decimal integer" --seed -1
+expect 105 "--seed: '0x10' is not a decimal integer" --seed 0x10
+expect 0 "trained 0 epochs" --seed 18446744073709551615 --epochs 0 --quiet
+expect 105 "--num-steps: a Transformer reads at most 1000 positions" --num-steps 1001
 
 [ "$failures" -eq 0 ] && echo "all passed" || { echo "$failures failed"; exit 1; }

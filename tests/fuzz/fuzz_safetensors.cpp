@@ -1,5 +1,5 @@
-// Fuzz target: read_safetensors and read_safetensors_metadata on a file of the input's
-// bytes. A heed::Error is the expected answer to a bad file; anything else escaping (a
+// Fuzz target: read_safetensors, read_safetensors_metadata and read_safetensors_header
+// on a file of the input's bytes. A heed::Error is the expected answer to a bad file; anything else escaping (a
 // nlohmann exception, std::bad_alloc), a sanitizer report or a hang is a finding. A file
 // that reads must also survive a round trip: save_safetensors writes it back and
 // read_safetensors returns the same records and metadata.
@@ -47,9 +47,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   static const heed_fuzz::InputFile copy("safetensors_copy", ".safetensors");
   const std::string& path = input.write(data, size);
 
-  bool read = false, metadata_read = false;
+  bool read = false, metadata_read = false, header_read = false;
   heed::SafetensorsFile file;
   std::map<std::string, std::string> metadata;
+  heed::SafetensorsHeader header;
   try {
     file = heed::read_safetensors(path);
     read = true;
@@ -60,12 +61,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     metadata_read = true;
   } catch (const heed::Error&) {
   }
-  // Both validate the whole header; read_safetensors reads the tensors' bytes besides
-  // (and checks their checksums), so it may refuse a file the other accepts, never the
-  // other way round.
+  try {
+    header = heed::read_safetensors_header(path);
+    header_read = true;
+  } catch (const heed::Error&) {
+  }
+  // All validate the whole header; read_safetensors reads the tensors' bytes besides
+  // (and checks their checksums), so it may refuse a file the others accept, never the
+  // other way round; the other two read the same.
   if (read && !metadata_read) heed_fuzz::fail("read_safetensors_metadata refused a file read_safetensors read");
+  if (metadata_read != header_read) heed_fuzz::fail("read_safetensors_header and read_safetensors_metadata disagree");
+  if (header_read && header.metadata != metadata) heed_fuzz::fail("read_safetensors_header returned other metadata");
   if (!read) return 0;
   if (metadata != file.metadata) heed_fuzz::fail("read_safetensors_metadata returned other metadata");
+  if (header.tensors.size() != file.tensors.size()) heed_fuzz::fail("read_safetensors_header has other tensors");
+  for (const auto& [name, record] : file.tensors) {
+    const auto it = header.tensors.find(name);
+    if (it == header.tensors.end() || it->second.dtype != record.dtype || it->second.shape != record.shape)
+      heed_fuzz::fail("read_safetensors_header describes tensor '" + name + "' other than read_safetensors reads it");
+  }
 
   for (const auto& [name, record] : file.tensors) {
     convert<float>(record);

@@ -4,9 +4,12 @@
 //
 // Checkpoints come from heed's own writer (so they are valid and follow TinyNet, which
 // the checkpoint target loads into), plus a few files laid out as other writers lay them
-// out, a few lines of Tatoeba's fra.txt and the device names. Deterministic: a rerun
-// rewrites the same bytes.
+// out, a few lines of Tatoeba's fra.txt, the device names, tiny translators as translate
+// and train_translator write them (words; SentencePiece pieces where the build has it)
+// and train_translator's resume metadata. Deterministic: a rerun rewrites the same bytes.
 #include "tiny_net.hpp"
+
+#include "../../examples/translator.hpp"
 
 #include <heed/core/generator.hpp>
 #include <heed/io/checkpoint.hpp>
@@ -106,6 +109,80 @@ void device_seeds(const fs::path& dir) {
   for (const auto& [file, name] : names) write_file(dir / file, name);
 }
 
+// Translators as small as they come (a few hundred parameters), so that a seed is a few
+// KB, most of it the header the target's checks read.
+translator::ModelConfig tiny_config(const std::string& model) {
+  translator::ModelConfig c;
+  c.model = model;
+  c.num_hiddens = 4, c.embed_size = 4, c.ffn_num_hiddens = 8, c.num_heads = 2, c.num_layers = 1, c.num_steps = 6;
+  return c;
+}
+
+const std::vector<std::string> kEnglish = {"go .", "i lost .", "he's calm .", "i'm home ."};
+const std::vector<std::string> kFrench = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
+
+heed::NmtTokens tiny_pairs() {
+  heed::NmtTokens words;
+  for (std::size_t i = 0; i < kEnglish.size(); ++i) {
+    words.source.push_back(heed::detail::split(kEnglish[i], ' '));
+    words.target.push_back(heed::detail::split(kFrench[i], ' '));
+  }
+  return words;
+}
+
+template <typename Net>
+void write_translator(const fs::path& path, const std::string& model, const translator::Tokenizers& tokenizers,
+                      bool training) {
+  heed::manual_seed(3);
+  const heed::NmtTokens pairs = tokenizers.to_model(tiny_pairs());
+  const heed::Vocab src = tokenizers.vocab(pairs.source, false, 0), tgt = tokenizers.vocab(pairs.target, true, 0);
+  const translator::ModelConfig config = tiny_config(model);
+  auto net = translator::make_net(config, src, tgt, static_cast<Net*>(nullptr));
+  std::map<std::string, std::string> metadata = config.to_metadata();
+  metadata.merge(translator::vocab_metadata(src, tgt));
+  metadata.merge(tokenizers.metadata());
+  if (!training) {
+    heed::save_checkpoint(*net, path.string(), metadata);
+    return;
+  }
+  // A training checkpoint, as train_translator's last.safetensors: Adam's moments for
+  // the parameters (after one update) and the resume keys.
+  heed::Adam<translator::Float> optimizer(net->parameters(), 0.01);
+  heed::Tensor<translator::Float> total;
+  for (const auto& parameter : net->parameters()) total = total.defined() ? total + parameter.sum() : parameter.sum();
+  total.backward();
+  optimizer.step();
+  metadata["loader_generator"] = heed::Generator(5).get_state();
+  metadata["default_generator"] = heed::Generator(6).get_state();
+  metadata["epochs_done"] = "1";
+  metadata["steps_done"] = "1";
+  metadata["best_bleu"] = "-1";
+  heed::save_training_checkpoint(*net, optimizer, path.string(), metadata);
+}
+
+void translator_seeds(const fs::path& dir) {
+  const translator::Tokenizers words;
+  write_translator<translator::TransformerNet>(dir / "words_transformer.safetensors", "transformer", words, false);
+  write_translator<translator::BahdanauNet>(dir / "words_bahdanau.safetensors", "bahdanau", words, false);
+  write_translator<translator::TransformerNet>(dir / "words_training.safetensors", "transformer", words, true);
+#ifdef HEED_WITH_SENTENCEPIECE
+  // Pieces of the tiny pairs: every character (25 with the reserved pieces) and a few more.
+  const translator::Tokenizers pieces = translator::Tokenizers::train(tiny_pairs(), 32);
+  write_translator<translator::TransformerNet>(dir / "spm_transformer.safetensors", "transformer", pieces, false);
+#endif
+}
+
+// One key=value a line, as fuzz_resume reads them: a mid-epoch point, an epoch's end, and
+// the values strtod took before (0.5 epochs, 1e15 batches).
+void resume_seeds(const fs::path& dir) {
+  const std::string states = "loader_generator=" + heed::Generator(5).get_state() +
+                             "\ndefault_generator=" + heed::Generator(6).get_state() + "\n";
+  write_file(dir / "mid_epoch.txt", "epochs_done=1\nsteps_done=10\nepoch_batches_done=3\nbest_bleu=12.5\n" + states);
+  write_file(dir / "epoch_end.txt", "epochs_done=2\nsteps_done=14\nbest_bleu=-1\n@epochs=4\n" + states);
+  write_file(dir / "fraction.txt", "epochs_done=0.5\nsteps_done=3\nbest_bleu=0\n" + states);
+  write_file(dir / "exponent.txt", "epochs_done=0\nsteps_done=0\nepoch_batches_done=1e15\nbest_bleu=nan\n" + states);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,10 +191,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  const std::vector<std::pair<std::string, void (*)(const fs::path&)>> targets = {{"safetensors", safetensors_seeds},
-                                                                                  {"checkpoint", checkpoint_seeds},
-                                                                                  {"nmt", nmt_seeds},
-                                                                                  {"device", device_seeds}};
+  const std::vector<std::pair<std::string, void (*)(const fs::path&)>> targets = {
+      {"safetensors", safetensors_seeds}, {"checkpoint", checkpoint_seeds}, {"nmt", nmt_seeds},
+      {"device", device_seeds},           {"translator", translator_seeds}, {"resume", resume_seeds}};
   for (const auto& [name, write] : targets) {
     fs::create_directories(root / name);
     write(root / name);

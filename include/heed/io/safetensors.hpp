@@ -4,6 +4,7 @@
 //   heed::save_safetensors("weights.safetensors", named_tensors, {{"epochs", "200"}});
 //   heed::SafetensorsFile file = heed::read_safetensors("weights.safetensors");
 //   auto meta = heed::read_safetensors_metadata("weights.safetensors");  // the header only
+//   auto header = heed::read_safetensors_header("weights.safetensors");   // and the shapes
 //
 // Module checkpoints (save_checkpoint, load_checkpoint) are files of this format: see
 // heed/io/checkpoint.hpp.
@@ -167,6 +168,24 @@ SafetensorsFile read_safetensors(const std::string& path);
 /// loading its weights.
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 
+/// A tensor as a safetensors header describes it, without its bytes.
+struct TensorInfo {
+  std::string dtype;           // "F32", "F64", … (any safetensors dtype)
+  std::vector<index_t> shape;  // any rank
+};
+
+/// A safetensors file's header: its metadata and each tensor's dtype and shape.
+struct SafetensorsHeader {
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;  // as read_safetensors_metadata returns it
+};
+
+/// The header of a safetensors file, without reading its tensors' bytes (the header is
+/// validated all the same, and must cover the file's data section): enough to compare a
+/// file with the model its metadata describes before building that model, which may be
+/// larger than memory when the metadata lies.
+SafetensorsHeader read_safetensors_header(const std::string& path);
+
 /// Writes records (of any safetensors dtype, mixed) atomically. Bad arguments (two
 /// tensors of one name, a record whose bytes do not fit its shape, text that is not
 /// UTF-8) throw ValueError before any file is created; a failure to write throws
@@ -309,6 +328,14 @@ HEED_IO_INLINE SafetensorsFile read_safetensors(const std::string& path) {
 
 HEED_IO_INLINE std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
   return detail::SafetensorsReader("read_safetensors_metadata", path).metadata();
+}
+
+HEED_IO_INLINE SafetensorsHeader read_safetensors_header(const std::string& path) {
+  const detail::SafetensorsReader reader("read_safetensors_header", path);
+  SafetensorsHeader header;
+  header.metadata = reader.metadata();
+  for (const auto& e : reader.entries()) header.tensors[e.name] = TensorInfo{e.dtype, e.shape};
+  return header;
 }
 
 HEED_IO_INLINE void save_safetensors(const std::string& path,

@@ -53,8 +53,10 @@
 // TrainOptions::communicator, when it has several ranks (heed/dist/mpi.hpp: the
 // processes of mpiexec), trains data-parallel (heed/dist/data_parallel.hpp): every rank
 // runs this function with the same net, loader and options; rank 0's parameters are
-// broadcast after the initialisation (every rank must have built the same model: the
-// first difference is named); each batch is split into ranks × micro_batches parts,
+// broadcast after the initialisation (every rank must have built the same model, and
+// been given the same options, loader state and default generator: what this function
+// sees of them is compared, dist::check_same_settings, and the first difference named
+// on every rank); each batch is split into ranks × micro_batches parts,
 // rank r running parts [r·k, (r+1)·k); the gradients are summed across the ranks, in
 // rank order, before clipping, so every rank takes the same step. With micro_batches = 1
 // the parameters are the bits of one process with micro_batches = ranks (tested for
@@ -66,14 +68,19 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "heed/dist/communicator.hpp"
 #include "heed/dist/data_parallel.hpp"
+#include "heed/dist/settings.hpp"
 #include "heed/nn/init.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/shape.hpp"
@@ -285,6 +292,64 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
                device);
     parallel.emplace(*options.communicator, net);
     parallel->broadcast_parameters();
+    // Ranks told other epochs, steps or splits, or whose loaders or dropout generators
+    // would draw other batches or masks, would still sum their gradients without an
+    // error: every rank compares what it can see here (the loader's when it shows it).
+    const auto text = [](double x) {
+      std::ostringstream out;
+      out.precision(17);
+      out << x;
+      return out.str();
+    };
+    const auto fingerprint = [](std::uint64_t hash) {
+      std::ostringstream out;
+      out << "FNV-1a " << std::hex << hash;
+      return out.str();
+    };
+    const auto hash_text = [](const std::string& s) { return dist::fnv1a(s.data(), s.size()); };
+    std::map<std::string, std::string> settings = {
+        {"num_epochs", std::to_string(num_epochs)},
+        {"micro_batches", std::to_string(options.micro_batches)},
+        {"accumulation_steps", std::to_string(options.accumulation_steps)},
+        {"epochs_done", std::to_string(options.epochs_done)},
+        {"steps_done", std::to_string(options.steps_done)},
+        {"skip_batches", std::to_string(options.skip_batches)},
+        {"max_steps", std::to_string(options.max_steps)},
+        {"grad_clip", text(options.grad_clip)},
+        {"label_smoothing", text(options.label_smoothing)},
+        {"trim_padding", options.trim_padding ? "true" : "false"},
+        {"fuse_output_loss", options.fuse_output_loss ? "true" : "false"},
+        {"lr", text(optimizer.lr())},
+        {"lr_schedule", options.lr_schedule ? options.lr_schedule->name() + " " + text(options.lr_schedule->lr()) +
+                                                  " " + std::to_string(options.lr_schedule->warmup_steps()) + " " +
+                                                  std::to_string(options.lr_schedule->total_steps()) + " " +
+                                                  text(options.lr_schedule->min_lr())
+                                            : std::string("none")},
+        {"the target vocabulary's size", std::to_string(tgt_vocab.size())},
+        {"the default generator (dropout)", fingerprint(hash_text(default_generator().get_state()))}};
+    const auto batches = [](const auto& l) -> decltype(index_t(l.num_batches())) { return l.num_batches(); };
+    const auto examples = [](const auto& l) -> decltype(index_t(l.num_examples())) { return l.num_examples(); };
+    const auto state = [](const auto& l) -> decltype(std::string(l.generator().get_state())) {
+      return l.generator().get_state();
+    };
+    const auto first = [](const auto& l) -> decltype(IndexTensor(l.batch(index_t(0)).X)) { return l.batch(0).X; };
+    if constexpr (std::is_invocable_v<decltype(batches), const Loader&>)
+      settings["the loader's batches"] = std::to_string(batches(data_iter));
+    if constexpr (std::is_invocable_v<decltype(examples), const Loader&>)
+      settings["the loader's examples"] = std::to_string(examples(data_iter));
+    if constexpr (std::is_invocable_v<decltype(state), const Loader&>)
+      settings["the loader's generator"] = fingerprint(hash_text(state(data_iter)));
+    if constexpr (std::is_invocable_v<decltype(first), const Loader&> &&
+                  std::is_invocable_v<decltype(batches), const Loader&>) {
+      if (batches(data_iter) > 0) {  // the current epoch's first batch, read without drawing the next epoch
+        const auto batch = data_iter.batch(0);
+        std::uint64_t hash = dist::kFnv1aOffset;
+        for (const IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
+          hash = dist::fnv1a(t->data(), static_cast<std::size_t>(t->numel()) * sizeof(std::int64_t), hash);
+        settings["the loader's first batch"] = fingerprint(hash);
+      }
+    }
+    dist::check_same_settings(*options.communicator, settings, "train_seq2seq");
   }
   const index_t ranks = parallel ? parallel->size() : 1;
   const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
