@@ -340,11 +340,8 @@ void check_lengths(const Net& net, const translator::ModelConfig& config, const 
 /// their first order, and the vocabularies' tokens.
 std::string describe_data(const heed::NmtData& data) {
   std::uint64_t hash = heed::dist::kFnv1aOffset;
-  for (index_t i = 0; i < data.data_iter.num_batches(); ++i) {
-    const heed::NmtBatch batch = data.data_iter.batch(i);
-    for (const heed::IndexTensor* t : {&batch.X, &batch.X_valid_len, &batch.Y, &batch.Y_valid_len})
-      hash = heed::dist::fnv1a(t->data(), static_cast<std::size_t>(t->numel()) * sizeof(std::int64_t), hash);
-  }
+  for (index_t i = 0; i < data.data_iter.num_batches(); ++i)
+    hash = heed::detail::batch_fingerprint(data.data_iter.batch(i), hash);
   for (const heed::Vocab* vocab : {&data.src_vocab, &data.tgt_vocab})
     for (const std::string& token : vocab->idx_to_token())
       hash = heed::dist::fnv1a(token.c_str(), token.size() + 1, hash);
