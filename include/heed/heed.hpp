@@ -21,6 +21,8 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include "heed/version.hpp"
+
 #include "heed/core/backend.hpp"
 #include "heed/core/device.hpp"
 #include "heed/core/error.hpp"
@@ -45,6 +47,7 @@
 #include "heed/ops/linear.hpp"
 #include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/loss.hpp"
+#include "heed/ops/attention_mask.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/packed_gemm.hpp"

@@ -5,6 +5,11 @@
 #if defined(HEED_CONSUMER_EXPECTS_COMPILED) && !defined(HEED_COMPILED)
 #error "this consumer links heed::compiled, which defines HEED_COMPILED"
 #endif
+#if defined(HEED_CONSUMER_VERSION_MAJOR)
+static_assert(HEED_VERSION_MAJOR == HEED_CONSUMER_VERSION_MAJOR && HEED_VERSION_MINOR == HEED_CONSUMER_VERSION_MINOR &&
+                  HEED_VERSION_PATCH == HEED_CONSUMER_VERSION_PATCH,
+              "heedConfigVersion.cmake disagrees with heed/version.hpp");
+#endif
 
 #include <cmath>
 #include <iostream>

@@ -356,11 +356,19 @@ T* device_data(const Tensor<T>& x) {
   return heed::detail::impl(x).storage->data();
 }
 
+/// The op that last checked its arguments (check_defined) on this thread, for
+/// fail_host_read's message; one pointer store per op.
+inline const char*& last_op_checked() {
+  static thread_local const char* op = nullptr;
+  return op;
+}
+
 /// Refuses an undefined tensor (a default-constructed Tensor) given as argument `name`
 /// of `op`: ValueError "matmul: b is an undefined tensor", where reading it would only say
 /// "Tensor: use of an undefined tensor", naming neither.
 template <typename T>
 void check_defined(const Tensor<T>& x, const char* op, const char* name) {
+  last_op_checked() = op;
   if (!x.defined()) throw ValueError(concat(op, ": ", name, " is an undefined tensor"));
 }
 
@@ -452,11 +460,15 @@ index_t Tensor<T>::offset_of(std::initializer_list<index_t> index) const {
 
 namespace detail {
 
-/// host_data's error, out of line: the check is all that stays in that accessor.
+/// host_data's error, out of line: the check is all that stays in that accessor. It
+/// names the last op that checked its arguments on this thread: the op that read, or
+/// the one before the host code that did.
 [[noreturn]] __attribute__((cold, noinline)) inline void fail_host_read(const Shape& shape, Device device) {
+  const char* op = last_op_checked();
   throw DeviceError(concat("the tensor of shape ", to_string(shape), " is on ", to_string(device),
-                           " and host code read its data: the op has no implementation on ", to_string(device),
-                           " (move its inputs with .to(heed::Device::cpu()) to run it on the CPU)"));
+                           " and host code read its data (in or after ", op ? op : "no op",
+                           ", the last op to check its arguments on this thread): the op has no implementation on ",
+                           to_string(device), " (move its inputs with .to(heed::Device::cpu()) to run it on the CPU)"));
 }
 
 }  // namespace detail

@@ -33,47 +33,19 @@
 #include <unordered_map>
 #include <vector>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
 #include "heed/core/tensor.hpp"
 #include "heed/detail/parallel.hpp"
+#include "heed/detail/simd.hpp"
 
 namespace heed {
 namespace detail {
 
-/// The SIMD vector the packed kernel works in, and its fused multiply-add; rows is how
-/// many rows a tile holds: 2 · rows accumulators stay in registers (32 of them with
-/// AVX-512, 16 below).
+/// The SIMD vector the packed kernel works in (the widest the build has) and its fused
+/// multiply-add; rows is how many rows a tile holds: 2 · rows accumulators stay in
+/// registers (32 of them with AVX-512, 16 below).
 template <typename T>
-struct PackedSimd {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "PackedSimd: float or double");
-  // Overloads for float and double; V is what broadcast returns for T.
-#if defined(__AVX512F__)
-  static __m512 broadcast(float a) { return _mm512_set1_ps(a); }
-  static __m512d broadcast(double a) { return _mm512_set1_pd(a); }
-  static __m512 fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-  static __m512d fma(__m512d a, __m512d b, __m512d c) { return _mm512_fmadd_pd(a, b, c); }
-  using V = decltype(broadcast(T()));
-  static constexpr index_t rows = 8;
-#elif defined(__AVX2__) && defined(__FMA__)
-  static __m256 broadcast(float a) { return _mm256_set1_ps(a); }
-  static __m256d broadcast(double a) { return _mm256_set1_pd(a); }
-  static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
-  static __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
-  using V = decltype(broadcast(T()));
-  static constexpr index_t rows = 6;
-#else
-  typedef T V __attribute__((vector_size(16)));
-  static V broadcast(T a) {
-    V v;
-    for (std::size_t i = 0; i < sizeof(V) / sizeof(T); ++i) v[i] = a;
-    return v;
-  }
-  static V fma(V a, V b, V c) { return a * b + c; }
-  static constexpr index_t rows = 6;
-#endif
+struct PackedSimd : Simd<T, kWidestSimdBytes> {
+  static constexpr index_t rows = kWidestSimdBytes == 64 ? 8 : 6;
 };
 
 template <typename T>

@@ -24,32 +24,21 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#include <immintrin.h>
-#endif
-
 #include "heed/core/shape.hpp"
+#include "heed/detail/simd.hpp"
 
 namespace heed {
 namespace detail {
 
-/// 256-bit vectors and masked stores for the last, partial vector of a row: AVX-512VL
-/// masks, AVX2's vmaskmov, or (baseline) 128-bit GNU vectors with a copy of the live
-/// lanes.
+/// 256-bit vectors (heed/detail/simd.hpp) and masked stores for the last, partial vector
+/// of a row: AVX-512VL masks, AVX2's vmaskmov, or (baseline) 128-bit GNU vectors with a
+/// copy of the live lanes.
 template <typename T>
-struct SmallSimd {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "SmallSimd: float or double");
-  // Overloads for float and double; V is what broadcast returns for T.
-#if (defined(__AVX512F__) && defined(__AVX512VL__)) || (defined(__AVX2__) && defined(__FMA__))
-  static constexpr index_t lanes = static_cast<index_t>(32 / sizeof(T));
-#else
-  static constexpr index_t lanes = static_cast<index_t>(16 / sizeof(T));
-#endif
+struct SmallSimd : Simd<T, HEED_SIMD_256 ? 32 : 16> {
+  using Base = Simd<T, HEED_SIMD_256 ? 32 : 16>;
+  using Base::load;
+  using Base::store;
 #if defined(__AVX512F__) && defined(__AVX512VL__)
-  static __m256 broadcast(float a) { return _mm256_set1_ps(a); }
-  static __m256d broadcast(double a) { return _mm256_set1_pd(a); }
-  static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
-  static __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
   using Mask = __mmask8;
   static Mask mask(index_t live) { return static_cast<Mask>((1u << live) - 1u); }
   static __m256 load(const float* p, Mask m) { return _mm256_maskz_loadu_ps(m, p); }
@@ -57,10 +46,6 @@ struct SmallSimd {
   static void store(float* p, __m256 v, Mask m) { _mm256_mask_storeu_ps(p, m, v); }
   static void store(double* p, __m256d v, Mask m) { _mm256_mask_storeu_pd(p, m, v); }
 #elif defined(__AVX2__) && defined(__FMA__)
-  static __m256 broadcast(float a) { return _mm256_set1_ps(a); }
-  static __m256d broadcast(double a) { return _mm256_set1_pd(a); }
-  static __m256 fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
-  static __m256d fma(__m256d a, __m256d b, __m256d c) { return _mm256_fmadd_pd(a, b, c); }
   using Mask = __m256i;  // all ones in the live lanes
   static Mask mask(index_t live) {
     if constexpr (std::is_same_v<T, float>)
@@ -73,15 +58,7 @@ struct SmallSimd {
   static void store(float* p, __m256 v, Mask m) { _mm256_maskstore_ps(p, m, v); }
   static void store(double* p, __m256d v, Mask m) { _mm256_maskstore_pd(p, m, v); }
 #else
-  // 16 bytes, as the baseline (SSE2) holds in a register: a wider GNU vector passed by
-  // value changes the ABI there (-Wpsabi).
-  typedef T V __attribute__((vector_size(16)));
-  static V broadcast(T a) {
-    V v;
-    for (index_t i = 0; i < lanes; ++i) v[i] = a;
-    return v;
-  }
-  static V fma(V a, V b, V c) { return a * b + c; }
+  using V = typename Base::V;
   using Mask = index_t;  // the number of live lanes
   static Mask mask(index_t live) { return live; }
   static V load(const T* p, Mask live) {
@@ -90,19 +67,6 @@ struct SmallSimd {
     return v;
   }
   static void store(T* p, V v, Mask live) { std::memcpy(p, &v, sizeof(T) * static_cast<std::size_t>(live)); }
-#endif
-#if (defined(__AVX512F__) && defined(__AVX512VL__)) || (defined(__AVX2__) && defined(__FMA__))
-  using V = decltype(broadcast(T()));
-  // Whole vectors by intrinsics, not memcpy: GCC 12 keeps an accumulator whose address
-  // reaches a memcpy on the stack, stored back on every step of the k loop.
-  static __m256 load(const float* p) { return _mm256_loadu_ps(p); }
-  static __m256d load(const double* p) { return _mm256_loadu_pd(p); }
-  static void store(float* p, __m256 v) { _mm256_storeu_ps(p, v); }
-  static void store(double* p, __m256d v) { _mm256_storeu_pd(p, v); }
-#else
-  typedef T Unaligned __attribute__((vector_size(16), aligned(alignof(T)), may_alias));
-  static V load(const T* p) { return *reinterpret_cast<const Unaligned*>(p); }
-  static void store(T* p, V v) { *reinterpret_cast<Unaligned*>(p) = v; }
 #endif
 };
 

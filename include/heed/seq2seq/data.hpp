@@ -43,6 +43,7 @@
 #include "heed/core/error.hpp"
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
+#include "heed/detail/deprecated.hpp"
 #include "heed/detail/files.hpp"
 #include "heed/detail/inline.hpp"
 #include "heed/seq2seq/text.hpp"
@@ -97,6 +98,7 @@ NmtArray build_array_nmt(const std::vector<std::vector<std::string>>& lines, con
 
 // ---- read_data_nmt ---------------------------------------------------------------
 
+HEED_IGNORE_DEPRECATED_BEGIN  // the struct, or its copies warn in every program (detail/deprecated.hpp)
 struct ReadNmtOptions {
   /// Skip a malformed line (no tab, invalid UTF-8) instead of throwing FileError.
   bool skip_malformed = false;
@@ -105,7 +107,11 @@ struct ReadNmtOptions {
   std::optional<std::size_t> max_pairs;
   /// Where to store the number of lines skipped as malformed (nullptr: nowhere).
   std::size_t* skipped_lines = nullptr;
+  /// Before 0.2: read only the first max_lines lines of the file, blank ones counted
+  /// (still honoured, with max_pairs if both are set).
+  [[deprecated("use max_pairs, which counts sentence pairs, not lines")]] std::optional<std::size_t> max_lines;
 };
+HEED_IGNORE_DEPRECATED_END
 
 /// Reads a Tatoeba / d2l fra.txt file: UTF-8, one `English<TAB>French` pair per line,
 /// further tab-separated columns (attribution) dropped, "\r\n" accepted, empty lines
@@ -341,7 +347,12 @@ HEED_INLINE std::string read_data_nmt(const std::string& path, const ReadNmtOpti
   HEED_CHECK(in, FileError, "read_data_nmt: cannot open ", path, ": ", detail::errno_message(errno));
   std::string text, line;
   std::size_t skipped = 0, pairs = 0;
-  for (std::size_t number = 1; (!options.max_pairs || pairs < *options.max_pairs) && std::getline(in, line); ++number) {
+  HEED_IGNORE_DEPRECATED_BEGIN
+  const std::optional<std::size_t> max_lines = options.max_lines;
+  HEED_IGNORE_DEPRECATED_END
+  for (std::size_t number = 1; (!options.max_pairs || pairs < *options.max_pairs) &&
+                               (!max_lines || number <= *max_lines) && std::getline(in, line);
+       ++number) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     std::string problem;
