@@ -70,6 +70,46 @@ struct Domain {
   bool away_from_zero = false, integers = false;
 };
 
+/// An argument the op must refuse: the call (its inputs written out in it), the
+/// heed::Error subclass it throws, and its message: the whole message where `whole`,
+/// otherwise a fragment of it. The table checks each: a heed::Error is thrown, of that
+/// type, with that message.
+struct ErrorCase {
+  std::string type_name;
+  std::function<bool(const heed::Error&)> is_type;
+  std::string message;
+  bool whole;
+  std::function<void()> call;
+};
+
+/// The heed::Error subclass's name, for the report.
+template <typename E>
+std::string error_name() {
+  if constexpr (std::is_same_v<E, heed::ShapeError>) return "ShapeError";
+  if constexpr (std::is_same_v<E, heed::IndexError>) return "IndexError";
+  if constexpr (std::is_same_v<E, heed::ValueError>) return "ValueError";
+  if constexpr (std::is_same_v<E, heed::DeviceError>) return "DeviceError";
+  if constexpr (std::is_same_v<E, heed::AutogradError>) return "AutogradError";
+  if constexpr (std::is_same_v<E, heed::OutOfMemoryError>) return "OutOfMemoryError";
+  return "Error";
+}
+
+/// error<heed::ShapeError>("bmm: batch sizes differ", [] { heed::bmm(a, b); }).
+template <typename E, typename F>
+ErrorCase error(std::string message, F call, bool whole = false) {
+  static_assert(std::is_base_of_v<heed::Error, E>, "an op's errors are heed::Error subclasses");
+  return ErrorCase{error_name<E>(), [](const heed::Error& e) {
+                     return dynamic_cast<const E*>(&e) != nullptr;
+                   },
+                   std::move(message), whole, [call] { (void)call(); }};
+}
+
+/// The same, with the whole message.
+template <typename E, typename F>
+ErrorCase error_exactly(std::string message, F call) {
+  return error<E>(std::move(message), std::move(call), true);
+}
+
 template <typename T>
 using Fn = std::function<Tensor<T>(const Inputs<T>&, const Case&)>;
 using Reference = std::function<Tensord(const Inputs<double>&, const Case&)>;
@@ -107,6 +147,10 @@ struct Entry {
   bool differentiable = true;
   DeviceSupport device = DeviceSupport::full;
   std::vector<Case> large_cases = {};  // big enough to split across threads; threads mode only
+  // Cases that reach a device's other kernels (a softmax row of 1500 keys, a reduction
+  // of 4000 elements, every mask form); device mode only, where they cost little.
+  std::vector<Case> device_cases = {};
+  std::vector<ErrorCase> error_cases = {};  // arguments the op refuses
 
   Entry&& reference(Reference r) && { return ref = std::move(r), std::move(*this); }
   Entry&& property(Property p) && { return prop = std::move(p), std::move(*this); }
@@ -120,6 +164,8 @@ struct Entry {
   Entry&& not_differentiable() && { return differentiable = false, std::move(*this); }
   Entry&& on_device(DeviceSupport s) && { return device = s, std::move(*this); }
   Entry&& large(std::vector<Case> c) && { return large_cases = std::move(c), std::move(*this); }
+  Entry&& on_device_also(std::vector<Case> c) && { return device_cases = std::move(c), std::move(*this); }
+  Entry&& errors(std::vector<ErrorCase> c) && { return error_cases = std::move(c), std::move(*this); }
 
   const Domain& domain(std::size_t input) const { return domains[std::min(input, domains.size() - 1)]; }
 };
