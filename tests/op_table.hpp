@@ -98,10 +98,8 @@ std::string error_name() {
 template <typename E, typename F>
 ErrorCase error(std::string message, F call, bool whole = false) {
   static_assert(std::is_base_of_v<heed::Error, E>, "an op's errors are heed::Error subclasses");
-  return ErrorCase{error_name<E>(), [](const heed::Error& e) {
-                     return dynamic_cast<const E*>(&e) != nullptr;
-                   },
-                   std::move(message), whole, [call] { (void)call(); }};
+  return ErrorCase{error_name<E>(), [](const heed::Error& e) { return dynamic_cast<const E*>(&e) != nullptr; },
+                   std::move(message), whole, [call]() mutable { (void)call(); }};
 }
 
 /// The same, with the whole message.

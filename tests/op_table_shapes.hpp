@@ -2,6 +2,7 @@
 // and table(), the whole list (see tests/op_table.hpp).
 #pragma once
 
+#include "op_table_errors.hpp"
 #include "op_table_math.hpp"
 
 namespace heed_test::op_table {
@@ -568,6 +569,7 @@ inline std::vector<Entry> make_table() {
   std::vector<Entry> t;
   add_math_entries(t);
   add_shape_and_model_entries(t);
+  add_error_cases(t);
   return t;
 }
 

@@ -149,8 +149,7 @@ enum class Extra { none, large, device };
 
 /// Calls body for every case of entry e named by extra, with the case's seed; large:
 /// whether it is a large case.
-void for_each_case_of(const Entry& e, Extra extra,
-                      const std::function<void(const Case&, std::uint64_t, bool)>& body) {
+void for_each_case_of(const Entry& e, Extra extra, const std::function<void(const Case&, std::uint64_t, bool)>& body) {
   std::size_t k = 0;
   for (const std::vector<Case>* cases : {&e.cases, &e.large_cases, &e.device_cases}) {
     const bool large = cases == &e.large_cases;
@@ -168,7 +167,6 @@ void for_each_case(Extra extra, const std::function<void(const Entry&, const Cas
       guarded(describe(e, c), [&] { body(e, c, seed, large); });
     });
 }
-
 
 /// Fills the device cache with NaN blocks of these element counts (and nothing else
 /// idle), so that the next outputs of those sizes are allocated from poisoned memory and
@@ -348,8 +346,8 @@ TEST_CASE("every op heed::compiled instantiates has an entry in the op table", "
   CHECK(compiled.size() > 70);
   for (const std::string& name : compiled) {
     INFO("read from heed/compiled/ops.hpp: '" << name << "'");
-    CHECK((!name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_:") ==
-                                std::string::npos));
+    CHECK((!name.empty() &&
+           name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_:") == std::string::npos));
   }
   CHECK(compiled.count("add") == 1);
   CHECK(compiled.count("argmax") == 1);
