@@ -3,16 +3,21 @@
 // op, with 0-sized and broadcast shapes where the op allows them, and the integer
 // arguments and index tensors it reads), how its inputs are drawn, the op itself as a
 // generic lambda (run in float and in double), a reference (naive loops in double, or
-// a composition of simpler ops) and tolerances. tests/test_op_table.cpp runs every
-// entry in every mode: forward against the reference, gradcheck in double, float
-// against double, each device against the CPU, 1 thread against 3, and each input
-// left undefined (the error must name the op).
+// a composition of simpler ops), tolerances, what a device does with it (and cases for
+// the device alone), the arguments it refuses and PyTorch's golden values.
+// tests/test_op_table.cpp runs every entry in every mode: forward against the
+// reference, gradcheck in double, float against double, each device against the CPU,
+// 1 thread against 3, each input left undefined (the error must name the op), its
+// error cases and its golden values; and checks that every op heed::compiled
+// instantiates has an entry.
 //
-// The table is in four headers: this one (what an entry is, how inputs are drawn),
-// op_table_references.hpp (the references, naive loops in double), and the entries,
+// The table is in six headers: this one (what an entry is, how inputs are drawn),
+// op_table_references.hpp (the references, naive loops in double), the entries,
 // op_table_math.hpp (element-wise, reductions, products, softmax, layer_norm,
 // dropout) and op_table_shapes.hpp (lookups, recurrences, losses, attention, shape
-// ops, and table()). Adding an op is adding one entry to one of those lists:
+// ops, and table()), and what is attached to entries by name: op_table_errors.hpp
+// (error cases) and op_table_goldens.hpp (PyTorch's values). Adding an op is adding
+// one entry to one of those lists:
 //
 //   entry("exp", op([](const auto& x, const Case&) { return heed::exp(x[0]); }), unary_cases())
 //       .reference(unary_ref([](double v) { return std::exp(v); }))
@@ -98,7 +103,13 @@ std::string error_name() {
 template <typename E, typename F>
 ErrorCase error(std::string message, F call, bool whole = false) {
   static_assert(std::is_base_of_v<heed::Error, E>, "an op's errors are heed::Error subclasses");
-  return ErrorCase{error_name<E>(), [](const heed::Error& e) { return dynamic_cast<const E*>(&e) != nullptr; },
+  return ErrorCase{error_name<E>(),
+                   [](const heed::Error& e) {
+                     if constexpr (std::is_same_v<E, heed::Error>)
+                       return true;  // any heed::Error
+                     else
+                       return dynamic_cast<const E*>(&e) != nullptr;
+                   },
                    std::move(message), whole, [call]() mutable { (void)call(); }};
 }
 
@@ -106,6 +117,24 @@ ErrorCase error(std::string message, F call, bool whole = false) {
 template <typename E, typename F>
 ErrorCase error_exactly(std::string message, F call) {
   return error<E>(std::move(message), std::move(call), true);
+}
+
+template <typename T>
+class GoldenCase;  // tests/op_table_goldens.hpp
+
+/// PyTorch's values for the op: a case of tests/data/ops_golden.txt by name, and what
+/// to run on it (GoldenCase: its inputs, the checks of the output and the gradients),
+/// in float and in double.
+struct GoldenValues {
+  std::string name;
+  std::function<void(GoldenCase<float>&)> f;
+  std::function<void(GoldenCase<double>&)> d;
+};
+
+/// golden_case("sum_02", [](auto& c) { c.check(heed::sum(c.in("x"), {0, 2})); }).
+template <typename F>
+GoldenValues golden_case(std::string name, F f) {
+  return GoldenValues{std::move(name), f, f};
 }
 
 template <typename T>
@@ -149,6 +178,7 @@ struct Entry {
   // of 4000 elements, every mask form); device mode only, where they cost little.
   std::vector<Case> device_cases = {};
   std::vector<ErrorCase> error_cases = {};  // arguments the op refuses
+  std::vector<GoldenValues> goldens = {};   // PyTorch's values
 
   Entry&& reference(Reference r) && { return ref = std::move(r), std::move(*this); }
   Entry&& property(Property p) && { return prop = std::move(p), std::move(*this); }

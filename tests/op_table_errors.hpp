@@ -1,9 +1,9 @@
 // The op table's error cases (see tests/op_table.hpp): for each op, arguments it must
 // refuse, the heed::Error subclass it throws and its message (whole, or a fragment),
-// attached to the op's entry by name and run by test_op_table.cpp ("op table: each
-// entry's error cases..."). Grouped as the tests they came from (tests/test_errors.cpp
-// keeps what is not one op's: factories, Shape, element access, files). A name with no
-// entry stops the table's construction, so an error case cannot be left behind.
+// attached to the op's entry by name and run by test_op_table.cpp. Grouped as the tests
+// they came from; tests/test_errors.cpp and tests/test_ops.cpp keep the errors that are
+// not one op's (factories, Shape, element access). A name with no entry stops the
+// table's construction, so an error case cannot be left behind.
 #pragma once
 
 #include "op_table.hpp"
@@ -933,6 +933,72 @@ inline void add_error_cases(std::vector<Entry>& t) {
                    error<heed::ShapeError>("l1_loss: input of shape () and target of shape (1)",
                                            [=] { return heed::l1_loss(heed::scalar_tensor(1.f), heed::zeros({1})); }),
                });
+  }
+  // From tests/test_ops.cpp.
+  {  // layer_norm checks normalized_shape, weight, bias and eps
+    const auto x = heed::zeros<float>({2, 3});
+    add_errors(
+        t, "layer_norm",
+        {
+            error<heed::ShapeError>("layer_norm: input of shape (2, 3) does not end in normalized_shape (4)",
+                                    [=] { return heed::layer_norm(x, Shape{4}); }),
+            error<heed::ShapeError>("layer_norm: input of shape (2, 3) does not end in normalized_shape (1, 2, 3)",
+                                    [=] {
+                                      return heed::layer_norm(x, Shape{1, 2, 3});
+                                    }),
+            error<heed::ShapeError>("layer_norm: weight of shape (2) does not match normalized_shape (3)",
+                                    [=] { return heed::layer_norm(x, Shape{3}, heed::ones<float>({2})); }),
+            error<heed::ShapeError>("layer_norm: weight of shape (1, 3) does not match normalized_shape (3)",
+                                    [=] {
+                                      return heed::layer_norm(x, Shape{3}, heed::ones<float>({1, 3}));
+                                    }),
+            error<heed::ShapeError>(
+                "layer_norm: bias of shape (4) does not match normalized_shape (3)",
+                [=] { return heed::layer_norm(x, Shape{3}, heed::ones<float>({3}), heed::zeros<float>({4})); }),
+            error<heed::ShapeError>("layer_norm: bias of shape (2) does not match normalized_shape (2, 3)",
+                                    [=] {
+                                      return heed::layer_norm(x, Shape{2, 3}, heed::Tensorf(), heed::zeros<float>({2}));
+                                    }),
+            error<heed::ValueError>("layer_norm: eps must be finite and >= 0, got -1",
+                                    [=] { return heed::layer_norm(x, Shape{3}, {}, {}, -1.0); }),
+            error<heed::ValueError>("layer_norm: eps", [=] { return heed::layer_norm(x, Shape{3}, {}, {}, -1e-5); }),
+            error<heed::ValueError>(
+                "layer_norm: eps",
+                [=] { return heed::layer_norm(x, Shape{3}, {}, {}, std::numeric_limits<double>::infinity()); }),
+            error<heed::ValueError>(
+                "layer_norm: eps",
+                [=] { return heed::layer_norm(x, Shape{3}, {}, {}, std::numeric_limits<double>::quiet_NaN()); }),
+        });
+  }
+  {  // embedding checks its table and indices
+    const auto weight = heed::zeros<float>({4, 3});
+    add_errors(
+        t, "embedding",
+        {
+            error<heed::IndexError>(
+                "embedding: index 4 at flat position 1 of indices (3) is out of range for 4 embeddings",
+                [=] {
+                  return heed::embedding(weight, heed::IndexTensor({0, 4, 1}, Shape{3}));
+                }),
+            error<heed::IndexError>("embedding: index 100",
+                                    [=] {
+                                      return heed::embedding(weight, heed::IndexTensor({100}, Shape{1, 1}));
+                                    }),
+            error<heed::IndexError>("embedding: index -1 at flat position 3 of indices (2, 2)",
+                                    [=] {
+                                      return heed::embedding(weight, heed::IndexTensor({0, 1, 2, -1}, Shape{2, 2}));
+                                    }),
+            error<heed::ShapeError>(
+                "embedding: weight must be (num_embeddings, embedding_dim), got (12)",
+                [=] { return heed::embedding(heed::zeros<float>({12}), heed::IndexTensor({0}, Shape{1})); }),
+            error<heed::ShapeError>(
+                "embedding: weight must be (num_embeddings, embedding_dim), got (2, 2, 3)",
+                [=] {
+                  return heed::embedding(heed::zeros<float>({2, 2, 3}), heed::IndexTensor({0}, Shape{1}));
+                }),
+            error<heed::ValueError>("embedding: indices is an undefined tensor",
+                                    [=] { return heed::embedding(weight, heed::IndexTensor()); }),
+        });
   }
 }
 

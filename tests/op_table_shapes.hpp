@@ -3,6 +3,7 @@
 #pragma once
 
 #include "op_table_errors.hpp"
+#include "op_table_goldens.hpp"
 #include "op_table_math.hpp"
 
 namespace heed_test::op_table {
@@ -570,6 +571,7 @@ inline std::vector<Entry> make_table() {
   add_math_entries(t);
   add_shape_and_model_entries(t);
   add_error_cases(t);
+  add_golden_cases(t);
   return t;
 }
 

@@ -522,3 +522,21 @@ TEST_CASE("op table: an undefined input is an error naming the op", "[ops][table
     }
   }
 }
+
+TEST_CASE("op table: each entry's golden values match PyTorch's", "[ops][table][golden]") {
+  std::size_t cases = 0;
+  for (const Entry& e : table())
+    for (const GoldenValues& g : e.goldens) {
+      ++cases;
+      INFO(e.name << ": PyTorch's case " << g.name);
+      guarded("in float", [&] {
+        GoldenCase<float> c(g.name);
+        g.f(c);
+      });
+      guarded("in double", [&] {
+        GoldenCase<double> c(g.name);
+        g.d(c);
+      });
+    }
+  CHECK(cases > 90);
+}
