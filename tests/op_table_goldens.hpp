@@ -390,39 +390,36 @@ inline void add_golden_cases(std::vector<Entry>& t) {
                 c.forward(bottom_indices, "bottom3_indices");
               })});
   // topk with ties picks PyTorch's values and set of indices, in index order
-  add_goldens(
-      t, "operator[]",
-      {golden_case("topk_ties",
-                   [](auto& c) {  // PyTorch does not promise the order of tied elements (its CPU topk lists them out of
-                                  // order); heed lists them by index. The values and each row's set of indices match.
-
-                     using T = typename std::decay_t<decltype(c)>::value_type;
-                     const Tensor<T> x = c.value("x");
-                     const auto check_row_sets = [&](const IndexTensor& actual, const std::string& expected_name,
-                                                     index_t k) {
-                       const IndexTensor expected = c.index(expected_name);
-                       REQUIRE(actual.shape() == expected.shape());
-                       for (index_t row = 0; row < actual.shape()[0]; ++row) {
-                         std::vector<std::int64_t> a(actual.data() + row * k, actual.data() + (row + 1) * k),
-                             e(expected.data() + row * k, expected.data() + (row + 1) * k);
-                         INFO(expected_name << ", row " << row);
-                         // heed: tied values in index order.
-                         for (index_t j = 1; j < k; ++j)
-                           if (x.data()[row * x.shape()[1] + a[j]] == x.data()[row * x.shape()[1] + a[j - 1]])
-                             CHECK(a[j - 1] < a[j]);
-                         std::sort(a.begin(), a.end());
-                         std::sort(e.begin(), e.end());
-                         CHECK(a == e);
-                       }
-                     };
-                     const auto [top, top_indices] = heed::topk(x, 4);
-                     c.forward(top, "output");
-                     check_row_sets(top_indices, "indices", 4);
-                     c.forward(heed::gather(x, -1, top_indices), "output");
-                     const auto [bottom, bottom_indices] = x.topk(2, -1, false);
-                     c.forward(bottom, "bottom2_values");
-                     check_row_sets(bottom_indices, "bottom2_indices", 2);
-                   })});
+  add_goldens(t, "topk", {golden_case("topk_ties", [](auto& c) {
+                // PyTorch does not promise the order of tied elements (its CPU topk lists them out of
+                // order); heed lists them by index. The values and each row's set of indices match.
+                using T = typename std::decay_t<decltype(c)>::value_type;
+                const Tensor<T> x = c.value("x");
+                const auto check_row_sets = [&](const IndexTensor& actual, const std::string& expected_name,
+                                                index_t k) {
+                  const IndexTensor expected = c.index(expected_name);
+                  REQUIRE(actual.shape() == expected.shape());
+                  for (index_t row = 0; row < actual.shape()[0]; ++row) {
+                    std::vector<std::int64_t> a(actual.data() + row * k, actual.data() + (row + 1) * k),
+                        e(expected.data() + row * k, expected.data() + (row + 1) * k);
+                    INFO(expected_name << ", row " << row);
+                    // heed: tied values in index order.
+                    for (index_t j = 1; j < k; ++j)
+                      if (x.data()[row * x.shape()[1] + a[j]] == x.data()[row * x.shape()[1] + a[j - 1]])
+                        CHECK(a[j - 1] < a[j]);
+                    std::sort(a.begin(), a.end());
+                    std::sort(e.begin(), e.end());
+                    CHECK(a == e);
+                  }
+                };
+                const auto [top, top_indices] = heed::topk(x, 4);
+                c.forward(top, "output");
+                check_row_sets(top_indices, "indices", 4);
+                c.forward(heed::gather(x, -1, top_indices), "output");
+                const auto [bottom, bottom_indices] = x.topk(2, -1, false);
+                c.forward(bottom, "bottom2_values");
+                check_row_sets(bottom_indices, "bottom2_indices", 2);
+              })});
   // mse_loss and l1_loss match PyTorch for every reduction
   add_goldens(t, "mse_loss", {golden_case("mse_mean", [](auto& c) {  // the default reduction
                 using T = typename std::decay_t<decltype(c)>::value_type;
