@@ -62,7 +62,7 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
                       }),
                       {Case{{Shape{2, 3, 5}}, {0, 0, 2, 0}, labels}, Case{{Shape{2, 3, 5}}, {5, 0, 2, 0}, labels},
                        Case{{Shape{2, 3, 5}}, {0, 10, 3, 1}, labels}, Case{{Shape{2, 3, 5}}, {5, 100, 2, 0}, labels},
-                       Case{{Shape{2, 3, 5}}, {0, 10, 2, 0}, labels}})
+                       Case{{Shape{2, 3, 5}}, {5, 10, 2, 0}, labels}, Case{{Shape{2, 3, 5}}, {0, 100, 3, 2}, labels}})
                     .reference([](const Inputs<double>& x, const Case& c) {
                       const std::vector<double> losses =
                           heed::cross_entropy(x[0].detach(), c.index, heed::Reduction::none,
