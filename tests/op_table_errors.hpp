@@ -934,6 +934,38 @@ inline void add_error_cases(std::vector<Entry>& t) {
                                            [=] { return heed::l1_loss(heed::scalar_tensor(1.f), heed::zeros({1})); }),
                });
   }
+  {  // the same tests' errors checked by a fragment that does not begin with the op's name
+    const auto x = heed::zeros({2, 3});
+    add_errors(t, "narrow", {error<heed::IndexError>("length -1 exceeds", [=] { return x.narrow(1, 1, -1); })});
+    const auto scores = heed::zeros({2, 2, 3});
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    add_errors(t, "masked_softmax",
+               {error<heed::ValueError>("got nan at flat index 1 of shape (2)",
+                                        [=] {
+                                          return heed::masked_softmax(scores, Tensorf({1, nan}, {2}));
+                                        }),
+                error<heed::ValueError>("got inf at flat index 3 of shape (2, 2)",
+                                        [=] {
+                                          return heed::masked_softmax(scores, Tensorf({1, 1, 1, inf}, {2, 2}));
+                                        }),
+                error<heed::ValueError>("got -1e+30 at flat index 0",
+                                        [=] {
+                                          return heed::masked_softmax(scores, Tensorf({-1e30f, 1}, {2}));
+                                        }),
+                error<heed::ValueError>("got 1.5 at flat index 1", [=] {
+                  return heed::masked_softmax(scores, Tensorf({1, 1.5f}, {2}));
+                })});
+    add_errors(t, "chunk", {error<heed::OutOfMemoryError>("(empty pieces of dim 0 of shape (0, 2))", [=] {
+                 return heed::zeros({0, 2}).chunk(heed::index_t(1) << 40);
+               })});
+    const auto xf = heed::zeros<float>({2, 3});
+    add_errors(t, "layer_norm",
+               {error<heed::ShapeError>("normalized_shape (3, 2)",
+                                        [=] {
+                                          return heed::layer_norm(xf, Shape{3, 2});
+                                        }),
+                error<heed::ShapeError>("layer_norm", [=] { return heed::layer_norm(xf, Shape{}); })});
+  }
   // From tests/test_ops.cpp.
   {  // layer_norm checks normalized_shape, weight, bias and eps
     const auto x = heed::zeros<float>({2, 3});
