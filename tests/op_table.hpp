@@ -3,16 +3,21 @@
 // op, with 0-sized and broadcast shapes where the op allows them, and the integer
 // arguments and index tensors it reads), how its inputs are drawn, the op itself as a
 // generic lambda (run in float and in double), a reference (naive loops in double, or
-// a composition of simpler ops) and tolerances. tests/test_op_table.cpp runs every
-// entry in every mode: forward against the reference, gradcheck in double, float
-// against double, each device against the CPU, 1 thread against 3, and each input
-// left undefined (the error must name the op).
+// a composition of simpler ops), tolerances, what a device does with it (and cases for
+// the device alone), the arguments it refuses and PyTorch's golden values.
+// tests/test_op_table.cpp runs every entry in every mode: forward against the
+// reference, gradcheck in double, float against double, each device against the CPU,
+// 1 thread against 3, each input left undefined (the error must name the op), its
+// error cases and its golden values; and checks that every op heed::compiled
+// instantiates has an entry.
 //
-// The table is in four headers: this one (what an entry is, how inputs are drawn),
-// op_table_references.hpp (the references, naive loops in double), and the entries,
+// The table is in six headers: this one (what an entry is, how inputs are drawn),
+// op_table_references.hpp (the references, naive loops in double), the entries,
 // op_table_math.hpp (element-wise, reductions, products, softmax, layer_norm,
 // dropout) and op_table_shapes.hpp (lookups, recurrences, losses, attention, shape
-// ops, and table()). Adding an op is adding one entry to one of those lists:
+// ops, and table()), and what is attached to entries by name: op_table_errors.hpp
+// (error cases) and op_table_goldens.hpp (PyTorch's values). Adding an op is adding
+// one entry to one of those lists:
 //
 //   entry("exp", op([](const auto& x, const Case&) { return heed::exp(x[0]); }), unary_cases())
 //       .reference(unary_ref([](double v) { return std::exp(v); }))
@@ -70,6 +75,68 @@ struct Domain {
   bool away_from_zero = false, integers = false;
 };
 
+/// An argument the op must refuse: the call (its inputs written out in it), the
+/// heed::Error subclass it throws, and its message: the whole message where `whole`,
+/// otherwise a fragment of it. The table checks each: a heed::Error is thrown, of that
+/// type, with that message.
+struct ErrorCase {
+  std::string type_name;
+  std::function<bool(const heed::Error&)> is_type;
+  std::string message;
+  bool whole;
+  std::function<void()> call;
+};
+
+/// The heed::Error subclass's name, for the report.
+template <typename E>
+std::string error_name() {
+  if constexpr (std::is_same_v<E, heed::ShapeError>) return "ShapeError";
+  if constexpr (std::is_same_v<E, heed::IndexError>) return "IndexError";
+  if constexpr (std::is_same_v<E, heed::ValueError>) return "ValueError";
+  if constexpr (std::is_same_v<E, heed::DeviceError>) return "DeviceError";
+  if constexpr (std::is_same_v<E, heed::AutogradError>) return "AutogradError";
+  if constexpr (std::is_same_v<E, heed::OutOfMemoryError>) return "OutOfMemoryError";
+  return "Error";
+}
+
+/// error<heed::ShapeError>("bmm: batch sizes differ", [] { heed::bmm(a, b); }).
+template <typename E, typename F>
+ErrorCase error(std::string message, F call, bool whole = false) {
+  static_assert(std::is_base_of_v<heed::Error, E>, "an op's errors are heed::Error subclasses");
+  return ErrorCase{error_name<E>(),
+                   [](const heed::Error& e) {
+                     if constexpr (std::is_same_v<E, heed::Error>)
+                       return true;  // any heed::Error
+                     else
+                       return dynamic_cast<const E*>(&e) != nullptr;
+                   },
+                   std::move(message), whole, [call]() mutable { (void)call(); }};
+}
+
+/// The same, with the whole message.
+template <typename E, typename F>
+ErrorCase error_exactly(std::string message, F call) {
+  return error<E>(std::move(message), std::move(call), true);
+}
+
+template <typename T>
+class GoldenCase;  // tests/op_table_goldens.hpp
+
+/// PyTorch's values for the op: a case of tests/data/ops_golden.txt by name, and what
+/// to run on it (GoldenCase: its inputs, the checks of the output and the gradients),
+/// in float and in double.
+struct GoldenValues {
+  std::string name;
+  std::function<void(GoldenCase<float>&)> f;
+  std::function<void(GoldenCase<double>&)> d;
+};
+
+/// golden_case("sum_02", [](auto& c) { c.check(heed::sum(c.in("x"), {0, 2})); }).
+template <typename F>
+GoldenValues golden_case(std::string name, F f) {
+  return GoldenValues{std::move(name), f, f};
+}
+
 template <typename T>
 using Fn = std::function<Tensor<T>(const Inputs<T>&, const Case&)>;
 using Reference = std::function<Tensord(const Inputs<double>&, const Case&)>;
@@ -107,6 +174,11 @@ struct Entry {
   bool differentiable = true;
   DeviceSupport device = DeviceSupport::full;
   std::vector<Case> large_cases = {};  // big enough to split across threads; threads mode only
+  // Cases that reach a device's other kernels (a softmax row of 1500 keys, a reduction
+  // of 4000 elements, every mask form); device mode only, where they cost little.
+  std::vector<Case> device_cases = {};
+  std::vector<ErrorCase> error_cases = {};  // arguments the op refuses
+  std::vector<GoldenValues> goldens = {};   // PyTorch's values
 
   Entry&& reference(Reference r) && { return ref = std::move(r), std::move(*this); }
   Entry&& property(Property p) && { return prop = std::move(p), std::move(*this); }
@@ -120,6 +192,8 @@ struct Entry {
   Entry&& not_differentiable() && { return differentiable = false, std::move(*this); }
   Entry&& on_device(DeviceSupport s) && { return device = s, std::move(*this); }
   Entry&& large(std::vector<Case> c) && { return large_cases = std::move(c), std::move(*this); }
+  Entry&& on_device_also(std::vector<Case> c) && { return device_cases = std::move(c), std::move(*this); }
+  Entry&& errors(std::vector<ErrorCase> c) && { return error_cases = std::move(c), std::move(*this); }
 
   const Domain& domain(std::size_t input) const { return domains[std::min(input, domains.size() - 1)]; }
 };

@@ -228,13 +228,16 @@ inline void add_math_entries(std::vector<Entry>& t) {
                       }),
                       sum_cases)
                     .reference(reduce_ref(Reduce::sum))
-                    .large({Case{{Shape{300, 400}}, {0, 0}}}));
+                    .large({Case{{Shape{300, 400}}, {0, 0}}})
+                    // a block per output, and one output per thread
+                    .on_device_also({Case{{Shape{4000}}}, Case{{Shape{300, 3}}, {0, 0}}, Case{{Shape{7}}, {0, 0}}}));
     t.push_back(entry("mean", op([](const auto& x, const Case& c) {
                         return c.args.empty() ? heed::mean(x[0])
                                               : heed::mean(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
                       }),
                       cases)
-                    .reference(reduce_ref(Reduce::mean)));
+                    .reference(reduce_ref(Reduce::mean))
+                    .on_device_also({Case{{Shape{3, 4, 5}}}, Case{{Shape{3, 4, 5}}, {2, 1}}}));
     t.push_back(entry("max", op([](const auto& x, const Case& c) {
                         return c.args.empty() ? heed::max(x[0])
                                               : heed::max(x[0], static_cast<int>(c.args[0]), c.args[1] != 0);
@@ -422,11 +425,44 @@ inline void add_math_entries(std::vector<Entry>& t) {
                     .on_device(DS::none)
                     .large({Case{{Shape{1600, 64}}, {-1}}}));
   }
-  // index: valid lengths (none, (batch), (batch, queries) or (batch, heads, queries)); args {causal}
+  // index: valid lengths (none, (batch), (batch, queries) or (batch, heads, queries));
+  // args {causal, form}: form 1 reads the index as the allowed keys (0/1, (queries,
+  // keys)), form 2 as well, with an additive mask of the keys (-inf on key 0) besides.
+  // The device cases: rows of 1 to 1500 keys (the warp kernel's register sizes and the
+  // block kernel), every mask form, a fully masked row in each valid-lengths case.
+  std::vector<Case> softmax_device_cases;
+  for (const index_t keys : {1, 7, 33, 100, 1000, 1500}) {
+    const auto lens = [keys](const Shape& s) {
+      std::vector<std::int64_t> v(static_cast<std::size_t>(s.numel()));
+      for (std::size_t i = 1; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i * 5 + 3) % (keys + 2);
+      return ints(v, s);
+    };
+    std::vector<std::int64_t> allowed(static_cast<std::size_t>(4 * keys));
+    for (std::size_t i = 0; i < allowed.size(); ++i) allowed[i] = (i * 7 + 1) % 3 != 0;
+    const Shape s3{2, 4, keys}, s4{2, 3, 4, keys};
+    for (const Case& c :
+         {Case{{s3}}, Case{{s3}, {}, lens({2})}, Case{{s3}, {}, lens({2, 4})}, Case{{s4}, {}, lens({2})},
+          Case{{s4}, {}, lens({2, 4})}, Case{{s4}, {}, lens({2, 3, 4})}, Case{{s4}, {0, 1}, ints(allowed, {4, keys})},
+          Case{{s3}, {1}}, Case{{s4}, {1}, lens({2, 4})}, Case{{s4}, {0, 2}, ints(allowed, {4, keys})}})
+      softmax_device_cases.push_back(c);
+  }
   t.push_back(entry("masked_softmax", op([](const auto& x, const Case& c) {
                       using T = typename std::decay_t<decltype(x[0])>::value_type;
+                      const std::int64_t form = c.args.size() > 1 ? c.args[1] : 0;
                       heed::AttentionMask<T> mask;
-                      if (c.index.defined()) mask.with_valid_lens(index_on(c, x));
+                      if (c.index.defined() && form == 0) mask.with_valid_lens(index_on(c, x));
+                      if (c.index.defined() && form != 0) {
+                        const heed::BoolTensor allowed = heed::ne(c.index, std::int64_t(0));
+                        mask.with_allowed(x[0].defined() ? allowed.to(x[0].device()) : allowed);
+                      }
+                      if (form == 2) {
+                        const index_t keys = c.index.shape()[1];
+                        std::vector<T> additive(static_cast<std::size_t>(keys));
+                        for (index_t j = 0; j < keys; ++j) additive[static_cast<std::size_t>(j)] = std::sin(T(j));
+                        additive[0] = -std::numeric_limits<T>::infinity();
+                        const Tensor<T> a(additive, Shape{1, keys});
+                        mask.with_additive(x[0].defined() ? a.to(x[0].device()) : a);
+                      }
                       mask.with_causal(!c.args.empty() && c.args[0] != 0);
                       return heed::masked_softmax(x[0], mask);
                     }),
@@ -441,7 +477,8 @@ inline void add_math_entries(std::vector<Entry>& t) {
                     return naive_masked_softmax(x[0], c.index, !c.args.empty() && c.args[0] != 0);
                   })
                   .inputs({Domain{-2, 2}})
-                  .large({Case{{Shape{4, 400, 64}}, {}, ints({10, 64, 33, 0}, {4})}}));
+                  .large({Case{{Shape{4, 400, 64}}, {}, ints({10, 64, 33, 0}, {4})}})
+                  .on_device_also(softmax_device_cases));
   // args {normalized dims, 1 when the second input is the bias}; inputs x, then weight
   // and bias if given; scalar: eps if not 0
   t.push_back(
@@ -460,7 +497,10 @@ inline void add_math_entries(std::vector<Entry>& t) {
           .reference(layer_norm_ref)
           .inputs({Domain{-2, 2}, Domain{0.5, 1.5}, Domain{}})
           .tolerance(1e-10)
-          .large({Case{{Shape{1600, 64}, Shape{64}, Shape{64}}, {1}}}));
+          .large({Case{{Shape{1600, 64}, Shape{64}, Shape{64}}, {1}}})
+          .on_device_also({Case{{Shape{3, 4, 10}, Shape{10}, Shape{10}}, {1}},
+                           Case{{Shape{3, 4, 10}, Shape{4, 10}, Shape{4, 10}}, {2}}, Case{{Shape{5, 100}}, {1}},
+                           Case{{Shape{2, 70}, Shape{70}}, {1}}}));
   // ---- dropout: args {p in %, training, seed of the generator}
   const auto dropout_op = op([](const auto& x, const Case& c) {
     heed::Generator draws(static_cast<std::uint64_t>(c.args[2]));
@@ -475,7 +515,8 @@ inline void add_math_entries(std::vector<Entry>& t) {
             {Case{{Shape{2, 3, 4}}, {30, 1, 17}}, Case{{Shape{7}}, {50, 1, 18}}, Case{{Shape{}}, {50, 1, 19}},
              Case{{Shape{0, 3}}, {30, 1, 20}}, Case{{Shape{3, 40}}, {30, 1, 21}}, Case{{Shape{2, 5}}, {100, 1, 22}}})
           .inputs({away})
-          .property(dropout_property));
+          .property(dropout_property)
+          .on_device_also({Case{{Shape{2, 3, 4, 33}}, {30, 1, 17}}}));
 }
 
 }  // namespace heed_test::op_table

@@ -483,7 +483,8 @@ template <typename F>
 Entry unary(std::string name, F f, double (*ref)(double)) {
   return entry(std::move(name), op([f](const auto& x, const Case&) { return f(x[0]); }), unary_cases())
       .reference(unary_ref(ref))
-      .large(large_unary());
+      .large(large_unary())
+      .on_device_also({Case{{Shape{3, 50}}}});
 }
 
 /// A broadcasting binary entry: f on the op's two inputs, ref on each pair of values.
@@ -491,7 +492,9 @@ template <typename F>
 Entry binary(std::string name, F f, double (*ref)(double, double)) {
   return entry(std::move(name), op([f](const auto& x, const Case&) { return f(x[0], x[1]); }), binary_cases())
       .reference(binary_ref(ref))
-      .large(large_binary());
+      .large(large_binary())
+      .on_device_also({Case{{Shape{2, 3, 4}, Shape{2, 3, 4}}}, Case{{Shape{}, Shape{2, 2}}},
+                       Case{{Shape{5, 1, 1, 2}, Shape{1, 3, 2, 1}}}});
 }
 
 /// dropout with p > 0 (args {p in %, training, seed}): each output is 0 or x / (1 − p),

@@ -2,6 +2,8 @@
 // and table(), the whole list (see tests/op_table.hpp).
 #pragma once
 
+#include "op_table_errors.hpp"
+#include "op_table_goldens.hpp"
 #include "op_table_math.hpp"
 
 namespace heed_test::op_table {
@@ -13,6 +15,7 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
       entry("embedding", op([](const auto& x, const Case& c) { return heed::embedding(x[0], index_on(c, x)); }),
             {Case{{Shape{5, 3}}, {}, ints({4, 0, 4, 2, 4, 1, 0, 0}, {2, 2, 2})}, Case{{Shape{4, 3}}, {}, ints({2}, {})},
              Case{{Shape{4, 3}}, {}, ints({}, {0})}, Case{{Shape{4, 0}}, {}, ints({1, 3}, {2})}})
+          .on_device_also({Case{{Shape{6, 4}}, {}, ints({3, 0, 3, 5, 1, 3}, {2, 3})}})
           .reference([](const Inputs<double>& x, const Case& c) {
             Shape s = c.index.shape();
             s.push_back(x[0].shape()[1]);
@@ -33,7 +36,8 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
     t.push_back(
         entry("cross_entropy", op([](const auto& x, const Case& c) {
                 const heed::Reduction r[] = {heed::Reduction::none, heed::Reduction::mean, heed::Reduction::sum};
-                return heed::cross_entropy(x[0], index_on(c, x), r[c.args[0]]);
+                const double label_smoothing = c.args.size() > 1 ? static_cast<double>(c.args[1]) / 100 : 0.0;
+                return heed::cross_entropy(x[0], index_on(c, x), r[c.args[0]], label_smoothing);
               }),
               {Case{{Shape{2, 3, 5}}, {0}, labels}, Case{{Shape{2, 3, 5}}, {1}, labels},
                Case{{Shape{2, 3, 5}}, {2}, labels}, Case{{Shape{4}}, {0}, ints({3}, {})},
@@ -41,7 +45,38 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
                Case{{Shape{0, 5}}, {2}, ints({}, {0})}})
             .reference(cross_entropy_ref)
             .inputs({Domain{-2, 2}})
-            .large({Case{{Shape{1600, 64}}, {1}, cycle(Shape{1600}, 64)}}));
+            .large({Case{{Shape{1600, 64}}, {1}, cycle(Shape{1600}, 64)}})
+            // args {reduction, label smoothing in %}
+            .on_device_also({Case{{Shape{2, 3, 5}}, {0, 10}, labels}, Case{{Shape{2, 3, 5}}, {1, 10}, labels},
+                             Case{{Shape{2, 3, 5}}, {2, 10}, labels}, Case{{Shape{2, 3, 5}}, {0, 100}, labels},
+                             Case{{Shape{2, 3, 5}}, {1, 100}, labels}, Case{{Shape{2, 3, 5}}, {2, 100}, labels}}));
+    // d2l's MaskedSoftmaxCELoss (heed/seq2seq/loss.hpp): index: labels; args {mean_steps,
+    // label smoothing in %, valid lengths...}. Its reference: cross_entropy of each step,
+    // the valid ones summed per sequence, over mean_steps (0: the steps).
+    t.push_back(entry("masked_softmax_ce_loss", op([](const auto& x, const Case& c) {
+                        const IndexTensor valid_len = ints(std::vector<std::int64_t>(c.args.begin() + 2, c.args.end()),
+                                                           Shape{static_cast<index_t>(c.args.size() - 2)});
+                        return heed::masked_softmax_ce_loss(x[0], index_on(c, x),
+                                                            x[0].defined() ? valid_len.to(x[0].device()) : valid_len,
+                                                            c.args[0], static_cast<double>(c.args[1]) / 100);
+                      }),
+                      {Case{{Shape{2, 3, 5}}, {0, 0, 2, 0}, labels}, Case{{Shape{2, 3, 5}}, {5, 0, 2, 0}, labels},
+                       Case{{Shape{2, 3, 5}}, {0, 10, 3, 1}, labels}, Case{{Shape{2, 3, 5}}, {5, 100, 2, 0}, labels},
+                       Case{{Shape{2, 3, 5}}, {5, 10, 2, 0}, labels}, Case{{Shape{2, 3, 5}}, {0, 100, 3, 2}, labels}})
+                    .reference([](const Inputs<double>& x, const Case& c) {
+                      const std::vector<double> losses =
+                          heed::cross_entropy(x[0].detach(), c.index, heed::Reduction::none,
+                                              static_cast<double>(c.args[1]) / 100)
+                              .to_vector();
+                      const index_t batch = x[0].shape()[0], steps = x[0].shape()[1];
+                      const double over = static_cast<double>(c.args[0] > 0 ? c.args[0] : steps);
+                      std::vector<double> out(static_cast<std::size_t>(batch));
+                      for (index_t b = 0; b < batch; ++b)
+                        for (index_t s = 0; s < std::min(c.args[static_cast<std::size_t>(2 + b)], steps); ++s)
+                          out[static_cast<std::size_t>(b)] += losses[static_cast<std::size_t>(b * steps + s)] / over;
+                      return Tensord(out, Shape{batch});
+                    })
+                    .inputs({Domain{-2, 2}}));
   }
   // args {reduction: 0 none, 1 mean (the default), 2 sum}; input and target of one shape
   for (const bool l1 : {false, true})
@@ -535,6 +570,8 @@ inline std::vector<Entry> make_table() {
   std::vector<Entry> t;
   add_math_entries(t);
   add_shape_and_model_entries(t);
+  add_error_cases(t);
+  add_golden_cases(t);
   return t;
 }
 

@@ -40,6 +40,7 @@ template <typename T>
 Tensor<T> masked_softmax_ce_loss(const Tensor<T>& pred, const IndexTensor& label, const IndexTensor& valid_len,
                                  index_t mean_steps = 0, double label_smoothing = 0.0) {
   detail::check_floating<T>("MaskedSoftmaxCELoss");
+  detail::check_defined(pred, "MaskedSoftmaxCELoss", "pred");
   detail::check_label_smoothing(label_smoothing, "MaskedSoftmaxCELoss");
   HEED_CHECK(label.defined(), ValueError, "MaskedSoftmaxCELoss: label is undefined");
   HEED_CHECK(pred.dim() == 3, ShapeError, "MaskedSoftmaxCELoss: pred must be (batch, num_steps, vocab_size), got ",
