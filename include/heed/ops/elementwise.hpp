@@ -20,6 +20,7 @@
 #include "heed/autograd/node.hpp"
 #include "heed/core/factory.hpp"
 #include "heed/detail/parallel.hpp"
+#include "heed/detail/rules.hpp"
 #include "heed/ops/broadcast.hpp"
 #include "heed/ops/device.hpp"
 
@@ -350,18 +351,16 @@ Tensor<T> relu(const Tensor<T>& x) {
 }
 
 /// GELU with the exact Gaussian CDF, PyTorch's default: x · Φ(x), Φ(x) = (1 + erf(x/√2)) / 2.
+/// Element by element with the kernels' rule (heed/detail/rules.hpp): erf has no
+/// vectorised form, so Eigen would evaluate any expression holding it one element at a time.
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& x) {
   detail::check_defined(x, "gelu", "x");
   return detail::unary_op(
       x, "GeluBackward", UnaryOp::gelu, detail::BackwardReads::input,
-      [](const auto& a) {
-        return a * (T(0.5) + T(0.5) * a.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }));
-      },
+      [](const auto& a) { return a.unaryExpr([](T v) { return detail::gelu_value(v); }); },
       [](const auto& g, const auto& x_) {
-        // d/dx x·Φ(x) = Φ(x) + x·φ(x)
-        return g * (T(0.5) + T(0.5) * x_.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }) +
-                    x_ * T(0.39894228040143267794) * (T(-0.5) * x_.square()).exp());
+        return g.binaryExpr(x_, [](T gv, T xv) { return detail::gelu_grad(gv, xv); });
       });
 }
 
