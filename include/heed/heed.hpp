@@ -45,6 +45,7 @@
 #include "heed/ops/linear.hpp"
 #include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/loss.hpp"
+#include "heed/ops/masked_cross_entropy.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/packed_gemm.hpp"
