@@ -162,6 +162,8 @@ TEST_CASE("the op table lists each op once, each with cases and a reference", "[
                            "sigmoid",
                            "relu",
                            "gelu",
+                           "silu",
+                           "softplus",
                            "abs",
                            "sin",
                            "cos",

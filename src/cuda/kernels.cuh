@@ -81,6 +81,10 @@ HEED_HD inline T unary_forward(UnaryOp op, T x) {
       return rules::sin_value(x);
     case UnaryOp::cos:
       return rules::cos_value(x);
+    case UnaryOp::silu:
+      return rules::silu_value(x);
+    case UnaryOp::softplus:
+      return rules::softplus_value(x);
   }
   return T(NAN);
 }
@@ -110,6 +114,10 @@ HEED_HD inline T unary_grad(UnaryOp op, T g, T saved) {
       return rules::sin_grad(g, saved);
     case UnaryOp::cos:
       return rules::cos_grad(g, saved);
+    case UnaryOp::silu:
+      return rules::silu_grad(g, saved);
+    case UnaryOp::softplus:
+      return rules::softplus_grad(g, saved);
   }
   return T(NAN);
 }

@@ -153,6 +153,29 @@ template <typename T>
 HEED_HOST_DEVICE inline T gelu_grad(T g, T x) {
   return g * (gelu_cdf(x) + x * T(0.39894228040143267794) * ::exp(T(-0.5) * x * x));
 }
+/// SiLU (swish): x · sigmoid(x).
+template <typename T>
+HEED_HOST_DEVICE inline T silu_value(T x) {
+  return x * sigmoid_value(x);
+}
+/// g · d/dx x·s(x) = g · s(x) · (1 + x · (1 − s(x))), s = sigmoid.
+template <typename T>
+HEED_HOST_DEVICE inline T silu_grad(T g, T x) {
+  const T s = sigmoid_value(x);
+  return g * (s * (T(1) + x * (T(1) - s)));
+}
+/// PyTorch's softplus (beta = 1, threshold = 20): x where x > 20, else log(1 + e^x).
+template <typename T>
+HEED_HOST_DEVICE inline T softplus_value(T x) {
+  return x > T(20) ? x : ::log1p(::exp(x));
+}
+/// g · e^x / (1 + e^x), g where x > 20, as PyTorch's softplus_backward.
+template <typename T>
+HEED_HOST_DEVICE inline T softplus_grad(T g, T x) {
+  if (x > T(20)) return g;
+  const T z = ::exp(x);
+  return g * (z / (z + T(1)));
+}
 template <typename T>
 HEED_HOST_DEVICE inline T abs_value(T x) {
   return x < T(0) ? -x : x;
