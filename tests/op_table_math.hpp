@@ -90,6 +90,14 @@ inline void add_math_entries(std::vector<Entry>& t) {
                   [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); })
                   .inputs({Domain{-3, 3}}));
   t.push_back(unary(
+                  "silu", [](const auto& x) { return heed::silu(x); }, [](double v) { return v / (1 + std::exp(-v)); })
+                  .inputs({Domain{-3, 3}}));
+  // Both sides of PyTorch's threshold (x > 20 gives x itself).
+  t.push_back(unary(
+                  "softplus", [](const auto& x) { return heed::softplus(x); },
+                  [](double v) { return v > 20 ? v : std::log1p(std::exp(v)); })
+                  .inputs({Domain{-25, 25}}));
+  t.push_back(unary(
                   "abs", [](const auto& x) { return heed::abs(x); }, [](double v) { return std::abs(v); })
                   .inputs({away}));
   t.push_back(unary(

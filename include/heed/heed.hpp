@@ -36,6 +36,7 @@
 #include "heed/autograd/node.hpp"
 
 #include "heed/ops/attention_gru.hpp"
+#include "heed/ops/attention_mask.hpp"
 #include "heed/ops/cross_entropy.hpp"
 #include "heed/ops/device.hpp"
 #include "heed/ops/dropout.hpp"
@@ -47,7 +48,7 @@
 #include "heed/ops/linear.hpp"
 #include "heed/ops/linear_cross_entropy.hpp"
 #include "heed/ops/loss.hpp"
-#include "heed/ops/attention_mask.hpp"
+#include "heed/ops/masked_cross_entropy.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/packed_gemm.hpp"

@@ -41,7 +41,6 @@ void gemm_strided_batched(int device, bool trans_a, bool trans_b, index_t m, ind
   }
 }
 
-HEED_CUDA_INSTANTIATE_BLAS(float)
-HEED_CUDA_INSTANTIATE_BLAS(double)
+HEED_CUDA_INSTANTIATE(HEED_KERNELS_BLAS)
 
 }  // namespace heed::cuda

@@ -76,4 +76,13 @@ __device__ inline T warp_sum(T v) {
   return v;
 }
 
+// ---- a warp per row (layer norm, cross-entropy) ----
+
+constexpr int kWarpsPerBlock = 4;
+
+inline unsigned row_blocks(index_t rows) { return static_cast<unsigned>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock); }
+
+/// The row of the calling thread's warp.
+__device__ inline index_t warp_row() { return blockIdx.x * index_t(kWarpsPerBlock) + threadIdx.x / kWarp; }
+
 }  // namespace heed::cuda::detail

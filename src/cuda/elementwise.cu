@@ -1,5 +1,6 @@
-// src/cuda/elementwise.cu — fill, broadcasting binary arithmetic, axpy, and the
-// reduction of a broadcast gradient back to its operand's shape.
+// src/cuda/elementwise.cu — fill, broadcasting binary arithmetic, strided copies, unary
+// ops, dropout, axpy, Adam, gradient clipping, and the reduction of a broadcast gradient
+// back to its operand's shape (heed/ops/kernel_list.hpp's HEED_KERNELS_ELEMENTWISE).
 #include "common.cuh"
 #include "instantiate.hpp"
 #include "kernels.cuh"
@@ -47,31 +48,31 @@ void binary(int device, BinaryOp op, T* out, const T* a, const StridedShape& a_s
 }
 
 template <typename T>
-__global__ void gather_kernel(T* out, const T* x, StridedShape src, index_t n) {
+__global__ void copy_strided_kernel(T* out, const T* x, StridedShape src, index_t n) {
   for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(blockDim.x) * gridDim.x)
     out[i] = x[kernels::strided_offset(i, src)];
 }
 
 template <typename T>
-__global__ void scatter_kernel(T* dx, const T* g, StridedShape dst, index_t n) {
+__global__ void copy_into_strided_kernel(T* dx, const T* g, StridedShape dst, index_t n) {
   for (index_t i = blockIdx.x * index_t(blockDim.x) + threadIdx.x; i < n; i += index_t(blockDim.x) * gridDim.x)
     dx[kernels::strided_offset(i, dst)] = g[i];
 }
 
 template <typename T>
-void gather(int device, T* out, const T* x, const StridedShape& src) {
+void copy_strided(int device, T* out, const T* x, const StridedShape& src) {
   const index_t n = kernels::numel(src);
   if (n == 0) return;
-  gather_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::stream_for(device)>>>(out, x, src, n);
-  detail::check_launch("gather", device);
+  copy_strided_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::stream_for(device)>>>(out, x, src, n);
+  detail::check_launch("copy_strided", device);
 }
 
 template <typename T>
-void scatter(int device, T* dx, const T* g, const StridedShape& dst) {
+void copy_into_strided(int device, T* dx, const T* g, const StridedShape& dst) {
   const index_t n = kernels::numel(dst);
   if (n == 0) return;
-  scatter_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::stream_for(device)>>>(dx, g, dst, n);
-  detail::check_launch("scatter", device);
+  copy_into_strided_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::stream_for(device)>>>(dx, g, dst, n);
+  detail::check_launch("copy_into_strided", device);
 }
 
 template <typename T>
@@ -247,8 +248,7 @@ void sum_to(int device, T* out, index_t n_out, const T* g, const StridedShape& o
   detail::check_launch("sum_to", device);
 }
 
-HEED_CUDA_INSTANTIATE_ELEMENTWISE(float)
-HEED_CUDA_INSTANTIATE_ELEMENTWISE(double)
+HEED_CUDA_INSTANTIATE(HEED_KERNELS_ELEMENTWISE)
 HEED_CUDA_INSTANTIATE_FILL(float)
 HEED_CUDA_INSTANTIATE_FILL(double)
 HEED_CUDA_INSTANTIATE_FILL(std::int64_t)

@@ -119,15 +119,15 @@ void binary(int device, BinaryOp op, T* out, const T* a, const StridedShape& a_s
 }
 
 template <typename T>
-void gather(int device, T* out, const T* x, const StridedShape& src) {
-  check_device(device, "gather");
+void copy_strided(int device, T* out, const T* x, const StridedShape& src) {
+  check_device(device, "copy_strided");
   const index_t n = kernels::numel(src);
   for (index_t i = 0; i < n; ++i) out[i] = x[kernels::strided_offset(i, src)];
 }
 
 template <typename T>
-void scatter(int device, T* dx, const T* g, const StridedShape& dst) {
-  check_device(device, "scatter");
+void copy_into_strided(int device, T* dx, const T* g, const StridedShape& dst) {
+  check_device(device, "copy_into_strided");
   const index_t n = kernels::numel(dst);
   for (index_t i = 0; i < n; ++i) dx[kernels::strided_offset(i, dst)] = g[i];
 }
@@ -358,8 +358,9 @@ void softmax_backward(int device, T* grad_in, const T* grad_out, const T* y, ind
   }
 }
 
-HEED_CUDA_INSTANTIATE_ALL(float)
-HEED_CUDA_INSTANTIATE_ALL(double)
+HEED_CUDA_INSTANTIATE(HEED_DEVICE_KERNELS)
+HEED_CUDA_INSTANTIATE_FILL(float)
+HEED_CUDA_INSTANTIATE_FILL(double)
 HEED_CUDA_INSTANTIATE_FILL(std::int64_t)
 HEED_CUDA_INSTANTIATE_FILL(bool)
 

@@ -37,6 +37,10 @@ inline index_t numel(const StridedShape& shape) {
   return n;
 }
 
+// Every switch over an op enum names every value and has no default: the build's
+// -Werror=switch then refuses an op added without its case. Past the switch is only a
+// corrupt code, which gives NaN rather than another op's value.
+
 template <typename T>
 HEED_HD inline T apply(BinaryOp op, T x, T y) {
   switch (op) {
@@ -46,63 +50,76 @@ HEED_HD inline T apply(BinaryOp op, T x, T y) {
       return x - y;
     case BinaryOp::mul:
       return x * y;
-    default:
+    case BinaryOp::div:
       return x / y;
   }
+  return T(NAN);
 }
 
+/// op(x), by heed/detail/rules.hpp's rule.
 template <typename T>
 HEED_HD inline T unary_forward(UnaryOp op, T x) {
+  namespace rules = heed::detail;
   switch (op) {
     case UnaryOp::exp:
-      return exp(x);
+      return rules::exp_value(x);
     case UnaryOp::log:
-      return log(x);
+      return rules::log_value(x);
     case UnaryOp::sqrt:
-      return sqrt(x);
+      return rules::sqrt_value(x);
     case UnaryOp::tanh:
-      return tanh(x);
+      return rules::tanh_value(x);
     case UnaryOp::sigmoid:
-      return tanh(T(0.5) * x) * T(0.5) + T(0.5);  // as on the CPU: never overflows
+      return rules::sigmoid_value(x);
     case UnaryOp::relu:
-      return x > T(0) ? x : T(0);
+      return rules::relu_value(x);
     case UnaryOp::gelu:
-      return x * (T(0.5) + T(0.5) * erf(x * T(0.70710678118654752440)));
+      return rules::gelu_value(x);
     case UnaryOp::abs:
-      return x < T(0) ? -x : x;
+      return rules::abs_value(x);
     case UnaryOp::sin:
-      return sin(x);
-    default:
-      return cos(x);
+      return rules::sin_value(x);
+    case UnaryOp::cos:
+      return rules::cos_value(x);
+    case UnaryOp::silu:
+      return rules::silu_value(x);
+    case UnaryOp::softplus:
+      return rules::softplus_value(x);
   }
+  return T(NAN);
 }
 
-/// g · op'(x), with `saved` the op's result or input as runtime.hpp says.
+/// g · op'(x), with `saved` the op's result or input as heed/ops/kernel_list.hpp says.
 template <typename T>
 HEED_HD inline T unary_grad(UnaryOp op, T g, T saved) {
+  namespace rules = heed::detail;
   switch (op) {
     case UnaryOp::exp:
-      return g * saved;
+      return rules::exp_grad(g, saved);
     case UnaryOp::log:
-      return g / saved;
+      return rules::log_grad(g, saved);
     case UnaryOp::sqrt:
-      return g / (T(2) * saved);
+      return rules::sqrt_grad(g, saved);
     case UnaryOp::tanh:
-      return g * (T(1) - saved * saved);
+      return rules::tanh_grad(g, saved);
     case UnaryOp::sigmoid:
-      return g * saved * (T(1) - saved);
+      return rules::sigmoid_grad(g, saved);
     case UnaryOp::relu:
-      return saved > T(0) ? g : T(0);
-    case UnaryOp::gelu:  // d/dx x·Φ(x) = Φ(x) + x·φ(x)
-      return g * (T(0.5) + T(0.5) * erf(saved * T(0.70710678118654752440)) +
-                  saved * T(0.39894228040143267794) * exp(T(-0.5) * saved * saved));
+      return rules::relu_grad(g, saved);
+    case UnaryOp::gelu:
+      return rules::gelu_grad(g, saved);
     case UnaryOp::abs:
-      return g * T((saved > T(0)) - (saved < T(0)));
+      return rules::abs_grad(g, saved);
     case UnaryOp::sin:
-      return g * cos(saved);
-    default:
-      return -g * sin(saved);
+      return rules::sin_grad(g, saved);
+    case UnaryOp::cos:
+      return rules::cos_grad(g, saved);
+    case UnaryOp::silu:
+      return rules::silu_grad(g, saved);
+    case UnaryOp::softplus:
+      return rules::softplus_grad(g, saved);
   }
+  return T(NAN);
 }
 
 /// Whether dropout zeroes element i of a tensor of shape.sizes, for the call's key: the

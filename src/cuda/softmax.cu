@@ -200,7 +200,6 @@ void softmax_backward(int device, T* grad_in, const T* grad_out, const T* y, ind
   detail::check_launch("softmax_backward", device);
 }
 
-HEED_CUDA_INSTANTIATE_SOFTMAX(float)
-HEED_CUDA_INSTANTIATE_SOFTMAX(double)
+HEED_CUDA_INSTANTIATE(HEED_KERNELS_SOFTMAX)
 
 }  // namespace heed::cuda

@@ -30,7 +30,8 @@ void call_every_method() {
   (void)x.repeat({1, 1}), (void)x.repeat_interleave(2, 0), (void)x.expand(heed::Shape{2, 3});
   (void)x.sum(), (void)x.sum(0), (void)x.mean(), (void)x.mean(0), (void)x.max(), (void)x.max(0), (void)x.argmax(0);
   (void)x.neg(), (void)x.exp(), (void)x.log(), (void)x.sqrt(), (void)x.tanh(), (void)x.sigmoid(), (void)x.relu();
-  (void)x.gelu(), (void)x.abs(), (void)x.sin(), (void)x.cos(), (void)x.pow(T(2)), (void)x.pow(y);
+  (void)x.gelu(), (void)x.silu(), (void)x.softplus(), (void)x.abs(), (void)x.sin(), (void)x.cos();
+  (void)x.pow(T(2)), (void)x.pow(y);
   (void)x.softmax(1), (void)x.log_softmax(1), (void)x.matmul(y.transpose(0, 1));
 }
 

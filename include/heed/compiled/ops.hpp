@@ -49,6 +49,8 @@
   EXT template Tensor<T> sigmoid<T>(const Tensor<T> &);                                        \
   EXT template Tensor<T> relu<T>(const Tensor<T> &);                                           \
   EXT template Tensor<T> gelu<T>(const Tensor<T> &);                                           \
+  EXT template Tensor<T> silu<T>(const Tensor<T> &);                                           \
+  EXT template Tensor<T> softplus<T>(const Tensor<T> &);                                       \
   EXT template Tensor<T> abs<T>(const Tensor<T> &);                                            \
   EXT template Tensor<T> sin<T>(const Tensor<T> &);                                            \
   EXT template Tensor<T> cos<T>(const Tensor<T> &);                                            \

@@ -221,6 +221,8 @@ class Tensor {
   Tensor sigmoid() const;
   Tensor relu() const;
   Tensor gelu() const;
+  Tensor silu() const;
+  Tensor softplus() const;
   Tensor abs() const;
   Tensor sin() const;
   Tensor cos() const;

@@ -1,10 +1,13 @@
 // heed/detail/rules.hpp — per-element rules that the CPU ops and the device kernels
 // must apply identically: dropout's keep/drop hash, which keys of a softmax row are
-// visible, and the offset of an element read through strides. Written once here and
-// compiled by both sides (nvcc marks these functions __host__ __device__), so a CPU
-// tensor and a device tensor get the same dropout masks and the same masked rows.
-// Needs nothing but <cstdint> and <type_traits>.
+// visible, the offset of an element read through strides, and the fused unary ops'
+// values and derivatives. Written once here and compiled by both sides (nvcc marks
+// these functions __host__ __device__), so a CPU tensor and a device tensor get the same
+// dropout masks, the same masked rows and the same activations.
+// Needs nothing but <math.h>, <cstdint> and <type_traits>.
 #pragma once
+
+#include <math.h>  // ::exp, ::erf, … for float and double, as on the device
 
 #include <cstdint>
 #include <type_traits>
@@ -73,6 +76,129 @@ HEED_HOST_DEVICE inline std::int64_t strided_offset(std::int64_t i, int rank, co
     i /= sizes[d];
   }
   return offset;
+}
+
+// ---- unary ops -------------------------------------------------------------------------
+// Each fused unary op (heed/ops/elementwise.hpp, UnaryOp) as its value and its gradient
+// g · dy/dx, the latter from what its backward keeps: the result y (exp, sqrt, tanh,
+// sigmoid, relu) or the input x (the others). The device kernels and their host
+// emulation (src/cuda/kernels.cuh) apply these per element. The CPU ops apply them too
+// where they compute element by element anyway (gelu: erf has no vectorised form, so
+// Eigen evaluates its expressions one element at a time); where the CPU evaluates a
+// vectorised Eigen expression (exp, tanh, sigmoid, …) it keeps it, with the same
+// formula, since a scalar rule there would cost speed, and the op table's device mode
+// checks that the two agree.
+
+template <typename T>
+HEED_HOST_DEVICE inline T exp_value(T x) {
+  return ::exp(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T exp_grad(T g, T y) {
+  return g * y;
+}
+template <typename T>
+HEED_HOST_DEVICE inline T log_value(T x) {
+  return ::log(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T log_grad(T g, T x) {
+  return g / x;
+}
+template <typename T>
+HEED_HOST_DEVICE inline T sqrt_value(T x) {
+  return ::sqrt(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T sqrt_grad(T g, T y) {
+  return g / (T(2) * y);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T tanh_value(T x) {
+  return ::tanh(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T tanh_grad(T g, T y) {
+  return g * (T(1) - y * y);
+}
+/// 1 / (1 + e^-x) through tanh, so that neither tail overflows.
+template <typename T>
+HEED_HOST_DEVICE inline T sigmoid_value(T x) {
+  return ::tanh(T(0.5) * x) * T(0.5) + T(0.5);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T sigmoid_grad(T g, T y) {
+  return g * y * (T(1) - y);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T relu_value(T x) {
+  return x > T(0) ? x : T(0);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T relu_grad(T g, T y) {
+  return y > T(0) ? g : T(0);
+}
+/// Φ(x) = (1 + erf(x/√2)) / 2, the Gaussian CDF of GELU's exact form (PyTorch's default).
+template <typename T>
+HEED_HOST_DEVICE inline T gelu_cdf(T x) {
+  return T(0.5) + T(0.5) * ::erf(x * T(0.70710678118654752440));
+}
+/// x · Φ(x).
+template <typename T>
+HEED_HOST_DEVICE inline T gelu_value(T x) {
+  return x * gelu_cdf(x);
+}
+/// g · d/dx x·Φ(x) = g · (Φ(x) + x·φ(x)), φ the Gaussian density.
+template <typename T>
+HEED_HOST_DEVICE inline T gelu_grad(T g, T x) {
+  return g * (gelu_cdf(x) + x * T(0.39894228040143267794) * ::exp(T(-0.5) * x * x));
+}
+/// SiLU (swish): x · sigmoid(x).
+template <typename T>
+HEED_HOST_DEVICE inline T silu_value(T x) {
+  return x * sigmoid_value(x);
+}
+/// g · d/dx x·s(x) = g · s(x) · (1 + x · (1 − s(x))), s = sigmoid.
+template <typename T>
+HEED_HOST_DEVICE inline T silu_grad(T g, T x) {
+  const T s = sigmoid_value(x);
+  return g * (s * (T(1) + x * (T(1) - s)));
+}
+/// PyTorch's softplus (beta = 1, threshold = 20): x where x > 20, else log(1 + e^x).
+template <typename T>
+HEED_HOST_DEVICE inline T softplus_value(T x) {
+  return x > T(20) ? x : ::log1p(::exp(x));
+}
+/// g · e^x / (1 + e^x), g where x > 20, as PyTorch's softplus_backward.
+template <typename T>
+HEED_HOST_DEVICE inline T softplus_grad(T g, T x) {
+  if (x > T(20)) return g;
+  const T z = ::exp(x);
+  return g * (z / (z + T(1)));
+}
+template <typename T>
+HEED_HOST_DEVICE inline T abs_value(T x) {
+  return x < T(0) ? -x : x;
+}
+template <typename T>
+HEED_HOST_DEVICE inline T abs_grad(T g, T x) {
+  return g * T((x > T(0)) - (x < T(0)));
+}
+template <typename T>
+HEED_HOST_DEVICE inline T sin_value(T x) {
+  return ::sin(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T sin_grad(T g, T x) {
+  return g * ::cos(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T cos_value(T x) {
+  return ::cos(x);
+}
+template <typename T>
+HEED_HOST_DEVICE inline T cos_grad(T g, T x) {
+  return -g * ::sin(x);
 }
 
 // ---- integer sums and products -------------------------------------------------------

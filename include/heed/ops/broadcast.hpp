@@ -36,8 +36,8 @@ Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
   if (!x.is_cpu()) {  // a gather through the broadcast strides
     Tensor<T> out = make_tensor<T>(shape, x.device());
     kernels_for(x, "broadcast_to")
-        .gather(x.device().index(), device_data(out), device_data(x),
-                strided_shape(shape, broadcast_strides(x.shape(), shape)));
+        .copy_strided(x.device().index(), device_data(out), device_data(x),
+                      strided_shape(shape, broadcast_strides(x.shape(), shape)));
     return out;
   }
   Tensor<T> out = make_tensor<T>(shape);

@@ -148,8 +148,8 @@ Tensor<T> cross_entropy_backward(const Tensor<T>& logits, const IndexTensor& lab
   return dx;
 }
 
-/// The cross-entropy of rows on a device backend: per-row losses (0 where a row does not
-/// count), and a backward giving each row coef(r) = g[r / g_stride] / divisor.
+/// The forward of a cross-entropy of rows on a device backend: per-row losses (0 where a
+/// row does not count), the stats and rows its backward (record_cross_entropy) reads.
 /// Labels (and lengths) are read there, so a label out of range is not reported as on
 /// the CPU: its loss is NaN.
 template <typename T>
@@ -171,23 +171,34 @@ struct DeviceCrossEntropy {
         .cross_entropy_forward(logits.device().index(), device_data(losses), device_data(stats), device_data(logits),
                                rows);
   }
+};
 
-  /// Records the backward on out; labels and lens are kept alive with it.
-  void record(Tensor<T>& out, const char* name, const Tensor<T>& logits, const IndexTensor& labels,
-              const IndexTensor& lens, index_t g_stride, T divisor) const {
-    if (!autograd::needs_grad(logits)) return;
-    autograd::record(out, name, {logits},
-                     [saved = autograd::save(logits), labels, lens, stats = stats, rows = rows, g_stride,
-                      divisor](const Tensor<T>& g) {
-                       const Tensor<T>& x = saved.get();
+/// Records the one backward node of a cross-entropy on out, for loss rows whose upstream
+/// gradient is coef(r) = g[r / g_stride] / divisor: the CPU's loop over `rows`, or on a
+/// device the kernel over `device_rows` (labels and lens are kept alive with it, since
+/// device_rows points into them).
+template <typename T>
+void record_cross_entropy(Tensor<T>& out, const char* name, const Tensor<T>& logits, const IndexTensor& labels,
+                          const IndexTensor& lens, CrossEntropyRows rows, const heed::CrossEntropyRows& device_rows,
+                          const Tensor<T>& stats, index_t g_stride, T divisor) {
+  if (!autograd::needs_grad(logits)) return;
+  g_stride = std::max<index_t>(g_stride, 1);
+  autograd::record(out, name, {logits},
+                   [saved = autograd::save(logits), labels, lens, stats, rows = std::move(rows), device_rows, g_stride,
+                    divisor](const Tensor<T>& g) {
+                     const Tensor<T>& x = saved.get();
+                     if (!x.is_cpu()) {
                        Tensor<T> dx = make_tensor<T>(x.shape(), x.device());
                        kernels_for(x, "cross_entropy backward")
                            .cross_entropy_backward(x.device().index(), device_data(dx), device_data(x),
-                                                   device_data(stats), rows, device_data(g), g_stride, divisor);
+                                                   device_data(stats), device_rows, device_data(g), g_stride, divisor);
                        return autograd::Grads<T>{dx};
-                     });
-  }
-};
+                     }
+                     const T* gd = g.data();
+                     const auto coef = [&](index_t r) { return gd[r / g_stride] / divisor; };
+                     return autograd::Grads<T>{cross_entropy_backward(x, labels, stats, rows, coef)};
+                   });
+}
 
 }  // namespace detail
 
@@ -207,42 +218,37 @@ Tensor<T> cross_entropy(const Tensor<T>& logits, const IndexTensor& labels, Redu
   HEED_CHECK(labels.shape() == rows_shape, ShapeError, "cross_entropy: labels of shape ", to_string(labels.shape()),
              " do not match logits of shape ", to_string(logits.shape()), "; expected labels of shape ",
              to_string(rows_shape));
+  const index_t count = rows_shape.numel();
+  detail::CrossEntropyRows rows;
+  rows.classes = logits.shape()[-1];
+  rows.rows = count;
+  rows.label_smoothing = label_smoothing;
+  heed::CrossEntropyRows device_rows;
+  Tensor<T> out, stats;
   if (detail::on_device("cross_entropy", logits, labels)) {
     const detail::DeviceCrossEntropy<T> ce(logits, labels, rows_shape, 1, IndexTensor(), label_smoothing);
-    const index_t count = rows_shape.numel();
-    Tensor<T> out = ce.losses;
+    device_rows = ce.rows;
+    stats = ce.stats;
+    out = ce.losses;
     if (reduction != Reduction::none) {
       out = rows_shape == Shape{} ? detail::copy_of(out) : detail::sum_to(out, Shape{});
       if (reduction == Reduction::mean) out = mul(out, T(1) / static_cast<T>(count));
     }
-    ce.record(out, "CrossEntropyBackward", logits, labels, IndexTensor(), reduction == Reduction::none ? 1 : count,
-              reduction == Reduction::mean ? static_cast<T>(count) : T(1));
-    return out;
+  } else {
+    detail::check_labels(labels, rows.classes, "cross_entropy");
+    stats = detail::make_tensor<T>(Shape{rows.rows, 2});
+    Tensor<T> losses = detail::make_tensor<T>(rows_shape);
+    detail::cross_entropy_forward(logits.data(), labels.data(), rows, stats.data(), losses.data());
+    out = losses;
+    if (reduction != Reduction::none) {
+      const T total = losses.array().sum();
+      out = scalar_tensor<T>(reduction == Reduction::sum ? total : total / static_cast<T>(rows.rows));
+    }
   }
-  detail::CrossEntropyRows rows;
-  rows.classes = logits.shape()[-1];
-  rows.rows = rows_shape.numel();
-  rows.label_smoothing = label_smoothing;
-  detail::check_labels(labels, rows.classes, "cross_entropy");
-
-  Tensor<T> stats = detail::make_tensor<T>(Shape{rows.rows, 2});
-  Tensor<T> losses = detail::make_tensor<T>(rows_shape);
-  detail::cross_entropy_forward(logits.data(), labels.data(), rows, stats.data(), losses.data());
-  Tensor<T> out = losses;
-  if (reduction != Reduction::none) {
-    const T total = losses.array().sum();
-    out = scalar_tensor<T>(reduction == Reduction::sum ? total : total / static_cast<T>(rows.rows));
-  }
-
-  if (autograd::needs_grad(logits))
-    autograd::record(
-        out, "CrossEntropyBackward", {logits},
-        [saved = autograd::save(logits), labels, stats, rows, reduction](const Tensor<T>& g) {
-          const T* gd = g.data();
-          const T count = reduction == Reduction::mean ? static_cast<T>(rows.rows) : T(1);
-          const auto coef = [&](index_t r) { return reduction == Reduction::none ? gd[r] : gd[0] / count; };
-          return autograd::Grads<T>{detail::cross_entropy_backward(saved.get(), labels, stats, rows, coef)};
-        });
+  // Each row's gradient: g[r] unreduced, else g[0], divided by the count for the mean.
+  detail::record_cross_entropy(out, "CrossEntropyBackward", logits, labels, IndexTensor(), std::move(rows), device_rows,
+                               stats, reduction == Reduction::none ? 1 : count,
+                               reduction == Reduction::mean ? static_cast<T>(count) : T(1));
   return out;
 }
 

@@ -121,26 +121,29 @@ Tensor<T> dropout(const Tensor<T>& x, double p, bool training, Generator& gen = 
   // dx = g · mask.
   const T scale = detail::dropout_scale<T>(p);
   const std::uint32_t threshold = detail::dropout_threshold(p);
+  const std::uint64_t key = detail::dropout_mix(gen.next_u64());
+  Tensor<T> out;
+  // What backward multiplies g by: on the CPU one byte per element (kept or not), on a
+  // device the mask itself (0 or scale); the other stays undefined.
+  Tensor<std::uint8_t> kept;
+  Tensor<T> mask;
   if (!x.is_cpu()) {  // the same masks, one element per thread (heed/detail/rules.hpp)
-    Tensor<T> out = detail::make_tensor<T>(x.shape(), x.device());
-    Tensor<T> mask = detail::make_tensor<T>(x.shape(), x.device());
+    out = detail::make_tensor<T>(x.shape(), x.device());
+    mask = detail::make_tensor<T>(x.shape(), x.device());
     StridedShape shape;
     shape.rank = x.dim();
     for (int d = 0; d < x.dim(); ++d) shape.sizes[d] = x.shape()[d];
     detail::kernels_for(x, "dropout")
         .dropout(x.device().index(), detail::device_data(out), detail::device_data(mask), detail::device_data(x), shape,
-                 detail::dropout_mix(gen.next_u64()), threshold, scale);
-    if (autograd::needs_grad(x))
-      autograd::record(out, "DropoutBackward", {x},
-                       [mask](const Tensor<T>& g) { return autograd::Grads<T>{g * mask}; });
-    return out;
+                 key, threshold, scale);
+  } else {
+    out = detail::make_tensor<T>(x.shape());
+    kept = detail::make_tensor<std::uint8_t>(x.shape());
+    detail::dropout_rows(out.data(), kept.data(), x.data(), x.shape(), key, threshold, scale);
   }
-  Tensor<T> out = detail::make_tensor<T>(x.shape());
-  Tensor<std::uint8_t> kept = detail::make_tensor<std::uint8_t>(x.shape());
-  detail::dropout_rows(out.data(), kept.data(), x.data(), x.shape(), detail::dropout_mix(gen.next_u64()), threshold,
-                       scale);
   if (autograd::needs_grad(x))
-    autograd::record(out, "DropoutBackward", {x}, [kept, scale](const Tensor<T>& g) {
+    autograd::record(out, "DropoutBackward", {x}, [kept, mask, scale](const Tensor<T>& g) {
+      if (!g.is_cpu()) return autograd::Grads<T>{g * mask};
       Tensor<T> dx = detail::make_tensor<T>(g.shape());
       const T* in = g.data();
       const std::uint8_t* k = kept.data();

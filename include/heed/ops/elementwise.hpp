@@ -20,6 +20,7 @@
 #include "heed/autograd/node.hpp"
 #include "heed/core/factory.hpp"
 #include "heed/detail/parallel.hpp"
+#include "heed/detail/rules.hpp"
 #include "heed/ops/broadcast.hpp"
 #include "heed/ops/device.hpp"
 
@@ -350,18 +351,48 @@ Tensor<T> relu(const Tensor<T>& x) {
 }
 
 /// GELU with the exact Gaussian CDF, PyTorch's default: x · Φ(x), Φ(x) = (1 + erf(x/√2)) / 2.
+/// Element by element with the kernels' rule (heed/detail/rules.hpp): erf has no
+/// vectorised form, so Eigen would evaluate any expression holding it one element at a time.
 template <typename T>
 Tensor<T> gelu(const Tensor<T>& x) {
   detail::check_defined(x, "gelu", "x");
   return detail::unary_op(
       x, "GeluBackward", UnaryOp::gelu, detail::BackwardReads::input,
-      [](const auto& a) {
-        return a * (T(0.5) + T(0.5) * a.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }));
-      },
+      [](const auto& a) { return a.unaryExpr([](T v) { return detail::gelu_value(v); }); },
       [](const auto& g, const auto& x_) {
-        // d/dx x·Φ(x) = Φ(x) + x·φ(x)
-        return g * (T(0.5) + T(0.5) * x_.unaryExpr([](T v) { return std::erf(v * T(0.70710678118654752440)); }) +
-                    x_ * T(0.39894228040143267794) * (T(-0.5) * x_.square()).exp());
+        return g.binaryExpr(x_, [](T gv, T xv) { return detail::gelu_grad(gv, xv); });
+      });
+}
+
+/// SiLU, x · sigmoid(x), as PyTorch's F.silu (MarianMT's "swish"). A vectorised Eigen
+/// expression on the CPU (sigmoid through tanh, as sigmoid's); heed/detail/rules.hpp's
+/// silu_value and silu_grad on a device.
+template <typename T>
+Tensor<T> silu(const Tensor<T>& x) {
+  detail::check_defined(x, "silu", "x");
+  return detail::unary_op(
+      x, "SiluBackward", UnaryOp::silu, detail::BackwardReads::input,
+      [](const auto& a) { return a * ((T(0.5) * a).tanh() * T(0.5) + T(0.5)); },
+      [](const auto& g, const auto& x_) {
+        // d/dx x·s(x) = s(x) · (1 + x · (1 − s(x)))
+        const auto s = (T(0.5) * x_).tanh() * T(0.5) + T(0.5);
+        return g * (s * (T(1) + x_ * (T(1) - s)));
+      });
+}
+
+/// Softplus as PyTorch's F.softplus with its defaults (beta = 1, threshold = 20):
+/// log(1 + e^x), and x itself where x > 20. On a device, heed/detail/rules.hpp's
+/// softplus_value and softplus_grad.
+template <typename T>
+Tensor<T> softplus(const Tensor<T>& x) {
+  detail::check_defined(x, "softplus", "x");
+  return detail::unary_op(
+      x, "SoftplusBackward", UnaryOp::softplus, detail::BackwardReads::input,
+      [](const auto& a) { return (a > T(20)).select(a, a.exp().log1p()); },
+      [](const auto& g, const auto& x_) {
+        // d/dx log(1 + e^x) = e^x / (1 + e^x), 1 where x > 20 (PyTorch's softplus_backward)
+        const auto z = x_.exp();
+        return (x_ > T(20)).select(g, g * (z / (z + T(1))));
       });
 }
 
@@ -521,6 +552,8 @@ template <typename T> Tensor<T> Tensor<T>::tanh() const { return heed::tanh(*thi
 template <typename T> Tensor<T> Tensor<T>::sigmoid() const { return heed::sigmoid(*this); }
 template <typename T> Tensor<T> Tensor<T>::relu() const { return heed::relu(*this); }
 template <typename T> Tensor<T> Tensor<T>::gelu() const { return heed::gelu(*this); }
+template <typename T> Tensor<T> Tensor<T>::silu() const { return heed::silu(*this); }
+template <typename T> Tensor<T> Tensor<T>::softplus() const { return heed::softplus(*this); }
 template <typename T> Tensor<T> Tensor<T>::abs() const { return heed::abs(*this); }
 template <typename T> Tensor<T> Tensor<T>::sin() const { return heed::sin(*this); }
 template <typename T> Tensor<T> Tensor<T>::cos() const { return heed::cos(*this); }

@@ -19,28 +19,23 @@ namespace heed {
 
 namespace detail {
 
-/// embedding on a device backend. Indices are read there, so an index out of range is not
-/// reported as on the CPU: its row of the output is NaN.
+/// The gradient of embedding's table: each row of g added into the row it was read from,
+/// in the order of the rows (on a device: by its kernel, a thread per element of dw).
 template <typename T>
-Tensor<T> device_embedding(const Tensor<T>& weight, const IndexTensor& indices) {
-  const index_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], count = indices.numel();
-  const Device device = weight.device();
-  std::vector<index_t> dims(indices.shape().begin(), indices.shape().end());
-  dims.push_back(dim);
-  Tensor<T> out = make_tensor<T>(Shape(dims), device);
-  kernels_for(weight, "embedding")
-      .embedding_forward(device.index(), device_data(out), device_data(weight), device_data(indices), count,
-                         num_embeddings, dim);
-  if (autograd::needs_grad(weight))
-    autograd::record(out, "EmbeddingBackward", {weight},
-                     [indices, table = weight.shape(), device, dim, count, num_embeddings](const Tensor<T>& g) {
-                       Tensor<T> dw = make_tensor<T>(table, device);
-                       kernels_for(g, "embedding backward")
-                           .embedding_backward(device.index(), device_data(dw), device_data(g), device_data(indices),
-                                               count, num_embeddings, dim);
-                       return autograd::Grads<T>{dw};
-                     });
-  return out;
+Tensor<T> embedding_backward(const Tensor<T>& g, const IndexTensor& indices, const Shape& table) {
+  const index_t num_embeddings = table[0], dim = table[1], count = indices.numel();
+  if (!g.is_cpu()) {
+    Tensor<T> dw = make_tensor<T>(table, g.device());
+    kernels_for(g, "embedding backward")
+        .embedding_backward(g.device().index(), device_data(dw), device_data(g), device_data(indices), count,
+                            num_embeddings, dim);
+    return dw;
+  }
+  Tensor<T> dw = make_tensor<T>(table);
+  dw.array().setZero();
+  for (index_t i = 0; i < count; ++i)
+    VecMap<T>(dw.data() + indices.data()[i] * dim, dim) += ConstVecMap<T>(g.data() + i * dim, dim);
+  return dw;
 }
 
 }  // namespace detail
@@ -52,26 +47,29 @@ Tensor<T> embedding(const Tensor<T>& weight, const IndexTensor& indices) {
   HEED_CHECK(weight.dim() == 2, ShapeError, "embedding: weight must be (num_embeddings, embedding_dim), got ",
              to_string(weight.shape()));
   const index_t num_embeddings = weight.shape()[0], dim = weight.shape()[1], count = indices.numel();
-  if (detail::on_device("embedding", weight, indices)) return detail::device_embedding(weight, indices);
-  const std::int64_t* index = indices.data();
-  for (index_t i = 0; i < count; ++i)
-    HEED_CHECK(index[i] >= 0 && index[i] < num_embeddings, IndexError, "embedding: index ", index[i],
-               " at flat position ", i, " of indices ", to_string(indices.shape()), " is out of range for ",
-               num_embeddings, " embeddings");
   std::vector<index_t> dims(indices.shape().begin(), indices.shape().end());
   dims.push_back(dim);
-  Tensor<T> out = detail::make_tensor<T>(Shape(dims));
-  for (index_t i = 0; i < count; ++i) std::copy_n(weight.data() + index[i] * dim, dim, out.data() + i * dim);
+  Tensor<T> out;
+  if (detail::on_device("embedding", weight, indices)) {
+    // Indices are read on the device, so an index out of range is not reported as on
+    // the CPU: its row of the output is NaN.
+    out = detail::make_tensor<T>(Shape(dims), weight.device());
+    detail::kernels_for(weight, "embedding")
+        .embedding_forward(weight.device().index(), detail::device_data(out), detail::device_data(weight),
+                           detail::device_data(indices), count, num_embeddings, dim);
+  } else {
+    const std::int64_t* index = indices.data();
+    for (index_t i = 0; i < count; ++i)
+      HEED_CHECK(index[i] >= 0 && index[i] < num_embeddings, IndexError, "embedding: index ", index[i],
+                 " at flat position ", i, " of indices ", to_string(indices.shape()), " is out of range for ",
+                 num_embeddings, " embeddings");
+    out = detail::make_tensor<T>(Shape(dims));
+    for (index_t i = 0; i < count; ++i) std::copy_n(weight.data() + index[i] * dim, dim, out.data() + i * dim);
+  }
   if (autograd::needs_grad(weight))
-    autograd::record(out, "EmbeddingBackward", {weight},
-                     [indices, table = weight.shape(), dim, count](const Tensor<T>& g) {
-                       Tensor<T> dw = detail::make_tensor<T>(table);
-                       dw.array().setZero();
-                       for (index_t i = 0; i < count; ++i)
-                         detail::VecMap<T>(dw.data() + indices.data()[i] * dim, dim) +=
-                             detail::ConstVecMap<T>(g.data() + i * dim, dim);
-                       return autograd::Grads<T>{dw};
-                     });
+    autograd::record(out, "EmbeddingBackward", {weight}, [indices, table = weight.shape()](const Tensor<T>& g) {
+      return autograd::Grads<T>{detail::embedding_backward(g, indices, table)};
+    });
   return out;
 }
 

@@ -18,7 +18,7 @@
 // dx, before the next block: three products per tile, the unfused path's count. The
 // backward hands these out, scaled when its upstream gradient is uniform (sum or mean of
 // the loss), and otherwise computes the logits again, tile by tile. Without a gradient
-// the forward keeps only a tile at a time. The masked loss of heed/seq2seq/loss.hpp
+// the forward keeps only a tile at a time. The masked loss of heed/ops/masked_cross_entropy.hpp
 // computes only the rows that count, where the unfused path computes the padding too.
 //
 // The tiles are shared among a fixed number of groups (kClassGroups), each summing its

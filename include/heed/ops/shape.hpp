@@ -100,8 +100,8 @@ Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* 
   if (!x.is_cpu()) {
     Tensor<T> out = make_tensor<T>(out_shape, x.device());
     kernels_for(x, "strided copy")
-        .gather(x.device().index(), device_data(out), device_data(x) + src_offset,
-                strided_view(sizes, src_strides, rank));
+        .copy_strided(x.device().index(), device_data(out), device_data(x) + src_offset,
+                      strided_view(sizes, src_strides, rank));
     return out;
   }
   Tensor<T> out = make_tensor<T>(out_shape);
@@ -137,8 +137,8 @@ Tensor<T> scatter_strided(const Tensor<T>& g, const Shape& in_shape, index_t dst
     Tensor<T> dx = make_tensor<T>(in_shape, g.device());
     if (g.numel() != dx.numel()) device_fill(g.device(), device_data(dx), dx.numel(), T(0));  // a slice
     kernels_for(g, "strided copy backward")
-        .scatter(g.device().index(), device_data(dx) + dst_offset, device_data(g),
-                 strided_view(sizes, dst_strides, rank));
+        .copy_into_strided(g.device().index(), device_data(dx) + dst_offset, device_data(g),
+                           strided_view(sizes, dst_strides, rank));
     return dx;
   }
   Tensor<T> dx = make_tensor<T>(in_shape);
@@ -415,8 +415,9 @@ Tensor<T> slice_scatter(const Tensor<T>& x, const Tensor<T>& src, int dim, index
     if (values.numel() == 0) return into;
     if (!into.is_cpu()) {
       detail::kernels_for(into, "slice_scatter")
-          .scatter(into.device().index(), detail::device_data(into) + view.offset, detail::device_data(values),
-                   detail::strided_view(view.sizes.data(), view.strides.data(), rank));
+          .copy_into_strided(into.device().index(), detail::device_data(into) + view.offset,
+                             detail::device_data(values),
+                             detail::strided_view(view.sizes.data(), view.strides.data(), rank));
       return into;
     }
     std::array<index_t, detail::kMaxLoopDims> src_strides{};

@@ -22,7 +22,7 @@ struct StridedShape {
 };
 
 enum class BinaryOp { add, sub, mul, div };
-enum class UnaryOp { exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos };
+enum class UnaryOp { exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos, silu, softplus };
 
 /// The constants of one Adam step, in PyTorch's order of operations (heed/optim/adam.hpp).
 struct AdamStep {
