@@ -38,7 +38,7 @@ template <typename T = float>
 std::unique_ptr<BahdanauNet<T>> make_bahdanau_net(const TranslatorConfig& c, index_t src_vocab_size,
                                                   index_t tgt_vocab_size, Generator* gen = nullptr) {
   Generator& g = gen ? *gen : default_generator();
-  return std::make_unique<BahdanauNet<T>>(
+  return make_encoder_decoder<T>(
       std::make_unique<Seq2SeqEncoder<T>>(src_vocab_size, c.embed_size, c.num_hiddens, c.num_layers, c.dropout, g),
       std::make_unique<Seq2SeqAttentionDecoder<T>>(tgt_vocab_size, c.embed_size, c.num_hiddens, c.num_layers, c.dropout,
                                                    g));
@@ -56,7 +56,7 @@ std::unique_ptr<TransformerNet<T>> make_transformer_net(const TranslatorConfig& 
   options.num_kv_heads = c.num_kv_heads;
   options.embedding_scale = c.embedding_scale;
   options.generator = gen;
-  return std::make_unique<TransformerNet<T>>(
+  return make_encoder_decoder<T>(
       std::make_unique<TransformerEncoder<T>>(src_vocab_size, h, h, h, h, Shape{h}, h, c.ffn_num_hiddens, c.num_heads,
                                               c.num_layers, c.dropout, false, options),
       std::make_unique<TransformerDecoder<T>>(tgt_vocab_size, h, h, h, h, Shape{h}, h, c.ffn_num_hiddens, c.num_heads,
