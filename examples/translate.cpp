@@ -7,30 +7,22 @@
 //   translate --load model.safetensors --evaluate pairs.txt   (corpus BLEU of a file of pairs)
 //   mpiexec -n 2 translate ...                   data-parallel on 2 processes (built with heed::mpi)
 //
-// The model is a heed::Translator (heed/seq2seq/translator.hpp): this program is its
-// command line. After training it translates d2l's four sentences with their BLEU (or,
-// with --evaluate, a file of pairs), then the sentences given as arguments. Under
-// mpiexec every process trains its share of each batch (TrainOptions::communicator);
-// rank 0 alone reports, saves and translates (docs/distributed.md). Every rank must be
-// given the same training flags and data: they are compared before training, and any
-// rank's error ends every rank with its message, since the others would wait forever.
+// The work is heed::run_translate's (heed/seq2seq/translate_run.hpp, over a
+// heed::Translator): this program is its command line. After training it translates d2l's four sentences with their
+// BLEU (or, with --evaluate, a file of pairs), then the sentences given as arguments. Under mpiexec every process
+// trains its share of each batch (TrainOptions::communicator); rank 0 alone reports, saves and translates
+// (docs/distributed.md). Every rank must be given the same training flags and data: they are compared before training,
+// and any rank's error ends every rank with its message, since the others would wait forever.
 #ifdef HEED_WITH_MPI
 #include <heed/dist/mpi.hpp>
 #endif
 #include <heed/dist/settings.hpp>
-#include <heed/seq2seq/corpus.hpp>
 #include <heed/seq2seq/predict_flags.hpp>
-#include <heed/seq2seq/progress.hpp>
-#include <heed/seq2seq/train.hpp>
-#include <heed/seq2seq/translator.hpp>
+#include <heed/seq2seq/translate_run.hpp>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
-#include <optional>
 
 namespace {
 
@@ -73,16 +65,8 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-struct Args {
-  std::string model = "transformer";
-  bool model_given = false;
-  std::string data, save, load, heatmaps, alignments, evaluate;
-  index_t num_examples = 600, epochs = -1, micro_batches = 1, worst = 5;
-  heed::PredictOptions decoding;  // what the decoding flags set (heed/seq2seq/predict_flags.hpp)
-  std::uint64_t seed = 1;
-  bool quiet = false, help = false;
-  std::vector<std::string> sentences;
-  heed::dist::Communicator* communicator = nullptr;  // the processes of mpiexec, when built with MPI
+struct Args : heed::TranslateRunOptions {
+  bool model_given = false, help = false;
 };
 
 /// The command line; a bad flag or value is a UsageError (exit status 2, with the usage).
@@ -168,120 +152,6 @@ void check_lengths(const heed::Translator& translator, const Args& args) {
                      std::to_string(decoded) + " tokens decoded at most (--max-length, or the model's num_steps)");
 }
 
-/// The epochs trained: --epochs, or d2l's for the model.
-index_t epochs_of(const Args& args) { return args.epochs >= 0 ? args.epochs : (args.model == "bahdanau" ? 250 : 200); }
-
-/// Trains d2l's model of args.model on --data (d2l's batch 64 and lr 0.005); nullopt on the
-/// ranks other than 0, whose parameters are rank 0's.
-std::optional<heed::Translator> train(const Args& args) {
-  heed::TranslatorConfig config;  // d2l's sizes
-  config.model = args.model;
-  const heed::NmtData data =
-      args.data.empty()
-          ? heed::load_data_nmt_text(heed::builtin_fra_eng(), 64, config.num_steps, args.num_examples, args.seed)
-          : heed::load_data_nmt(args.data, 64, config.num_steps, args.num_examples, args.seed);
-  heed::Translator translator(config, data.src_vocab, data.tgt_vocab);
-  check_lengths(translator, args);
-  // The same flags (main compared them) may still read other files.
-  if (args.communicator)
-    heed::dist::check_same_settings(*args.communicator, {{"--data", heed::describe_nmt_data(data)}}, "");
-  const index_t epochs = epochs_of(args);
-  const bool rank0 = !args.communicator || args.communicator->rank() == 0;
-  if (rank0)
-    std::cout << args.model << " on " << (args.data.empty() ? "the built-in corpus" : args.data) << ": "
-              << data.data_iter.num_examples() << " pairs, vocabularies " << translator.src_vocab().size() << " / "
-              << translator.tgt_vocab().size() << ", " << translator.num_parameters() << " parameters, " << epochs
-              << " epochs\n";
-  heed::TrainOptions options;
-  options.micro_batches = args.micro_batches;
-  options.communicator = args.communicator;
-  if (!args.quiet) options.on_epoch = heed::ProgressReport();
-  heed::NmtDataLoader loader = data.data_iter;
-  const heed::TrainResult result = translator.visit([&](auto& net) {
-    return heed::train_seq2seq<float>(net, loader, 0.005, epochs, translator.tgt_vocab(), options);
-  });
-  if (!rank0) return std::nullopt;
-  std::printf("trained %lld epochs in %.2f s: loss %.3f, %.0f tokens/s\n", static_cast<long long>(epochs),
-              result.seconds, result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
-  if (args.communicator)
-    std::printf("%d processes; the gradients' all-reduce took %.1f %% of rank 0's time\n", args.communicator->size(),
-                100.0 * result.communication_seconds / std::max(result.seconds, 1e-9));
-  return translator;
-}
-
-/// Translates each distinct English sentence of --evaluate once, in batches, scores the
-/// translations against all of that sentence's French lines, and prints the worst.
-void evaluate(heed::Translator& translator, const Args& args) {
-  const heed::NmtTokens pairs = heed::tokenize_nmt(heed::preprocess_nmt(heed::read_data_nmt(args.evaluate)));
-  if (pairs.source.empty()) throw heed::FileError(args.evaluate + ": holds no sentence pairs");
-  const heed::References refs = heed::group_references(pairs);
-  heed::PredictOptions options = args.decoding;
-  options.save_attention_weights = false;
-  const heed::Scored scored = translator.evaluate(refs, options);
-  std::cout << args.evaluate << ": " << refs.sources.size() << " English sentences, " << pairs.source.size()
-            << " references\n"
-            << scored.bleu.to_string() << "\n";
-  std::printf("decoded in %.2f s: %.0f sentences/s\n", scored.seconds,
-              static_cast<double>(refs.sources.size()) / std::max(scored.seconds, 1e-9));
-  const auto worst = heed::worst_translations(scored, refs, static_cast<std::size_t>(args.worst));
-  if (!worst.empty())
-    std::cout << "worst " << worst.size() << " (d2l's bleu, k = 2, against the best-matching reference):\n";
-  for (const heed::WorstTranslation& w : worst)
-    std::printf("  %.3f  %s => %s  (reference: %s)\n", w.bleu, refs.sources[w.sentence].c_str(),
-                scored.hypotheses[w.sentence].c_str(), refs.references[w.sentence][w.reference].c_str());
-}
-
-int run(const Args& args) {
-  heed::default_generator().manual_seed(args.seed);
-  if (args.communicator && args.communicator->rank() != 0 && !args.load.empty()) return 0;  // rank 0 translates
-  std::optional<heed::Translator> translator;
-  if (!args.load.empty()) {
-    translator.emplace(heed::Translator::load(args.load, args.model));
-    check_lengths(*translator, args);
-    std::cout << "loaded " << args.model << " from " << args.load << " (" << translator->num_parameters()
-              << " parameters)\n";
-  } else {
-    translator = train(args);
-    if (!translator) return 0;
-  }
-  if (!args.save.empty()) {
-    translator->save(args.save);  // a loaded subword model keeps its SentencePiece models
-    std::cout << "saved " << args.save << "\n";
-  }
-  // d2l's four sentences, with their references (or the --evaluate file), then the user's.
-  std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
-  std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
-  if (!args.evaluate.empty()) {
-    evaluate(*translator, args);
-    sentences.clear(), references.clear();
-  }
-  sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());
-  heed::PredictOptions options = args.decoding;
-  options.micro_batches = 1;  // attention weights are kept: one group
-  if (sentences.empty()) return 0;
-  const auto translations = translator->translate(sentences, options);
-  std::ofstream alignments;
-  if (!args.alignments.empty()) {
-    alignments.open(args.alignments);
-    if (!alignments) throw heed::FileError("translate: cannot write " + args.alignments);
-  }
-  for (std::size_t i = 0; i < sentences.size(); ++i) {
-    const auto& t = translations[i];
-    std::cout << sentences[i] << " => " << t.text;
-    if (i < references.size()) std::printf(", bleu %.3f", heed::bleu(t.text, references[i], 2));
-    if (args.decoding.beam_size > 1) std::printf(" (score %.3f)", t.score);
-    std::cout << "\n";
-    for (std::size_t k = 1; k < t.n_best.size(); ++k)
-      std::printf("  %zu. %s (score %.3f, log P %.3f)\n", k + 1, t.n_best[k].text.c_str(), t.n_best[k].score,
-                  t.n_best[k].log_prob);
-    if (!args.heatmaps.empty()) heed::save_attention_heatmaps(t, args.heatmaps, i);
-    if (alignments.is_open() && t.cross_attention.defined() && !t.tokens.empty())
-      alignments << sentences[i] << " ||| " << t.text << " ||| " << heed::word_alignment(t) << "\n";
-  }
-  if (!args.heatmaps.empty()) std::cout << "heatmaps in " << args.heatmaps << "\n";
-  return 0;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -321,12 +191,13 @@ int main(int argc, char** argv) {
       heed::dist::check_same_settings(*communicator,
                                       {{"--model", args.model},
                                        {"--load", args.load},
-                                       {"--epochs", std::to_string(epochs_of(args))},
+                                       {"--epochs", std::to_string(args.total_epochs())},
                                        {"--seed", std::to_string(args.seed)},
                                        {"--micro-batches", std::to_string(args.micro_batches)},
                                        {"--num-examples", std::to_string(args.num_examples)}},
                                       "");
-    return run(args);
+    args.check_model = [&args](const heed::Translator& translator) { check_lengths(translator, args); };
+    return heed::run_translate(args, std::cout);
   } catch (const UsageError& e) {
     return fail(e.what(), true);
   } catch (const std::exception& e) {  // heed's errors, and the standard library's: still a message, not an abort
