@@ -123,6 +123,13 @@ inline void evaluate_file(Translator& translator, const TranslateRunOptions& arg
 /// Runs translate as the top of this file says; returns its exit status (0). Errors are
 /// heed's: a bad option a ValueError, a file a FileError.
 inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
+  HEED_CHECK(args.model == "transformer" || args.model == "bahdanau", ValueError,
+             "run_translate: model must be transformer or bahdanau, got '", args.model, "'");
+  HEED_CHECK(args.num_examples >= 1 && args.epochs >= -1 && args.micro_batches >= 1 && args.worst >= 0, ValueError,
+             "run_translate: num_examples and micro_batches must be >= 1, epochs >= -1 (-1: d2l's) and worst >= 0, "
+             "got ",
+             args.num_examples, ", ", args.micro_batches, ", ", args.epochs, " and ", args.worst);
+  HEED_CHECK(args.load.empty() || args.data.empty(), ValueError, "run_translate: load and data exclude each other");
   default_generator().manual_seed(args.seed);
   if (args.communicator && args.communicator->rank() != 0 && !args.load.empty()) return 0;  // rank 0 translates
   std::optional<Translator> translator;
