@@ -47,7 +47,8 @@ The two sides, each run once in a fresh process, in --order (default pytorch, he
   * heed: train_translator --train train_split.txt --valid valid_split.txt
     --num-examples 0 --model transformer, the same size, batch, steps, dropout, lr and
     seed flags, --time-budget --minutes --epochs 1000 --valid-every 1000 (validation only
-    once, after the last epoch, outside the timed training) --out DIR --quiet, plus
+    once, after the last epoch, outside the timed training) --out DIR --json FILE (the
+    figures this script reads) --quiet, plus
     --heed-flags (default "--bucket 32 --micro-batches 2 --schedule inverse-sqrt
     --warmup 500 --lr 0.002": the recipe's; a flag given there replaces this script's
     flag of the same name), with OMP_NUM_THREADS = --threads and OMP_WAIT_POLICY=passive;
@@ -255,54 +256,35 @@ def make_split_child(argv):
 
 # ---- parsing heed's output ----------------------------------------------------------------------
 
-NUM = r"([0-9.eE+-]+|nan|-?inf)"
-HEED_HEADER = re.compile(r"^transformer on (.*): (\d+) training pairs, (\d+) validation pairs, vocabularies (\d+) / "
-                         r"(\d+), (\d+) parameters, (\d+) batches an epoch$")
-HEED_EPOCH = re.compile(rf"^epoch (\d+)/(\d+): loss {NUM}, ([0-9.]+) tokens/s, ([0-9.]+) s"
-                        rf"(?:; validation loss {NUM}, BLEU ([0-9.]+)( \(best\))?)?$")
-HEED_VALIDATION = re.compile(rf"^epoch \d+ validation loss {NUM}, BLEU ([0-9.]+)( \(best\))?$")
-HEED_STOPPED = re.compile(r"^stopped after epoch (\d+): ([0-9.]+) s of training reached --time-budget")
 EVAL_HEADER = re.compile(r"^(.*): (\d+) English sentences, (\d+) references$")
 EVAL_BLEU = re.compile(r"^BLEU = ([0-9.]+) (\S+) \(BP = ([0-9.]+) ratio = ([0-9.]+) hyp_len = (\d+) "
                        r"ref_len = (\d+)\)$")
 EVAL_DECODED = re.compile(r"^decoded in ([0-9.]+) s: ([0-9.]+) sentences/s$")
 
 
-def parse_train_translator(stdout):
-    """The figures of train_translator's output: a dict, or the name of what is missing."""
-    r = {"epoch_lines": []}
-    tokens = 0.0
-    previous_s = 0.0
-    for line in stdout.splitlines():
-        line = line.strip()
-        m = HEED_HEADER.match(line)
-        if m:
-            r.update(train_pairs=int(m.group(2)), valid_pairs=int(m.group(3)), src_vocab=int(m.group(4)),
-                     tgt_vocab=int(m.group(5)), n_params=int(m.group(6)), batches_per_epoch=int(m.group(7)))
-            continue
-        m = HEED_EPOCH.match(line)
-        if m:
-            seconds = float(m.group(5))  # cumulative training time, 0.1 s resolution
-            tokens += float(m.group(4)) * (seconds - previous_s)
-            previous_s = seconds
-            r.update(epochs=int(m.group(1)), final_loss=float(m.group(3)), train_s=seconds)
-            r["epoch_lines"].append(line)
-            if m.group(7):
-                r.update(valid_loss=float(m.group(6)), valid_bleu=float(m.group(7)))
-            continue
-        m = HEED_VALIDATION.match(line)
-        if m:
-            r.update(valid_loss=float(m.group(1)), valid_bleu=float(m.group(2)))
-            r["epoch_lines"].append(line)
-            continue
-        m = HEED_STOPPED.match(line)
-        if m:
-            r.update(stopped_after=int(m.group(1)), train_s=float(m.group(2)))
-            r["epoch_lines"].append(line)
-    for key, what in (("n_params", "the 'transformer on ...' line"), ("epochs", "an 'epoch E/N: ...' line")):
-        if key not in r:
-            return what
-    r["tokens_per_s"] = tokens / r["train_s"] if r["train_s"] > 0 else 0.0
+def parse_train_translator(report):
+    """The figures of train_translator --json's report (a dict, heed::TranslatorTrainReport):
+    a dict, or the name of what is missing."""
+    records = report.get("epoch_records") or []
+    if "parameters" not in report:
+        return "'parameters' in the --json report"
+    if not records:
+        return "an epoch in the --json report"
+    r = {"train_pairs": report["train_pairs"], "valid_pairs": report["valid_pairs"],
+         "src_vocab": report["src_vocab"], "tgt_vocab": report["tgt_vocab"], "n_params": report["parameters"],
+         "batches_per_epoch": report["batches_per_epoch"], "epochs": records[-1]["epoch"],
+         "final_loss": records[-1]["loss"], "train_s": report["seconds"]}
+    r["epoch_lines"] = []
+    for e in records:
+        line = f"epoch {e['epoch']}/{report['epochs']}: loss {e['loss']:.4f}, {e['tokens_per_second']:.0f} tokens/s, " \
+               f"{e['seconds']:.1f} s"
+        if "valid_bleu" in e:
+            r.update(valid_loss=e["valid_loss"], valid_bleu=e["valid_bleu"])
+            line += f"; validation loss {e['valid_loss']:.4f}, BLEU {e['valid_bleu']:.2f}"
+        r["epoch_lines"].append(line)
+    if report.get("stopped_after"):
+        r["stopped_after"] = report["stopped_after"]
+    r["tokens_per_s"] = report["tokens"] / r["train_s"] if r["train_s"] > 0 else 0.0
     return r
 
 
@@ -342,7 +324,7 @@ def heed_command(args, work):
            ("--num-examples", "0"), ("--model", "transformer")]
     own += [("--" + name.replace("_", "-"), str(getattr(args, name))) for name in SHARED_FLAGS]
     own += [("--time-budget", f"{args.minutes:g}"), ("--epochs", "1000"), ("--valid-every", "1000"),
-            ("--out", os.path.join(work, "heed")), ("--quiet", None)]
+            ("--out", os.path.join(work, "heed")), ("--json", os.path.join(work, "heed.json")), ("--quiet", None)]
     cmd = [args.train_translator]
     for flag, value in own:
         if flag not in given:
@@ -355,7 +337,11 @@ def run_heed(args, work):
     cmd, _ = heed_command(args, work)
     env = cs.heed_env(args.threads, args)
     stdout, stderr, rss, wall = cs.run_child(cmd, env, "heed train_translator")
-    record = parse_train_translator(stdout)
+    json_path = os.path.join(work, "heed.json")
+    if not os.path.isfile(json_path):
+        cs.fail("heed train_translator", cmd, env, f"no {json_path}", stdout, stderr)
+    with open(json_path, encoding="utf-8") as f:
+        record = parse_train_translator(json.load(f))
     if isinstance(record, str):
         cs.fail("heed train_translator", cmd, env, f"no {record} in its output", stdout, stderr)
     record.update(peak_rss_mib=rss, wall_s=wall, command=cs.shell_line(cmd, env), output=stdout.splitlines())
@@ -588,17 +574,18 @@ def self_test():
     check("group_references", group_references([["a", "."], ["b"], ["a", "."]], [["x"], ["y"], ["z", "w"]]),
           (["a .", "b"], [["x", "z w"], ["y"]]))
 
-    # The lines train_translator and translate print (their printf formats).
-    heed = parse_train_translator(
-        "transformer on t.txt: 71000 training pairs, 1500 validation pairs, vocabularies 5000 / 8000, "
-        "3500000 parameters, 555 batches an epoch\npadding: 6.0 % of the next epoch's positions (--bucket 32)\n"
-        "epoch 1/1000: loss 4.1234, 9000 tokens/s, 60.0 s\n"
-        "epoch 2/1000: loss 3.0000, 12000 tokens/s, 110.0 s\n"
-        "epoch 2 validation loss 2.5000, BLEU 23.45 (best)\n"
-        "stopped after epoch 2: 110.0 s of training reached --time-budget 1.5 min\n"
-        "checkpoints in out: last.safetensors (to --resume), best.safetensors (to translate)\n")
+    # train_translator --json's report, and the lines translate prints (its printf formats).
+    epoch = {"epoch": 1, "loss": 4.1234, "tokens_per_second": 9000.0, "seconds": 60.0, "batches": 555,
+             "stopped_mid_epoch": False}
+    report = {"model": "transformer", "data": "t.txt", "train_pairs": 71000, "valid_pairs": 1500, "src_vocab": 5000,
+              "tgt_vocab": 8000, "parameters": 3500000, "batches_per_epoch": 555, "epochs": 1000, "epochs_run": 2,
+              "steps": 1110, "tokens": 9000 * 60 + 12000 * 50, "seconds": 110.0, "best_bleu": 23.45,
+              "stopped_after": 2,
+              "epoch_records": [epoch, dict(epoch, epoch=2, loss=3.0, tokens_per_second=12000.0, seconds=110.0,
+                                            valid_loss=2.5, valid_bleu=23.45, best=True)]}
+    heed = parse_train_translator(report)
     if isinstance(heed, str):
-        failures.append(f"train_translator's output: no {heed}")
+        failures.append(f"train_translator's report: no {heed}")
     else:
         check("train_translator: epochs, seconds, loss", (heed["epochs"], heed["train_s"], heed["final_loss"]),
               (2, 110.0, 3.0))
@@ -606,10 +593,8 @@ def self_test():
               (71000, 5000, 3500000))
         check("train_translator: validation", (heed["valid_bleu"], heed["stopped_after"]), (23.45, 2))
         check("train_translator: tokens/s", round(heed["tokens_per_s"], 6), round((9000 * 60 + 12000 * 50) / 110, 6))
-    inline = parse_train_translator("transformer on t.txt: 1 training pairs, 1 validation pairs, vocabularies 4 / 4, "
-                                    "10 parameters, 1 batches an epoch\n"
-                                    "epoch 1000/1000: loss 0.1000, 5 tokens/s, 2.0 s; validation loss nan, BLEU 0.00")
-    check("train_translator: validation on the epoch line", isinstance(inline, dict) and inline["valid_bleu"], 0.0)
+    check("train_translator: a report without epochs", parse_train_translator(dict(report, epoch_records=[])),
+          "an epoch in the --json report")
     ev = parse_evaluate("loaded transformer from b.safetensors (10 parameters)\nv.txt: 1234 English sentences, "
                         "1500 references\nBLEU = 23.45 60.1/30.2/15.0/8.0 (BP = 0.950 ratio = 0.951 hyp_len = 9000 "
                         "ref_len = 9464)\ndecoded in 0.52 s: 2373 sentences/s\n")

@@ -33,6 +33,7 @@
 #include <heed/seq2seq/encoder_decoder.hpp>
 #include <heed/seq2seq/predict.hpp>
 #include <heed/seq2seq/train.hpp>
+#include <heed/seq2seq/translator_nets.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -45,6 +46,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #ifdef _OPENMP
@@ -57,8 +59,8 @@ namespace {
 
 using heed::index_t;
 using Float = float;
-using BahdanauNet = heed::EncoderDecoder<Float, heed::Seq2SeqEncoder<Float>, heed::Seq2SeqAttentionDecoder<Float>>;
-using TransformerNet = heed::EncoderDecoder<Float, heed::TransformerEncoder<Float>, heed::TransformerDecoder<Float>>;
+using BahdanauNet = heed::BahdanauNet<Float>;
+using TransformerNet = heed::TransformerNet<Float>;
 
 struct Args {
   std::string model = "transformer", train_path = "../shared/data/fra-eng-large/train.txt";
@@ -153,21 +155,18 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-std::unique_ptr<BahdanauNet> make_net(const Args& a, const heed::Vocab& src, const heed::Vocab& tgt, BahdanauNet*) {
-  return heed::make_encoder_decoder<Float>(
-      std::make_unique<heed::Seq2SeqEncoder<Float>>(src.size(), a.embed_size, a.num_hiddens, a.num_layers, a.dropout),
-      std::make_unique<heed::Seq2SeqAttentionDecoder<Float>>(tgt.size(), a.embed_size, a.num_hiddens, a.num_layers,
-                                                             a.dropout));
-}
-
-std::unique_ptr<TransformerNet> make_net(const Args& a, const heed::Vocab& src, const heed::Vocab& tgt,
-                                         TransformerNet*) {
-  const index_t h = a.num_hiddens;
-  return heed::make_encoder_decoder<Float>(
-      std::make_unique<heed::TransformerEncoder<Float>>(src.size(), h, h, h, h, heed::Shape{h}, h, a.ffn_num_hiddens,
-                                                        a.num_heads, a.num_layers, a.dropout),
-      std::make_unique<heed::TransformerDecoder<Float>>(tgt.size(), h, h, h, h, heed::Shape{h}, h, a.ffn_num_hiddens,
-                                                        a.num_heads, a.num_layers, a.dropout));
+/// The net of --model at these sizes: heed's factories (heed/seq2seq/translator_nets.hpp),
+/// as translate and train_translator build theirs.
+template <typename Net>
+std::unique_ptr<Net> make_net(const Args& a, const heed::Vocab& src, const heed::Vocab& tgt) {
+  heed::TranslatorConfig c;
+  c.model = a.model;
+  c.num_hiddens = a.num_hiddens, c.embed_size = a.embed_size, c.ffn_num_hiddens = a.ffn_num_hiddens;
+  c.num_heads = a.num_heads, c.num_layers = a.num_layers, c.dropout = a.dropout;
+  if constexpr (std::is_same_v<Net, BahdanauNet>)
+    return heed::make_bahdanau_net<Float>(c, src.size(), tgt.size());
+  else
+    return heed::make_transformer_net<Float>(c, src.size(), tgt.size());
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -223,7 +222,7 @@ int run(const Args& a) {
   const heed::PaddingStats padding = heed::padding_of_next_epoch(loader);
   const double data_load_s = now_s() - t0;
 
-  const auto net = make_net(a, src_vocab, tgt_vocab, static_cast<Net*>(nullptr));
+  const auto net = make_net<Net>(a, src_vocab, tgt_vocab);
 #ifdef HEED_WITH_OPENBLAS
   const std::string gemm = std::string(openblas_get_config()) + ", core " + openblas_get_corename() +
                            " (heed/ops/gemm.hpp picks it or Eigen per shape)";

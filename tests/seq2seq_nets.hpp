@@ -6,25 +6,27 @@
 #include <heed/seq2seq/data.hpp>
 #include <heed/seq2seq/encoder_decoder.hpp>
 #include <heed/seq2seq/gru_encoder.hpp>
+#include <heed/seq2seq/translator_nets.hpp>
 #include <heed/transformer/decoder.hpp>
 #include <heed/transformer/encoder.hpp>
 
 #include <memory>
 #include <type_traits>
 
-template <typename T>
-using BahdanauNet = heed::EncoderDecoder<T, heed::Seq2SeqEncoder<T>, heed::Seq2SeqAttentionDecoder<T>>;
-
-template <typename T>
-using TransformerNet = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
+// The library's nets and factories (heed/seq2seq/translator_nets.hpp), the ones translate
+// and train_translator build.
+using heed::BahdanauNet;
+using heed::TransformerNet;
 
 template <typename T>
 std::unique_ptr<BahdanauNet<T>> bahdanau_net(heed::index_t src_vocab, heed::index_t tgt_vocab, heed::index_t embed_size,
                                              heed::index_t num_hiddens, heed::index_t num_layers, double dropout,
                                              heed::Generator& gen) {
-  return std::make_unique<BahdanauNet<T>>(
-      std::make_unique<heed::Seq2SeqEncoder<T>>(src_vocab, embed_size, num_hiddens, num_layers, dropout, gen),
-      std::make_unique<heed::Seq2SeqAttentionDecoder<T>>(tgt_vocab, embed_size, num_hiddens, num_layers, dropout, gen));
+  heed::TranslatorConfig config;
+  config.model = "bahdanau";
+  config.embed_size = embed_size, config.num_hiddens = num_hiddens, config.num_layers = num_layers;
+  config.dropout = dropout;
+  return heed::make_bahdanau_net<T>(config, src_vocab, tgt_vocab, &gen);
 }
 
 template <typename Net>
@@ -42,12 +44,9 @@ std::unique_ptr<Net> dropout_net(const heed::NmtData& data, double p) {
   if constexpr (std::is_same_v<Net, BahdanauNet<T>>) {
     return bahdanau_net<T>(data.src_vocab.size(), data.tgt_vocab.size(), 8, 16, 2, p, gen);
   } else {
-    heed::TransformerOptions init;
-    init.generator = &gen;
-    return std::make_unique<Net>(
-        std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 16, 16, 16, 16, heed::Shape{16}, 16, 32, 4,
-                                                      2, p, false, init),
-        std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16, heed::Shape{16}, 16, 32, 4,
-                                                      2, p, init));
+    heed::TranslatorConfig config;
+    config.num_hiddens = 16, config.ffn_num_hiddens = 32, config.num_heads = 4, config.num_layers = 2;
+    config.dropout = p;
+    return heed::make_transformer_net<T>(config, data.src_vocab.size(), data.tgt_vocab.size(), &gen);
   }
 }

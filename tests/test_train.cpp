@@ -396,12 +396,13 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   heed::default_generator().set_state(metadata.at("default_generator"));
   heed::TrainOptions resume = options;
   resume.xavier_init = false;
-  resume.epochs_done = std::stoll(metadata.at("epochs"));
-  resume.steps_done = std::stoll(metadata.at("steps"));
+  heed::TrainState at;
+  at.epochs_done = std::stoll(metadata.at("epochs"));
+  at.steps_done = std::stoll(metadata.at("steps"));
   std::vector<index_t> epochs_seen;
   resume.on_epoch = [&](const heed::EpochStats& stats) { epochs_seen.push_back(stats.epoch * 10 + stats.num_epochs); };
   const heed::TrainResult rest =
-      heed::train_seq2seq<float>(*resumed, resumed_loader, *resumed_adam, 1, data.tgt_vocab, resume);
+      heed::train_seq2seq<float>(*resumed, resumed_loader, *resumed_adam, 1, data.tgt_vocab, resume, at);
 
   CHECK(epochs_seen == std::vector<index_t>{22});  // epoch 2 of 2
   CHECK(one.steps + rest.steps == two.steps);
@@ -424,11 +425,13 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   CHECK_FALSE(epoch1.stopped_mid_epoch);
   const std::string before_epoch2 = part_loader.generator().get_state();
   stop.xavier_init = false;
-  stop.epochs_done = 1;
-  stop.steps_done = epoch1.steps;
+  heed::TrainState stop_at;
+  stop_at.epochs_done = 1;
+  stop_at.steps_done = epoch1.steps;
   bool reported = false;
   stop.on_epoch = [&](const heed::EpochStats&) { reported = true; };
-  const heed::TrainResult stopped = heed::train_seq2seq<float>(*part, part_loader, *part_adam, 5, data.tgt_vocab, stop);
+  const heed::TrainResult stopped =
+      heed::train_seq2seq<float>(*part, part_loader, *part_adam, 5, data.tgt_vocab, stop, stop_at);
   CHECK(stopped.stopped_mid_epoch);
   CHECK(stopped.steps == 2);
   CHECK(stopped.epoch_batches == 2);
@@ -445,9 +448,13 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   heed::default_generator().set_state(dropout_state);
   heed::TrainOptions go_on = options;
   go_on.xavier_init = false;
+  // The old spelling, TrainOptions' deprecated resume members, is still honoured.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   go_on.epochs_done = 1;
   go_on.steps_done = epoch1.steps + stopped.steps;
   go_on.skip_batches = stopped.epoch_batches;
+#pragma GCC diagnostic pop
   const heed::TrainResult finished =
       heed::train_seq2seq<float>(*rest_net, rest_loader, *rest_adam, 1, data.tgt_vocab, go_on);
   CHECK(epoch1.steps + stopped.steps + finished.steps == two.steps);
@@ -462,10 +469,11 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   heed::Adam<float> stray(first->parameters(), 0.01);
   CHECK_ERROR(heed::ValueError, "train_seq2seq: the optimizer's",
               heed::train_seq2seq<float>(*straight, straight_loader, stray, 1, data.tgt_vocab, options));
-  heed::TrainOptions negative = options;
+  heed::TrainState negative;
   negative.steps_done = -1;
-  CHECK_ERROR(heed::ValueError, "train_seq2seq: epochs_done and steps_done must be >= 0, got 0 and -1",
-              heed::train_seq2seq<float>(*straight, straight_loader, *straight_adam, 1, data.tgt_vocab, negative));
+  CHECK_ERROR(
+      heed::ValueError, "train_seq2seq: epochs_done and steps_done must be >= 0, got 0 and -1",
+      heed::train_seq2seq<float>(*straight, straight_loader, *straight_adam, 1, data.tgt_vocab, options, negative));
 }
 
 TEST_CASE("Micro-batches of length-sorted rows train as the whole batch", "[seq2seq][train]") {

@@ -9,3 +9,4 @@
 #include "test_predict.cpp"
 #include "test_seq2seq_models.cpp"
 #include "test_train.cpp"
+#include "test_translator.cpp"

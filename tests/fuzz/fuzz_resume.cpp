@@ -1,5 +1,5 @@
-// Fuzz target: train_translator's --resume metadata (translator::read_resume_point and
-// check_resume_point, examples/translator.hpp) on a metadata map of the input: one
+// Fuzz target: train_translator's --resume metadata (heed::TrainState::from_metadata and
+// check_train_state, heed/io/training_checkpoint.hpp) on a metadata map of the input: one
 // key=value a line. Lines "@epochs=N", "@epoch_batches=N" and "@max_epoch_steps=N" set
 // the run's limits (default 10, 7 and 7). A heed::Error is the expected answer; a point
 // that passes must be what the writer could have written: exact counts within the
@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "../../examples/translator.hpp"
+#include <heed/io/training_checkpoint.hpp>
 
 namespace {
 
@@ -27,7 +27,7 @@ std::string canonical(const std::string& digits) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   std::map<std::string, std::string> metadata;
-  translator::ResumeLimits limits{10, 7, 7};
+  heed::TrainStateLimits limits{10, 7, 7};
   for (std::size_t at = 0; at <= text.size();) {
     std::size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
@@ -38,7 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string key = line.substr(0, equals), value = line.substr(equals + 1);
     heed::index_t n = 0;
     const bool limit =
-        translator::parse_count(value, n) && n >= 1 && n <= (heed::index_t(1) << 20);  // the oracle's products fit
+        heed::detail::parse_count(value, n) && n >= 1 && n <= (heed::index_t(1) << 20);  // the oracle's products fit
     if (key == "@epochs" && limit)
       limits.epochs = n;
     else if (key == "@epoch_batches" && limit)
@@ -49,10 +49,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       metadata[key] = value;  // the last of a repeated key, as a JSON parser would not allow
   }
 
-  translator::ResumePoint point;
+  heed::TrainState point;
   try {
-    point = translator::read_resume_point(metadata, "fuzz.safetensors");
-    translator::check_resume_point(point, limits, "fuzz.safetensors");
+    point = heed::TrainState::from_metadata(metadata, "fuzz.safetensors");
+    heed::check_train_state(point, limits, "fuzz.safetensors");
   } catch (const heed::Error&) {
     return 0;
   }
@@ -71,8 +71,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (point.steps_done < point.epochs_done ||
       point.steps_done > point.epochs_done * limits.max_epoch_steps + point.epoch_batches_done)
     heed_fuzz::fail("steps_done " + std::to_string(point.steps_done) + " passed, out of its epochs' range");
-  if (!std::isfinite(point.best_bleu) || point.best_bleu < -1.0 || point.best_bleu > 100.0)
-    heed_fuzz::fail("best_bleu " + std::to_string(point.best_bleu) + " passed");
+  if (!std::isfinite(point.best_metric) || point.best_metric < -1.0 || point.best_metric > 100.0)
+    heed_fuzz::fail("best_bleu " + std::to_string(point.best_metric) + " passed");
   try {
     heed::Generator probe;
     probe.set_state(point.loader_generator);

@@ -9,7 +9,7 @@
 // and train_translator's resume metadata. Deterministic: a rerun rewrites the same bytes.
 #include "tiny_net.hpp"
 
-#include "../../examples/translator.hpp"
+#include <heed/seq2seq/translator.hpp>
 
 #include <heed/core/generator.hpp>
 #include <heed/io/checkpoint.hpp>
@@ -111,8 +111,8 @@ void device_seeds(const fs::path& dir) {
 
 // Translators as small as they come (a few hundred parameters), so that a seed is a few
 // KB, most of it the header the target's checks read.
-translator::ModelConfig tiny_config(const std::string& model) {
-  translator::ModelConfig c;
+heed::TranslatorConfig tiny_config(const std::string& model) {
+  heed::TranslatorConfig c;
   c.model = model;
   c.num_hiddens = 4, c.embed_size = 4, c.ffn_num_hiddens = 8, c.num_heads = 2, c.num_layers = 1, c.num_steps = 6;
   return c;
@@ -130,45 +130,44 @@ heed::NmtTokens tiny_pairs() {
   return words;
 }
 
-template <typename Net>
-void write_translator(const fs::path& path, const std::string& model, const translator::Tokenizers& tokenizers,
+void write_translator(const fs::path& path, const std::string& model, const heed::Tokenizers& tokenizers,
                       bool training) {
   heed::manual_seed(3);
   const heed::NmtTokens pairs = tokenizers.to_model(tiny_pairs());
-  const heed::Vocab src = tokenizers.vocab(pairs.source, false, 0), tgt = tokenizers.vocab(pairs.target, true, 0);
-  const translator::ModelConfig config = tiny_config(model);
-  auto net = translator::make_net(config, src, tgt, static_cast<Net*>(nullptr));
-  std::map<std::string, std::string> metadata = config.to_metadata();
-  metadata.merge(translator::vocab_metadata(src, tgt));
-  metadata.merge(tokenizers.metadata());
+  heed::Translator translator(tiny_config(model), tokenizers.vocab(pairs.source, false, 0),
+                              tokenizers.vocab(pairs.target, true, 0), tokenizers);
   if (!training) {
-    heed::save_checkpoint(*net, path.string(), metadata);
+    translator.save(path.string());
     return;
   }
   // A training checkpoint, as train_translator's last.safetensors: Adam's moments for
-  // the parameters (after one update) and the resume keys.
-  heed::Adam<translator::Float> optimizer(net->parameters(), 0.01);
-  heed::Tensor<translator::Float> total;
-  for (const auto& parameter : net->parameters()) total = total.defined() ? total + parameter.sum() : parameter.sum();
-  total.backward();
-  optimizer.step();
-  metadata["loader_generator"] = heed::Generator(5).get_state();
-  metadata["default_generator"] = heed::Generator(6).get_state();
-  metadata["epochs_done"] = "1";
-  metadata["steps_done"] = "1";
-  metadata["best_bleu"] = "-1";
-  heed::save_training_checkpoint(*net, optimizer, path.string(), metadata);
+  // the parameters (after one update) and its TrainState.
+  std::map<std::string, std::string> metadata = translator.metadata();
+  heed::TrainState state;
+  state.loader_generator = heed::Generator(5).get_state();
+  state.default_generator = heed::Generator(6).get_state();
+  state.epochs_done = 1;
+  state.steps_done = 1;
+  metadata.merge(state.to_metadata());
+  translator.visit([&](auto& net) {
+    heed::Adam<float> optimizer(net.parameters(), 0.01);
+    heed::Tensor<float> total;
+    for (const auto& parameter : net.parameters()) total = total.defined() ? total + parameter.sum() : parameter.sum();
+    total.backward();
+    optimizer.step();
+    heed::save_training_checkpoint(net, optimizer, path.string(), metadata);
+  });
 }
 
 void translator_seeds(const fs::path& dir) {
-  const translator::Tokenizers words;
-  write_translator<translator::TransformerNet>(dir / "words_transformer.safetensors", "transformer", words, false);
-  write_translator<translator::BahdanauNet>(dir / "words_bahdanau.safetensors", "bahdanau", words, false);
-  write_translator<translator::TransformerNet>(dir / "words_training.safetensors", "transformer", words, true);
+  const heed::Tokenizers words;
+  write_translator(dir / "words_transformer.safetensors", "transformer", words, false);
+  write_translator(dir / "words_bahdanau.safetensors", "bahdanau", words, false);
+  write_translator(dir / "words_training.safetensors", "transformer", words, true);
 #ifdef HEED_WITH_SENTENCEPIECE
   // Pieces of the tiny pairs: every character (25 with the reserved pieces) and a few more.
-  const translator::Tokenizers pieces = translator::Tokenizers::train(tiny_pairs(), 32);
-  write_translator<translator::TransformerNet>(dir / "spm_transformer.safetensors", "transformer", pieces, false);
+  const heed::Tokenizers pieces = heed::Tokenizers::train(tiny_pairs(), 32);
+  write_translator(dir / "spm_transformer.safetensors", "transformer", pieces, false);
 #endif
 }
 

@@ -33,6 +33,9 @@
       EncoderDecoder<T, ENC<T>, DEC<T>> &, NmtDataLoader &, double, index_t, const Vocab &, const TrainOptions &);    \
   EXT template TrainResult train_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>, NmtDataLoader>(                        \
       EncoderDecoder<T, ENC<T>, DEC<T>> &, NmtDataLoader &, Adam<T> &, index_t, const Vocab &, const TrainOptions &); \
+  EXT template TrainResult train_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>, NmtDataLoader>(                        \
+      EncoderDecoder<T, ENC<T>, DEC<T>> &, NmtDataLoader &, Adam<T> &, index_t, const Vocab &, const TrainOptions &,  \
+      const TrainState &);                                                                                            \
   EXT template std::vector<Translation<T>> predict_seq2seq<T, EncoderDecoder<T, ENC<T>, DEC<T>>>(                     \
       EncoderDecoder<T, ENC<T>, DEC<T>> &, const std::vector<std::string> &, const Vocab &, const Vocab &, index_t,   \
       const PredictOptions &);                                                                                        \

@@ -22,12 +22,15 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <cstdint>
+#include <cstdlib>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "heed/core/generator.hpp"
 #include "heed/io/checkpoint.hpp"
 #include "heed/optim/adam.hpp"
 
@@ -138,6 +141,160 @@ std::map<std::string, std::string> load_training_checkpoint(Module<T>& module, A
   for (auto& [name, parameter] : parameters) parameter.copy_(values.at(name));
   optimizer.state() = std::move(states);
   return reader.metadata();
+}
+
+// ---- where a training run stands: TrainState --------------------------------------------
+
+namespace detail {
+
+/// A token or value for a message: quoted, cut short (a hostile one may be long).
+inline std::string quoted(const std::string& text) {
+  return "'" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'";
+}
+
+/// A count as train_translator writes it (std::to_string): decimal digits alone, no
+/// sign, exponent, fraction or space, within index_t. strtod would read "0.5" or "1e15".
+inline bool parse_count(const std::string& text, index_t& out) {
+  if (text.empty()) return false;
+  index_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    const index_t digit = c - '0';
+    if (value > (std::numeric_limits<index_t>::max() - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  out = value;
+  return true;
+}
+
+}  // namespace detail
+
+/// Where a training run stands, as its training checkpoint keeps it to resume from
+/// (train_translator's last.safetensors): the epochs and optimiser steps done, the
+/// batches of the next epoch done where max_steps stopped it in mid-epoch, the best
+/// validation metric so far (train_translator's BLEU), and the generators' states (the
+/// loader's as it was when that epoch began, and default_generator(), which dropout
+/// draws from). In the metadata under the keys train_translator has always written:
+/// epochs_done, steps_done, epoch_batches_done (when not 0), best_bleu,
+/// loader_generator and default_generator.
+struct TrainState {
+  index_t epochs_done = 0, steps_done = 0;
+  index_t epoch_batches_done = 0;  // of epoch epochs_done + 1, where max_steps stopped it; 0: none
+  double best_metric = -1.0;       // the best validation BLEU so far; -1: none yet
+  std::string loader_generator, default_generator;
+
+  /// The state as metadata: the counts in decimal, best_metric to 17 digits.
+  std::map<std::string, std::string> to_metadata() const {
+    std::map<std::string, std::string> out;
+    out["loader_generator"] = loader_generator;
+    out["default_generator"] = default_generator;
+    out["epochs_done"] = std::to_string(epochs_done);
+    out["steps_done"] = std::to_string(steps_done);
+    if (epoch_batches_done > 0) out["epoch_batches_done"] = std::to_string(epoch_batches_done);
+    std::ostringstream best;
+    best.precision(17);
+    best << best_metric;
+    out["best_bleu"] = best.str();
+    return out;
+  }
+
+  /// Reads the state of a checkpoint's metadata (read_safetensors_metadata's),
+  /// changing nothing: each key present, the counts exact (parse_count), best_bleu a
+  /// finite number in [-1, 100], the generators' states states. Throws FileError naming
+  /// `path`, the key and its text.
+  static TrainState from_metadata(const std::map<std::string, std::string>& metadata, const std::string& path) {
+    const auto field = [&](const char* key) -> const std::string& {
+      const auto it = metadata.find(key);
+      if (it == metadata.end())
+        throw FileError(path + ": no '" + key +
+                        "' in its metadata: not a train_translator last.safetensors (--resume takes the "
+                        "training checkpoint, not best.safetensors)");
+      return it->second;
+    };
+    const auto bad = [&](const char* key, const std::string& text, const std::string& what) {
+      return FileError(path + ": metadata '" + key + "' is " + detail::quoted(text) + ", not " + what);
+    };
+    const auto count = [&](const char* key) {
+      index_t value = 0;
+      if (!detail::parse_count(field(key), value))
+        throw bad(key, field(key),
+                  "a count (decimal digits, at most " + std::to_string(std::numeric_limits<index_t>::max()) + ")");
+      return value;
+    };
+    const auto state = [&](const char* key) {
+      const std::string& text = field(key);
+      try {
+        Generator probe;
+        probe.set_state(text);
+      } catch (const ValueError& e) {
+        throw bad(key, text, std::string("a generator's state: ") + e.what());
+      }
+      return text;
+    };
+    TrainState point;
+    point.epochs_done = count("epochs_done");
+    point.steps_done = count("steps_done");
+    if (metadata.count("epoch_batches_done")) point.epoch_batches_done = count("epoch_batches_done");
+    const std::string& bleu = field("best_bleu");
+    char* end = nullptr;
+    point.best_metric = std::strtod(bleu.c_str(), &end);
+    // strtod also reads " 5", "inf", "nan" and hexadecimal: only what operator<< writes.
+    const bool plain = !bleu.empty() && bleu.find_first_not_of("0123456789+-.eE") == std::string::npos;
+    if (!plain || *end != '\0' || !(point.best_metric >= -1.0 && point.best_metric <= 100.0))
+      throw bad("best_bleu", bleu, "a BLEU score from -1 (none yet) to 100");
+    point.loader_generator = state("loader_generator");
+    point.default_generator = state("default_generator");
+    return point;
+  }
+};
+
+/// What the resumed run allows.
+struct TrainStateLimits {
+  index_t epochs = 0;           // --epochs: the last epoch of the run
+  index_t epoch_batches = 0;    // the batches of the epoch it resumes in (epochs_done + 1)
+  index_t max_epoch_steps = 0;  // the most optimiser steps an epoch can take: one per training pair
+};
+
+/// Checks a training state against the run's limits: no more epochs done than --epochs
+/// (refused, not taken as a finished run: the command line is likely not the one
+/// meant), a batch of the epoch it resumes in, and as many steps as those epochs and
+/// batches can have taken. Throws FileError naming `path`, the key and its value.
+inline void check_train_state(const TrainState& p, const TrainStateLimits& limits, const std::string& path) {
+  const auto refuse = [&](const char* key, index_t value, const std::string& why) {
+    throw FileError(path + ": metadata '" + key + "' is " + std::to_string(value) + ", " + why);
+  };
+  if (limits.epochs < 0 || limits.epoch_batches < 1 || limits.max_epoch_steps < 1)
+    throw ValueError(
+        "check_train_state: the limits must be epochs >= 0, epoch_batches >= 1 and "
+        "max_epoch_steps >= 1, got " +
+        std::to_string(limits.epochs) + ", " + std::to_string(limits.epoch_batches) + " and " +
+        std::to_string(limits.max_epoch_steps));
+  for (const auto& [key, value] : {std::pair{"epochs_done", p.epochs_done}, std::pair{"steps_done", p.steps_done},
+                                   std::pair{"epoch_batches_done", p.epoch_batches_done}})
+    if (value < 0) refuse(key, value, "not a count");
+  if (p.epochs_done > limits.epochs)
+    refuse("epochs_done", p.epochs_done,
+           "more than this run's --epochs " + std::to_string(limits.epochs) +
+               ": refused, not taken as done (give --epochs " + std::to_string(p.epochs_done) + " or more)");
+  if (p.epoch_batches_done > 0 && p.epochs_done == limits.epochs)
+    refuse("epoch_batches_done", p.epoch_batches_done,
+           "batches of epoch " + std::to_string(p.epochs_done + 1) + ", past this run's --epochs " +
+               std::to_string(limits.epochs) + " (give --epochs " + std::to_string(p.epochs_done + 1) + " or more)");
+  if (p.epoch_batches_done >= limits.epoch_batches)
+    refuse("epoch_batches_done", p.epoch_batches_done,
+           "but epoch " + std::to_string(p.epochs_done + 1) + " of this run has " +
+               std::to_string(limits.epoch_batches) + " batches: it would be skipped, not resumed");
+  // Each epoch takes a step at least, and at most one a batch, as does the epoch stopped
+  // in its middle (the product saturates: epochs_done <= --epochs keeps it small anyway).
+  constexpr index_t kMax = std::numeric_limits<index_t>::max();
+  const index_t per_epoch = limits.max_epoch_steps;
+  const index_t epochs = p.epochs_done > 0 && per_epoch > kMax / p.epochs_done ? kMax : p.epochs_done * per_epoch;
+  const index_t most = epochs > kMax - p.epoch_batches_done ? kMax : epochs + p.epoch_batches_done;
+  if (p.steps_done < p.epochs_done || p.steps_done > most)
+    refuse("steps_done", p.steps_done,
+           "but " + std::to_string(p.epochs_done) + " epochs and " + std::to_string(p.epoch_batches_done) +
+               " batches take from " + std::to_string(p.epochs_done) + " to " + std::to_string(most) + " steps (" +
+               std::to_string(per_epoch) + " an epoch at most: one a training pair)");
 }
 
 }  // namespace heed

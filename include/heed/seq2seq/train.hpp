@@ -81,6 +81,7 @@
 #include "heed/dist/communicator.hpp"
 #include "heed/dist/data_parallel.hpp"
 #include "heed/dist/settings.hpp"
+#include "heed/io/training_checkpoint.hpp"
 #include "heed/nn/init.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/shape.hpp"
@@ -101,6 +102,10 @@ struct EpochStats {
   double elapsed_seconds = 0.0;  // since training started
 };
 
+// The deprecated members below would warn in TrainOptions' own implicit constructors and
+// assignments (GCC and Clang both): not at the user's code, which is where a warning is due.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 struct TrainOptions {
   double grad_clip = 1.0;                 // d2l's grad_clipping(net, 1); 0 turns clipping off
   bool xavier_init = true;                // d2l's net.apply(xavier_init_weights)
@@ -111,13 +116,18 @@ struct TrainOptions {
   std::optional<LrSchedule> lr_schedule;  // the rate of step 1, 2, ... over all epochs; `lr` when unset
   index_t accumulation_steps = 1;         // batches whose gradients are summed into one update (see above)
   double label_smoothing = 0.0;           // ε of the loss's targets, as nn.CrossEntropyLoss(label_smoothing=ε)
-  index_t epochs_done = 0;                // a resumed run's: epochs are numbered from epochs_done + 1 (see below)
-  index_t steps_done = 0;                 // a resumed run's: the schedule goes on from step steps_done + 1
-  index_t max_steps = 0;                  // stop once steps_done + this run's updates reach it, mid-epoch if so; 0: off
-  index_t skip_batches = 0;               // a run resumed mid-epoch: the first epoch's batches already trained
+  index_t max_steps =
+      0;  // stop once the TrainState's steps_done + this run's updates reach it, mid-epoch if so; 0: off
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp); rank 0 only
   dist::Communicator* communicator = nullptr;       // data-parallel over its ranks when it has several (see above)
+
+  // Where a resumed run starts is train_seq2seq's TrainState argument, not a knob: these
+  // three are its old spelling, honoured by the overload without one, for one release.
+  [[deprecated("use train_seq2seq's TrainState argument: TrainState::epochs_done")]] index_t epochs_done = 0;
+  [[deprecated("use train_seq2seq's TrainState argument: TrainState::steps_done")]] index_t steps_done = 0;
+  [[deprecated("use train_seq2seq's TrainState argument: TrainState::epoch_batches_done")]] index_t skip_batches = 0;
 };
+#pragma GCC diagnostic pop
 
 struct TrainResult {
   std::vector<double> losses;  // per epoch
@@ -247,8 +257,8 @@ std::uint64_t batch_fingerprint(const Batch& batch, std::uint64_t hash = dist::k
 /// gives what it can see here (the loader's when it shows it).
 template <typename T, typename Loader>
 std::map<std::string, std::string> data_parallel_settings(index_t num_epochs, const TrainOptions& options,
-                                                          const Adam<T>& optimizer, const Vocab& tgt_vocab,
-                                                          const Loader& data_iter) {
+                                                          const TrainState& resume, const Adam<T>& optimizer,
+                                                          const Vocab& tgt_vocab, const Loader& data_iter) {
   const auto text = [](double x) {
     std::ostringstream out;
     out.precision(17);
@@ -265,9 +275,9 @@ std::map<std::string, std::string> data_parallel_settings(index_t num_epochs, co
       {"num_epochs", std::to_string(num_epochs)},
       {"micro_batches", std::to_string(options.micro_batches)},
       {"accumulation_steps", std::to_string(options.accumulation_steps)},
-      {"epochs_done", std::to_string(options.epochs_done)},
-      {"steps_done", std::to_string(options.steps_done)},
-      {"skip_batches", std::to_string(options.skip_batches)},
+      {"epochs_done", std::to_string(resume.epochs_done)},
+      {"steps_done", std::to_string(resume.steps_done)},
+      {"skip_batches", std::to_string(resume.epoch_batches_done)},
       {"max_steps", std::to_string(options.max_steps)},
       {"grad_clip", text(options.grad_clip)},
       {"label_smoothing", text(options.label_smoothing)},
@@ -310,30 +320,33 @@ std::map<std::string, std::string> data_parallel_settings(index_t num_epochs, co
 /// moved there and each loss read back. The optimizer's learning rate is the constant
 /// one (TrainOptions::lr_schedule, when set, overrides it at every step).
 ///
-/// Resuming: a run of num_epochs epochs gives the same bits as one of e epochs, the
-/// state saved (save_training_checkpoint with the loader's generator and the default
-/// generator, which dropout draws from), then a run of num_epochs − e epochs in a new
-/// net and optimizer loaded from it (load_training_checkpoint, the generators' states
-/// set back), with options.xavier_init = false, epochs_done = e and steps_done = the
-/// first run's TrainResult::steps. Tested. A run stopped by max_steps in mid-epoch goes
-/// on the same way from the loader's generator as it was before that epoch began, with
-/// epochs_done = the epochs before it and skip_batches = its TrainResult::epoch_batches:
-/// the epoch's order is drawn again and its first batches passed over. Tested too.
+/// Resuming: `resume` says where the run starts (a fresh one: TrainState{}). A run of
+/// num_epochs epochs gives the same bits as one of e epochs, the state saved
+/// (save_training_checkpoint with the loader's generator and the default generator,
+/// which dropout draws from: TrainState::to_metadata), then a run of num_epochs − e
+/// epochs in a new net and optimizer loaded from it (load_training_checkpoint, the
+/// generators' states set back), with options.xavier_init = false, resume.epochs_done =
+/// e and resume.steps_done = the first run's TrainResult::steps. Tested. A run stopped by
+/// max_steps in mid-epoch goes on the same way from the loader's generator as it was
+/// before that epoch began, with epochs_done = the epochs before it and
+/// epoch_batches_done = its TrainResult::epoch_batches: the epoch's order is drawn again
+/// and its first batches passed over. Tested too. resume's generator states and
+/// best_metric are the caller's to set back; only its counts are read here.
 template <typename T, typename Net, typename Loader>
 TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index_t num_epochs, const Vocab& tgt_vocab,
-                          const TrainOptions& options = {}) {
+                          const TrainOptions& options, const TrainState& resume) {
   HEED_CHECK(num_epochs >= 0, ValueError, "train_seq2seq: num_epochs must be >= 0, got ", num_epochs);
-  HEED_CHECK(options.epochs_done >= 0 && options.steps_done >= 0, ValueError,
-             "train_seq2seq: epochs_done and steps_done must be >= 0, got ", options.epochs_done, " and ",
-             options.steps_done);
+  HEED_CHECK(resume.epochs_done >= 0 && resume.steps_done >= 0, ValueError,
+             "train_seq2seq: epochs_done and steps_done must be >= 0, got ", resume.epochs_done, " and ",
+             resume.steps_done);
   HEED_CHECK(options.micro_batches >= 1, ValueError, "train_seq2seq: micro_batches must be >= 1, got ",
              options.micro_batches);
   HEED_CHECK(options.accumulation_steps >= 1, ValueError, "train_seq2seq: accumulation_steps must be >= 1, got ",
              options.accumulation_steps);
   HEED_CHECK(options.grad_clip >= 0.0, ValueError, "train_seq2seq: grad_clip must be >= 0, got ", options.grad_clip);
-  HEED_CHECK(options.max_steps >= 0 && options.skip_batches >= 0, ValueError,
+  HEED_CHECK(options.max_steps >= 0 && resume.epoch_batches_done >= 0, ValueError,
              "train_seq2seq: max_steps and skip_batches must be >= 0, got ", options.max_steps, " and ",
-             options.skip_batches);
+             resume.epoch_batches_done);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
   // Training runs where the net is (net.to(device) first): each batch goes there, and
@@ -362,9 +375,9 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
                device);
     parallel.emplace(*options.communicator, net);
     parallel->broadcast_parameters();
-    dist::check_same_settings(*options.communicator,
-                              detail::data_parallel_settings(num_epochs, options, optimizer, tgt_vocab, data_iter),
-                              "train_seq2seq");
+    dist::check_same_settings(
+        *options.communicator,
+        detail::data_parallel_settings(num_epochs, options, resume, optimizer, tgt_vocab, data_iter), "train_seq2seq");
   }
   const index_t ranks = parallel ? parallel->size() : 1;
   const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
@@ -378,21 +391,21 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
     if (parallel) parallel->allreduce_gradients();
     if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
     ++result.steps;
-    if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(options.steps_done + result.steps));
+    if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(resume.steps_done + result.steps));
     optimizer.step();
   };
   const auto reached_max_steps = [&] {
-    return options.max_steps > 0 && options.steps_done + result.steps >= options.max_steps;
+    return options.max_steps > 0 && resume.steps_done + result.steps >= options.max_steps;
   };
   const auto train_epochs = [&] {
-    for (index_t epoch = options.epochs_done + 1; epoch <= options.epochs_done + num_epochs; ++epoch) {
+    for (index_t epoch = resume.epochs_done + 1; epoch <= resume.epochs_done + num_epochs; ++epoch) {
       if (reached_max_steps()) break;
       const auto epoch_start = std::chrono::steady_clock::now();
       double loss_sum = 0.0;
       index_t num_tokens = 0;
       index_t accumulated = 0;  // batches whose gradients wait for the next update
       index_t batches = 0;      // of this epoch, skipped ones included
-      const index_t skip = epoch == options.epochs_done + 1 ? options.skip_batches : 0;
+      const index_t skip = epoch == resume.epochs_done + 1 ? resume.epoch_batches_done : 0;
       bool stopped = false;
       auto next = data_iter.begin();  // begin() before end(): it draws the epoch's batches
       const auto last = data_iter.end();
@@ -454,7 +467,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
       result.stopped_mid_epoch = stopped;
       EpochStats stats;
       stats.epoch = epoch;
-      stats.num_epochs = options.epochs_done + num_epochs;
+      stats.num_epochs = resume.epochs_done + num_epochs;
       stats.loss = num_tokens > 0 ? loss_sum / static_cast<double>(num_tokens) : 0.0;
       stats.tokens_per_second = static_cast<double>(num_tokens) / std::max(seconds_since(epoch_start), 1e-9);
       stats.elapsed_seconds = seconds_since(start);
@@ -476,6 +489,21 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   result.seconds = seconds_since(start);
   result.tokens_per_second = static_cast<double>(result.tokens) / std::max(result.seconds, 1e-9);
   return result;
+}
+
+/// train_seq2seq from where TrainOptions' deprecated epochs_done, steps_done and
+/// skip_batches say (a fresh run unless they are set).
+template <typename T, typename Net, typename Loader>
+TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index_t num_epochs, const Vocab& tgt_vocab,
+                          const TrainOptions& options = {}) {
+  TrainState resume;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  resume.epochs_done = options.epochs_done;
+  resume.steps_done = options.steps_done;
+  resume.epoch_batches_done = options.skip_batches;
+#pragma GCC diagnostic pop
+  return train_seq2seq<T>(net, data_iter, optimizer, num_epochs, tgt_vocab, options, resume);
 }
 
 /// train_seq2seq with d2l's optimizer: Adam over net.parameters() at rate lr. The type

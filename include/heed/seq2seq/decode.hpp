@@ -1,0 +1,273 @@
+// heed/seq2seq/decode.hpp — predict_seq2seq's work on a batch of sentences
+// (detail::decode_sentences): encode once, then one token a step for every live
+// hypothesis (greedy, beam search or sampling, heed/seq2seq/predict.hpp), the finished
+// ones ranked and their attention weights stacked.
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heed/core/generator.hpp"
+#include "heed/detail/parallel.hpp"
+#include "heed/ops/softmax.hpp"
+#include "heed/seq2seq/data.hpp"
+#include "heed/seq2seq/decoder_state.hpp"
+#include "heed/seq2seq/predict_options.hpp"
+#include "heed/seq2seq/token_choice.hpp"
+namespace heed {
+
+namespace detail {
+
+/// predict_seq2seq's work for the sentences [first, last) of all_sources (tokens, without
+/// <eos>), into the
+/// same places of all_results, under the caller's settings (no grad, eval mode, packed
+/// weights, attention weights kept or not). Sample j of sentence i draws from a
+/// generator seeded with mix_seed(sample_seed, i · beam_size + j).
+template <typename T, typename Net>
+void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all_sources, std::size_t first,
+                      std::size_t last, const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
+                      const PredictOptions& options, std::uint64_t sample_seed,
+                      std::vector<Translation<T>>& all_results) {
+  const std::vector<std::string>* sources = all_sources.data() + first;
+  Translation<T>* results = all_results.data() + first;
+  const index_t batch = static_cast<index_t>(last - first), K = options.beam_size;
+  const index_t eos = tgt_vocab["<eos>"];
+  const index_t max_steps = options.max_length > 0 ? options.max_length : num_steps;
+  const bool sampling = options.sample;
+  std::vector<Generator> generators;                                      // sampling: per sentence and sample
+  if (sampling) generators.reserve(static_cast<std::size_t>(batch * K));  // sized by predict_seq2seq_tokens
+  if (sampling)
+    for (index_t i = 0; i < batch * K; ++i)
+      generators.emplace_back(mix_seed(sample_seed, static_cast<std::uint64_t>(first) * static_cast<std::uint64_t>(K) +
+                                                        static_cast<std::uint64_t>(i)));
+
+  // ---- encode the batch once ----
+  IndexTensor enc_X = detail::make_tensor<std::int64_t>(Shape{batch, num_steps});
+  IndexTensor enc_valid_len = detail::make_tensor<std::int64_t>(Shape{batch});
+  for (index_t b = 0; b < batch; ++b) {
+    Translation<T>& r = results[static_cast<std::size_t>(b)];
+    r.source_tokens = sources[static_cast<std::size_t>(b)];
+    r.source_tokens.push_back("<eos>");
+    std::vector<index_t> ids = src_vocab[r.source_tokens];
+    enc_valid_len.data()[b] = static_cast<index_t>(ids.size());
+    ids = truncate_pad(ids, num_steps, src_vocab["<pad>"]);
+    std::copy(ids.begin(), ids.end(), enc_X.data() + b * num_steps);
+  }
+  auto enc_outputs = net.encoder()(enc_X, enc_valid_len);
+  const std::vector<Tensor<T>> enc_weights = detail::encoder_attention(net.encoder());
+  for (index_t b = 0; b < batch && options.save_attention_weights; ++b) {
+    if (enc_weights.empty() || !enc_weights[0].defined()) break;
+    const index_t n = std::min(enc_valid_len.data()[b], num_steps);
+    std::vector<Tensor<T>> layers;
+    for (const Tensor<T>& w : enc_weights) layers.push_back(narrow(narrow(select(w, 0, b), 1, 0, n), 2, 0, n));
+    results[static_cast<std::size_t>(b)].encoder_attention = stack(layers, 0);
+  }
+
+  // ---- decode active sentences × K beams: row i·K + k is beam k of sentence active[i] ----
+  // A sentence that is done leaves the batch, so the steps after cost only the rows
+  // still decoding.
+  auto state = net.decoder().init_state(enc_outputs, enc_valid_len);
+  if (K > 1) {
+    IndexTensor expand = detail::make_tensor<std::int64_t>(Shape{batch * K});
+    for (index_t i = 0; i < batch * K; ++i) expand.data()[i] = i / K;
+    detail::reorder_state(state, expand);
+  }
+
+  using Live = detail::LiveHypothesis<T>;
+  std::vector<std::vector<Live>> live(static_cast<std::size_t>(batch));
+  std::vector<std::vector<Live>> finished(static_cast<std::size_t>(batch));
+  // Beam search starts from one hypothesis, <bos>, in row i·K; sampling from K.
+  for (auto& beams : live) {
+    beams.resize(sampling ? static_cast<std::size_t>(K) : 1);
+    for (std::size_t k = 0; k < beams.size(); ++k) beams[k].sample = static_cast<index_t>(k);
+  }
+  std::vector<index_t> active(static_cast<std::size_t>(batch));
+  for (index_t b = 0; b < batch; ++b) active[static_cast<std::size_t>(b)] = b;
+  auto score_of = [&](const Live& h, index_t length) {
+    return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
+  };
+  IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab["<bos>"]);
+  const index_t V = tgt_vocab.size();
+  // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
+  // sample continues with one.
+  const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K, V));
+  const std::vector<index_t> never = {tgt_vocab["<pad>"], tgt_vocab["<bos>"]};
+  std::vector<detail::TopToken<T>> top;
+  std::vector<std::size_t> found;
+  std::vector<std::vector<index_t>> forbidden;  // per row
+  for (index_t step = 0; step < max_steps && !active.empty(); ++step) {
+    Tensor<T> logits = net.decoder()(dec_X, state);  // (rows, 1, V)
+    if (!logits.device().is_cpu()) logits = logits.to(Device::cpu());
+    const std::vector<Tensor<T>> cross =
+        options.save_attention_weights ? detail::step_cross_attention(net.decoder()) : std::vector<Tensor<T>>();
+    const std::vector<Tensor<T>> self =
+        options.save_attention_weights ? detail::step_self_attention(net.decoder()) : std::vector<Tensor<T>>();
+    const auto num_active = static_cast<index_t>(active.size());
+    // The best tokens of every live row first, the rows split across threads (each row
+    // on one thread: the same bits for any thread count).
+    top.resize(static_cast<std::size_t>(num_active * K) * per_row);
+    found.assign(static_cast<std::size_t>(num_active * K), 0);
+    forbidden.resize(static_cast<std::size_t>(num_active * K));
+    const auto hypothesis = [&](index_t row) -> const Live* {  // the live hypothesis of a row, if any
+      const auto& beams = live[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)])];
+      return row % K < static_cast<index_t>(beams.size()) ? &beams[static_cast<std::size_t>(row % K)] : nullptr;
+    };
+    for (index_t row = 0; row < num_active * K; ++row) {
+      std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
+      f.clear();
+      if (const Live* h = hypothesis(row)) detail::forbidden_tokens(h->tokens, options, eos, never, f);
+    }
+    const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
+    detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first_row, index_t last_row) {
+      detail::SampleScratch scratch;
+      for (index_t row = first_row; row < last_row; ++row) {
+        const auto r = static_cast<std::size_t>(row);
+        const Live* h = hypothesis(row);
+        if (!h) continue;
+        T* row_logits = logits.data() + row * V;
+        if (sampling) {
+          Generator& gen =
+              generators[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)] * K + h->sample)];
+          found[r] = detail::sample_token(row_logits, V, top.data() + r, forbidden[r], options, gen, scratch);
+        } else {
+          found[r] = detail::top_log_probs(row_logits, V, top.data() + r * per_row, per_row, forbidden[r]);
+        }
+      }
+    });
+    std::vector<index_t> parents(static_cast<std::size_t>(num_active * K)), tokens(parents.size());
+    std::vector<index_t> still_active;
+    for (index_t i = 0; i < num_active; ++i) {
+      const index_t b = active[static_cast<std::size_t>(i)];
+      auto& beams = live[static_cast<std::size_t>(b)];
+      // Candidates (log P, beam, token), from the live hypotheses only: the spare rows
+      // of a sentence with fewer than K of them decode filler.
+      struct Candidate {
+        double log_prob;
+        index_t beam, token;
+      };
+      std::vector<Candidate> candidates;
+      const auto num_live = static_cast<index_t>(beams.size());
+      for (index_t k = 0; k < num_live; ++k) {
+        const auto row = static_cast<std::size_t>(i * K + k);
+        for (std::size_t j = 0; j < found[row]; ++j) {
+          const detail::TopToken<T>& t = top[row * per_row + j];
+          candidates.push_back(
+              {beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(t.log_prob), k, t.token});
+        }
+      }
+      // Samples each go on with their own draw, in order; beams compete.
+      if (!sampling)
+        std::stable_sort(candidates.begin(), candidates.end(),
+                         [](const Candidate& a, const Candidate& c) { return a.log_prob > c.log_prob; });
+      // A hypothesis with no allowed token ends as it is.
+      for (index_t k = 0; k < num_live; ++k)
+        if (found[static_cast<std::size_t>(i * K + k)] == 0)
+          finished[static_cast<std::size_t>(b)].push_back(beams[static_cast<std::size_t>(k)]);
+      std::vector<Live> next;
+      for (const Candidate& c : candidates) {
+        if (static_cast<index_t>(next.size()) == K) break;
+        Live h = beams[static_cast<std::size_t>(c.beam)];
+        h.log_prob = c.log_prob;
+        if (!cross.empty()) h.cross.push_back(detail::rows_of(cross, i * K + c.beam));
+        if (!self.empty()) h.self.push_back(detail::rows_of(self, i * K + c.beam));
+        if (c.token == eos) {
+          h.ended = true;
+          finished[static_cast<std::size_t>(b)].push_back(std::move(h));
+          if (K == 1) break;  // greedy: the sentence is done
+          continue;
+        }
+        h.tokens.push_back(c.token);
+        parents[static_cast<std::size_t>(i * K) + next.size()] = i * K + c.beam;
+        tokens[static_cast<std::size_t>(i * K) + next.size()] = c.token;
+        next.push_back(std::move(h));
+      }
+      // Spare beams keep decoding something harmless.
+      for (index_t k = static_cast<index_t>(next.size()); k < K; ++k) {
+        parents[static_cast<std::size_t>(i * K + k)] = i * K;
+        tokens[static_cast<std::size_t>(i * K + k)] = eos;
+      }
+      // Done when n_best hypotheses have ended and no live one can beat the worst of
+      // them (log P only falls; with α > 0 the length term can still help it, so
+      // compare against the best score a live hypothesis could reach by num_steps).
+      auto& ended = finished[static_cast<std::size_t>(b)];
+      bool done = next.empty();
+      if (!done && !sampling && static_cast<index_t>(ended.size()) >= options.n_best) {
+        std::vector<double> scores;
+        for (const Live& h : ended) scores.push_back(score_of(h, h.length()));
+        std::sort(scores.rbegin(), scores.rend());
+        const double worst_kept = scores[static_cast<std::size_t>(options.n_best - 1)];
+        bool can_beat = false;
+        for (const Live& h : next) {
+          const double best_possible =
+              K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(max_steps + 1), options.length_penalty);
+          can_beat = can_beat || best_possible > worst_kept;
+        }
+        done = !can_beat;
+      }
+      beams = std::move(next);
+      if (!done) still_active.push_back(i);
+    }
+    // The next step's rows: the beams of the sentences still decoding, each row's state
+    // taken from its parent.
+    const auto rows = static_cast<index_t>(still_active.size()) * K;
+    IndexTensor index = detail::make_tensor<std::int64_t>(Shape{rows});
+    dec_X = detail::make_tensor<std::int64_t>(Shape{rows, 1});
+    bool identity = rows == num_active * K;
+    for (std::size_t j = 0; j < still_active.size(); ++j)
+      for (index_t k = 0; k < K; ++k) {
+        const auto from = static_cast<std::size_t>(still_active[j] * K + k);
+        const index_t row = static_cast<index_t>(j) * K + k;
+        index.data()[row] = parents[from];
+        dec_X.data()[row] = tokens[from];
+        identity = identity && parents[from] == row;
+      }
+    std::vector<index_t> next_active;
+    for (const index_t i : still_active) next_active.push_back(active[static_cast<std::size_t>(i)]);
+    active = std::move(next_active);
+    if (!active.empty() && !identity) detail::reorder_state(state, index);
+  }
+
+  // ---- collect: finished hypotheses, else the live ones cut at num_steps ----
+  for (index_t b = 0; b < batch; ++b) {
+    auto& ended = finished[static_cast<std::size_t>(b)];
+    if (static_cast<index_t>(ended.size()) < options.n_best)
+      for (Live& h : live[static_cast<std::size_t>(b)]) ended.push_back(std::move(h));
+    std::vector<std::pair<double, std::size_t>> ranked;
+    for (std::size_t i = 0; i < ended.size(); ++i)
+      ranked.emplace_back(score_of(ended[i], std::max<index_t>(ended[i].length(), 1)), i);
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
+    Translation<T>& r = results[static_cast<std::size_t>(b)];
+    const index_t src_len = std::min(enc_valid_len.data()[b], num_steps);
+    for (std::size_t i = 0; i < ranked.size() && static_cast<index_t>(i) < options.n_best; ++i) {
+      Live& h = ended[ranked[i].second];
+      Hypothesis<T> out;
+      out.tokens = h.tokens;
+      std::vector<std::string> words;
+      for (index_t t : h.tokens) words.push_back(tgt_vocab.to_tokens(t));
+      for (std::size_t w = 0; w < words.size(); ++w) out.text += (w ? " " : "") + words[w];
+      out.log_prob = h.log_prob;
+      out.score = ranked[i].first;
+      if (!h.cross.empty()) out.cross_attention = narrow(detail::stack_steps(h.cross, num_steps), 3, 0, src_len);
+      if (!h.self.empty()) out.self_attention = detail::stack_steps(h.self, static_cast<index_t>(h.self.size()));
+      r.n_best.push_back(std::move(out));
+    }
+    static_cast<Hypothesis<T>&>(r) = r.n_best.front();
+  }
+}
+
+}  // namespace detail
+
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"

@@ -1,0 +1,154 @@
+// heed/seq2seq/decoder_state.hpp — what differs between the decoders predict_seq2seq
+// drives (the GRU's and the Transformer's): the positions each reads, the attention
+// weights of a step, reordering the state when beams follow their parents, and a
+// hypothesis being decoded with the weights of each of its steps.
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "heed/seq2seq/bahdanau_decoder.hpp"
+#include "heed/seq2seq/gru_encoder.hpp"
+#include "heed/seq2seq/predict_options.hpp"
+#include "heed/transformer/decoder.hpp"
+
+namespace heed {
+
+namespace detail {
+
+/// The most positions a part (encoder or decoder) reads in one sequence: its positional
+/// table's length, or PredictOptions::kMaxLength for one without positions.
+template <typename Part, typename = void>
+struct has_positions : std::false_type {};
+template <typename Part>
+struct has_positions<Part, std::void_t<decltype(std::declval<const Part&>().pos_encoding.max_len())>> : std::true_type {
+};
+template <typename Part>
+index_t max_positions(const Part& part) {
+  if constexpr (has_positions<Part>::value)
+    return std::min(part.pos_encoding.max_len(), PredictOptions::kMaxLength);
+  else
+    return PredictOptions::kMaxLength;
+}
+
+template <typename T>
+std::vector<Tensor<T>> step_cross_attention(const Seq2SeqAttentionDecoder<T>& decoder) {
+  return {decoder.attention_weights().back().unsqueeze(1)};  // (batch, 1, 1, num_enc_steps)
+}
+template <typename T>
+std::vector<Tensor<T>> step_cross_attention(const TransformerDecoder<T>& decoder) {
+  return decoder.cross_attention_weights();  // per layer (batch, heads, 1, num_enc_steps)
+}
+template <typename T>
+std::vector<Tensor<T>> step_self_attention(const Seq2SeqAttentionDecoder<T>&) {
+  return {};
+}
+template <typename T>
+std::vector<Tensor<T>> step_self_attention(const TransformerDecoder<T>& decoder) {
+  return decoder.self_attention_weights();  // per layer (batch, heads, 1, steps so far)
+}
+template <typename T>
+std::vector<Tensor<T>> encoder_attention(const Seq2SeqEncoder<T>&) {
+  return {};
+}
+template <typename T>
+std::vector<Tensor<T>> encoder_attention(const TransformerEncoder<T>& encoder) {
+  return encoder.attention_weights();  // per layer (batch, heads, steps, steps)
+}
+
+/// Keeps the rows `index` of the batch, in that order: beams follow their parents.
+template <typename T>
+void reorder_state(Seq2SeqAttentionState<T>& state, const IndexTensor& index) {
+  state.enc_outputs = index_select(state.enc_outputs, 0, index);
+  state.hidden_state = index_select(state.hidden_state, 1, index);
+  if (state.enc_valid_lens.defined()) state.enc_valid_lens = index_select(state.enc_valid_lens, 0, index);
+  state.projected_keys = index_select(state.projected_keys, 0, index);
+}
+template <typename T>
+void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index) {
+  state.enc_outputs = index_select(state.enc_outputs, 0, index);
+  if (state.enc_valid_lens.valid_lens().defined())
+    state.enc_valid_lens.with_valid_lens(index_select(state.enc_valid_lens.valid_lens(), 0, index));
+  for (auto* caches : {&state.key_values, &state.cross_key_values})
+    for (KVCache<T>& cache : *caches)
+      if (!cache.empty()) {
+        cache.keys = index_select(cache.keys, 0, index);
+        cache.values = index_select(cache.values, 0, index);
+      }
+}
+
+/// Row `row` of each layer's (batch, heads, 1, k) weights, as (layers, heads, k).
+template <typename T>
+Tensor<T> rows_of(const std::vector<Tensor<T>>& per_layer, index_t row) {
+  std::vector<Tensor<T>> layers;
+  for (const Tensor<T>& w : per_layer) layers.push_back(select(select(w, 0, row), 1, 0));
+  return stack(layers, 0);
+}
+
+/// Per-step (layers, heads, k_t) weights → (layers, heads, steps, width), zero-padded.
+template <typename T>
+Tensor<T> stack_steps(const std::vector<Tensor<T>>& steps, index_t width) {
+  if (steps.empty()) return Tensor<T>();
+  const index_t layers = steps[0].shape()[0], heads = steps[0].shape()[1], n = static_cast<index_t>(steps.size());
+  Tensor<T> out = zeros<T>({layers, heads, n, width});
+  for (index_t t = 0; t < n; ++t) {
+    const Tensor<T>& w = steps[static_cast<std::size_t>(t)];
+    const index_t k = std::min(w.shape()[2], width);
+    for (index_t l = 0; l < layers; ++l)
+      for (index_t h = 0; h < heads; ++h)
+        std::copy(w.data() + (l * heads + h) * w.shape()[2], w.data() + (l * heads + h) * w.shape()[2] + k,
+                  out.data() + ((l * heads + h) * n + t) * width);
+  }
+  return out;
+}
+
+/// Turns off keeping attention weights in a part (an encoder or decoder that has the
+/// switch) for its lifetime, when they are not wanted, and back on after if it was.
+template <typename Part>
+class NoAttentionWeightsScope {
+ public:
+  NoAttentionWeightsScope(Part& part, bool wanted) : part_(part) {
+    if constexpr (has_switch<Part>(0)) {
+      restore_ = !wanted && part.keeps_attention_weights();
+      if (restore_) part.keep_attention_weights(false);
+    }
+  }
+  ~NoAttentionWeightsScope() {
+    if constexpr (has_switch<Part>(0))
+      if (restore_) part_.keep_attention_weights(true);
+  }
+  NoAttentionWeightsScope(const NoAttentionWeightsScope&) = delete;
+  NoAttentionWeightsScope& operator=(const NoAttentionWeightsScope&) = delete;
+
+ private:
+  template <typename P>
+  static constexpr auto has_switch(int) -> decltype(std::declval<const P&>().keeps_attention_weights(), true) {
+    return true;
+  }
+  template <typename P>
+  static constexpr bool has_switch(long) {
+    return false;
+  }
+  Part& part_;
+  bool restore_ = false;
+};
+
+/// A hypothesis being decoded: its tokens and the weights of each of its steps.
+template <typename T>
+struct LiveHypothesis {
+  std::vector<index_t> tokens;
+  double log_prob = 0.0;
+  bool ended = false;                  // emitted <eos>
+  index_t sample = 0;                  // sampling: which of the sentence's samples (its generator)
+  std::vector<Tensor<T>> cross, self;  // per step: (layers, heads, k)
+  index_t length() const { return static_cast<index_t>(tokens.size()) + (ended ? 1 : 0); }
+};
+
+}  // namespace detail
+
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"

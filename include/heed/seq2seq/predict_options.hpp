@@ -1,0 +1,67 @@
+// heed/seq2seq/predict_options.hpp — what predict_seq2seq is asked (PredictOptions:
+// greedy, beam search or sampling, with their constraints) and what it gives back (a
+// Translation per sentence, its n-best Hypotheses with their attention weights).
+// heed/seq2seq/predict.hpp describes the decoding these options choose.
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <string>
+#include <vector>
+
+#include "heed/core/generator.hpp"
+#include "heed/seq2seq/data.hpp"
+
+namespace heed {
+
+struct PredictOptions {
+  /// The most steps decoded (max_length, or num_steps when it is 0) for a decoder with no
+  /// limit of its own (the GRU); the Transformer's is its positional table's max_len.
+  static constexpr index_t kMaxLength = index_t(1) << 16;
+  /// The largest length_penalty: L^α stays finite for every length up to kMaxLength.
+  static constexpr double kMaxLengthPenalty = 10.0;
+
+  index_t beam_size = 1;         // 1: greedy
+  index_t n_best = 1;            // hypotheses returned per sentence (<= beam_size)
+  double length_penalty = 0.75;  // α in log P / L^α (beam search only), in [0, kMaxLengthPenalty]
+  bool save_attention_weights = true;
+  // The sentences are decoded as this many groups, in order, each on a thread of its
+  // own when attention weights are not kept (one after another when they are, or on a
+  // device). The groups, not the thread count, fix the results.
+  index_t micro_batches = 1;
+  index_t min_length = 0;            // tokens before <eos> is allowed
+  index_t max_length = 0;            // tokens at most, <eos> not counted; 0: num_steps
+  index_t no_repeat_ngram_size = 0;  // no n-gram of this size twice in a hypothesis; 0: off
+  bool sample = false;               // draw tokens instead of taking the best (see above)
+  double temperature = 1.0;          // sampling: logits / temperature
+  index_t top_k = 0;                 // sampling: only the k most probable tokens; 0: all
+  double top_p = 1.0;                // sampling: only the fewest tokens holding this much probability
+  Generator* generator = nullptr;    // sampling: seeds the draws; default_generator() when null
+};
+
+template <typename T>
+struct Hypothesis {
+  std::string text;             // the tokens joined by spaces, without <eos>
+  std::vector<index_t> tokens;  // without <eos>
+  double log_prob = 0.0;        // Σ log P of the chosen tokens, <eos> included when emitted
+  double score = 0.0;           // log_prob for greedy; log_prob / L^α for beam search
+  // Encoder-decoder attention of each output step (the <eos> step included), one
+  // (num_layers, num_heads, output steps, source steps) tensor; the Bahdanau decoder
+  // has one layer and one head. Source steps are the sentence's valid length.
+  Tensor<T> cross_attention;
+  // The decoder's self-attention, (num_layers, num_heads, output steps, output steps),
+  // zero above the diagonal; undefined for decoders without one (Bahdanau).
+  Tensor<T> self_attention;
+};
+
+template <typename T>
+struct Translation : Hypothesis<T> {
+  std::vector<std::string> source_tokens;  // with <eos>, before padding
+  // The encoder's self-attention, (num_layers, num_heads, source steps, source
+  // steps); undefined for encoders without one (the GRU).
+  Tensor<T> encoder_attention;
+  std::vector<Hypothesis<T>> n_best;  // best first; n_best[0] is *this
+};
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"

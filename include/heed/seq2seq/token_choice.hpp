@@ -1,0 +1,183 @@
+// heed/seq2seq/token_choice.hpp — how a decoding step chooses its next token from a
+// row of logits: the best ones (greedy and beam search, top_log_probs), one drawn
+// (sampling with temperature, top-k and top-p, sample_token), and the tokens a
+// hypothesis may not take (min_length, no_repeat_ngram_size). log P is always the
+// model's own, whatever the temperature, cut-offs and forbidden tokens.
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "heed/core/generator.hpp"
+#include "heed/detail/strided.hpp"
+#include "heed/seq2seq/predict_options.hpp"
+
+namespace heed {
+
+namespace detail {
+
+/// A token and its log-probability.
+template <typename T>
+struct TopToken {
+  T log_prob;
+  index_t token;
+};
+
+/// log Σ exp(logits) of a row, computed as log_softmax computes it.
+template <typename T>
+T log_normaliser(const T* logits, index_t V) {
+  const ConstVecMap<T> row(logits, V);
+  const T max = row.maxCoeff();
+  return max + std::log((row - max).exp().sum());
+}
+
+/// Sets the forbidden tokens of a row of logits to −inf, once its normaliser is known
+/// (so that log P stays the model's); whether there were any.
+template <typename T>
+bool forbid(T* logits, const std::vector<index_t>& forbidden) {
+  for (const index_t v : forbidden) logits[v] = -std::numeric_limits<T>::infinity();
+  return !forbidden.empty();
+}
+
+/// The `count` most probable tokens of a row of V logits into top[0..), best first
+/// (ties: the lower token first), with log P = logit − log Σ exp(logits), computed as
+/// log_softmax computes it, over the row as the model gave it; the `forbidden` tokens
+/// are never chosen. Returns how many were found (min(count, allowed tokens)). Reads the
+/// row three times, writes only the forbidden logits (−inf) and allocates nothing: greedy
+/// decoding needs neither a log-softmax tensor nor a sort, and the rows of a step run on
+/// many threads.
+template <typename T>
+std::size_t top_log_probs(T* logits, index_t V, TopToken<T>* top, std::size_t count,
+                          const std::vector<index_t>& forbidden = {}) {
+  const ConstVecMap<T> row(logits, V);
+  const T max = row.maxCoeff();
+  const T normaliser = max + std::log((row - max).exp().sum());
+  const bool any_forbidden = forbid(logits, forbidden);
+  // Greedy: the first maximum, found by value after the forbidden tokens became −inf (not
+  // found when the max is NaN or forbidden; a max of −inf would find a forbidden token).
+  if (count == 1 && (!any_forbidden || max > -std::numeric_limits<T>::infinity())) {
+    const T* first = std::find(logits, logits + V, max);
+    if (first != logits + V) {
+      top[0] = {*first - normaliser, static_cast<index_t>(first - logits)};
+      return 1;
+    }
+  }
+  std::size_t n = 0;
+  for (index_t v = 0; v < V; ++v) {
+    if (any_forbidden && logits[v] == -std::numeric_limits<T>::infinity()) continue;
+    const T log_prob = logits[v] - normaliser;
+    if (n == count && !(log_prob > top[n - 1].log_prob)) continue;
+    std::size_t at = n < count ? n++ : n - 1;  // the last slot is dropped when full
+    for (; at > 0 && log_prob > top[at - 1].log_prob; --at) top[at] = top[at - 1];
+    top[at] = {log_prob, v};
+  }
+  return n;
+}
+
+/// What sample_token reuses from row to row (one per thread).
+struct SampleScratch {
+  std::vector<double> p, values;
+  std::vector<index_t> order;
+};
+
+/// Draws one token from a row of V logits as PredictOptions asks (temperature, top_k,
+/// top_p; the forbidden tokens never) with one uniform from `gen`, into top[0] with its
+/// model log P (as top_log_probs). Returns 0 when no token is allowed, else 1.
+template <typename T>
+std::size_t sample_token(T* logits, index_t V, TopToken<T>* top, const std::vector<index_t>& forbidden,
+                         const PredictOptions& options, Generator& gen, SampleScratch& scratch) {
+  const T normaliser = log_normaliser(logits, V);
+  forbid(logits, forbidden);
+  const T max = ConstVecMap<T>(logits, V).maxCoeff();
+  if (!(max > -std::numeric_limits<T>::infinity())) return 0;  // nothing allowed (or NaN)
+  // p_v ∝ exp((x_v − max) / temperature), in double; 0 for the forbidden tokens.
+  std::vector<double>& p = scratch.p;
+  p.resize(static_cast<std::size_t>(V));
+  index_t allowed = 0;
+  for (index_t v = 0; v < V; ++v) {
+    const bool ok = logits[v] != -std::numeric_limits<T>::infinity();
+    p[static_cast<std::size_t>(v)] = ok ? std::exp(static_cast<double>(logits[v] - max) / options.temperature) : 0.0;
+    allowed += ok ? 1 : 0;
+  }
+  if (options.top_k > 0 && options.top_k < allowed) {
+    // The tokens at least as probable as the k-th are kept (ties with it included, as
+    // Hugging Face's TopKLogitsWarper keeps them).
+    std::vector<double>& values = scratch.values;
+    values.assign(p.begin(), p.end());
+    const auto kth = values.begin() + (options.top_k - 1);
+    std::nth_element(values.begin(), kth, values.end(), std::greater<double>());
+    const double threshold = *kth;
+    for (double& q : p)
+      if (q < threshold) q = 0.0;
+  }
+  if (options.top_p < 1.0) {
+    // The most probable tokens, best first (ties: the lower token first), until they
+    // hold top_p of what is left; at least one.
+    std::vector<index_t>& order = scratch.order;
+    order.clear();
+    double total = 0.0;
+    for (index_t v = 0; v < V; ++v)
+      if (p[static_cast<std::size_t>(v)] > 0.0) order.push_back(v), total += p[static_cast<std::size_t>(v)];
+    std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+      return p[static_cast<std::size_t>(a)] > p[static_cast<std::size_t>(b)];
+    });
+    double kept = 0.0;
+    std::size_t n = 0;
+    while (n < order.size() && (n == 0 || kept < options.top_p * total))
+      kept += p[static_cast<std::size_t>(order[n++])];
+    for (std::size_t i = n; i < order.size(); ++i) p[static_cast<std::size_t>(order[i])] = 0.0;
+  }
+  double total = 0.0;
+  for (const double q : p) total += q;
+  // The token where the running sum passes u · total; the last one kept when rounding
+  // leaves the sum short.
+  const double u = gen.uniform() * total;
+  double running = 0.0;
+  index_t chosen = -1;
+  for (index_t v = 0; v < V; ++v) {
+    const double q = p[static_cast<std::size_t>(v)];
+    if (q <= 0.0) continue;
+    chosen = v;
+    running += q;
+    if (running > u) break;
+  }
+  top[0] = {logits[chosen] - normaliser, chosen};
+  return 1;
+}
+
+/// The tokens a hypothesis may not take next: the reserved tokens that are not <eos>
+/// (<pad>, <bos>: a translation never holds them), <eos> before min_length tokens, and
+/// each token that would make an n-gram (n = no_repeat_ngram_size) the hypothesis
+/// already has.
+inline void forbidden_tokens(const std::vector<index_t>& tokens, const PredictOptions& options, index_t eos,
+                             const std::vector<index_t>& never, std::vector<index_t>& out) {
+  out.assign(never.begin(), never.end());
+  const auto length = static_cast<index_t>(tokens.size());
+  if (length < options.min_length) out.push_back(eos);
+  const index_t n = options.no_repeat_ngram_size;
+  if (n < 1 || length < n - 1) return;
+  // Each earlier n-gram whose first n − 1 tokens are the hypothesis' last n − 1 forbids its last.
+  for (index_t start = 0; start + n - 1 < length; ++start)
+    if (std::equal(tokens.begin() + start, tokens.begin() + start + n - 1, tokens.end() - (n - 1)))
+      out.push_back(tokens[static_cast<std::size_t>(start + n - 1)]);
+}
+
+/// 64 bits from a seed and a stream number (SplitMix64's finaliser), for a sample's own
+/// generator.
+inline std::uint64_t mix_seed(std::uint64_t seed, std::uint64_t stream) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (stream + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace detail
+
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"

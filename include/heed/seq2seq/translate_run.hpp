@@ -1,0 +1,184 @@
+// heed/seq2seq/translate_run.hpp — what the translate program does, as one call: train
+// d2l's model (10.4's Bahdanau GRU or 10.7's Transformer, d2l's sizes, batch 64, lr
+// 0.005) on a corpus, data-parallel over a communicator's ranks, or load a Translator;
+// save it; then translate d2l's four test sentences with their BLEU (or score a file of
+// pairs with corpus BLEU-4 and its worst translations) and the sentences given, writing
+// their attention heatmaps and word alignments when asked. The lines written to `out`
+// are translate's.
+//
+//   heed::TranslateRunOptions options;              // d2l's Transformer on the built-in corpus
+//   options.sentences = {"i'm calm ."};
+//   heed::run_translate(options, std::cout);
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "heed/dist/communicator.hpp"
+#include "heed/dist/settings.hpp"
+#include "heed/seq2seq/corpus.hpp"
+#include "heed/seq2seq/progress.hpp"
+#include "heed/seq2seq/train.hpp"
+#include "heed/seq2seq/translator.hpp"
+
+namespace heed {
+
+/// What translate is asked: its flags (translate --help).
+struct TranslateRunOptions {
+  std::string model = "transformer";                             // or "bahdanau"
+  std::string data, save, load, heatmaps, alignments, evaluate;  // empty: not given (data: the built-in corpus)
+  index_t num_examples = 600, epochs = -1, micro_batches = 1, worst = 5;
+  PredictOptions decoding;
+  std::uint64_t seed = 1;
+  bool quiet = false;  // no progress report
+  std::vector<std::string> sentences;
+  dist::Communicator* communicator = nullptr;  // data-parallel over its ranks when it has several; rank 0 reports
+  /// Called once the model is built or loaded, before training or decoding: the
+  /// caller's checks of the decoding options against it (translate's of --max-length).
+  std::function<void(const Translator&)> check_model;
+
+  /// The epochs trained: `epochs`, or d2l's for the model (250 Bahdanau, 200 Transformer).
+  index_t total_epochs() const { return epochs >= 0 ? epochs : (model == "bahdanau" ? 250 : 200); }
+};
+
+namespace detail {
+
+/// printf's formatting into a stream.
+template <typename... Args>
+void print_to(std::ostream& out, const char* format, Args... args) {
+  const int n = std::snprintf(nullptr, 0, format, args...);
+  std::string text(static_cast<std::size_t>(std::max(n, 0)) + 1, '\0');
+  std::snprintf(text.data(), text.size(), format, args...);
+  text.pop_back();
+  out << text;
+}
+
+/// Trains d2l's model of args.model on --data (d2l's batch 64 and lr 0.005); nullopt on the
+/// ranks other than 0, whose parameters are rank 0's.
+inline std::optional<Translator> train_d2l_translator(const TranslateRunOptions& args, std::ostream& out) {
+  TranslatorConfig config;  // d2l's sizes
+  config.model = args.model;
+  const NmtData data = args.data.empty()
+                           ? load_data_nmt_text(builtin_fra_eng(), 64, config.num_steps, args.num_examples, args.seed)
+                           : load_data_nmt(args.data, 64, config.num_steps, args.num_examples, args.seed);
+  Translator translator(config, data.src_vocab, data.tgt_vocab);
+  if (args.check_model) args.check_model(translator);
+  // The same flags (main compared them) may still read other files.
+  if (args.communicator) dist::check_same_settings(*args.communicator, {{"--data", describe_nmt_data(data)}}, "");
+  const index_t epochs = args.total_epochs();
+  const bool rank0 = !args.communicator || args.communicator->rank() == 0;
+  if (rank0)
+    out << args.model << " on " << (args.data.empty() ? "the built-in corpus" : args.data) << ": "
+        << data.data_iter.num_examples() << " pairs, vocabularies " << translator.src_vocab().size() << " / "
+        << translator.tgt_vocab().size() << ", " << translator.num_parameters() << " parameters, " << epochs
+        << " epochs\n";
+  TrainOptions options;
+  options.micro_batches = args.micro_batches;
+  options.communicator = args.communicator;
+  if (!args.quiet) options.on_epoch = ProgressReport();
+  NmtDataLoader loader = data.data_iter;
+  const TrainResult result = translator.visit(
+      [&](auto& net) { return train_seq2seq<float>(net, loader, 0.005, epochs, translator.tgt_vocab(), options); });
+  if (!rank0) return std::nullopt;
+  detail::print_to(out, "trained %lld epochs in %.2f s: loss %.3f, %.0f tokens/s\n", static_cast<long long>(epochs),
+                   result.seconds, result.losses.empty() ? 0.0 : result.losses.back(), result.tokens_per_second);
+  if (args.communicator)
+    detail::print_to(out, "%d processes; the gradients' all-reduce took %.1f %% of rank 0's time\n",
+                     args.communicator->size(), 100.0 * result.communication_seconds / std::max(result.seconds, 1e-9));
+  return translator;
+}
+
+/// Translates each distinct English sentence of --evaluate once, in batches, scores the
+/// translations against all of that sentence's French lines, and prints the worst.
+inline void evaluate_file(Translator& translator, const TranslateRunOptions& args, std::ostream& out) {
+  const NmtTokens pairs = tokenize_nmt(preprocess_nmt(read_data_nmt(args.evaluate)));
+  if (pairs.source.empty()) throw FileError(args.evaluate + ": holds no sentence pairs");
+  const References refs = group_references(pairs);
+  PredictOptions options = args.decoding;
+  options.save_attention_weights = false;
+  const Scored scored = translator.evaluate(refs, options);
+  out << args.evaluate << ": " << refs.sources.size() << " English sentences, " << pairs.source.size()
+      << " references\n"
+      << scored.bleu.to_string() << "\n";
+  detail::print_to(out, "decoded in %.2f s: %.0f sentences/s\n", scored.seconds,
+                   static_cast<double>(refs.sources.size()) / std::max(scored.seconds, 1e-9));
+  const auto worst = worst_translations(scored, refs, static_cast<std::size_t>(args.worst));
+  if (!worst.empty()) out << "worst " << worst.size() << " (d2l's bleu, k = 2, against the best-matching reference):\n";
+  for (const WorstTranslation& w : worst)
+    detail::print_to(out, "  %.3f  %s => %s  (reference: %s)\n", w.bleu, refs.sources[w.sentence].c_str(),
+                     scored.hypotheses[w.sentence].c_str(), refs.references[w.sentence][w.reference].c_str());
+}
+
+}  // namespace detail
+
+/// Runs translate as the top of this file says; returns its exit status (0). Errors are
+/// heed's: a bad option a ValueError, a file a FileError.
+inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
+  HEED_CHECK(args.model == "transformer" || args.model == "bahdanau", ValueError,
+             "run_translate: model must be transformer or bahdanau, got '", args.model, "'");
+  HEED_CHECK(args.num_examples >= 1 && args.epochs >= -1 && args.micro_batches >= 1 && args.worst >= 0, ValueError,
+             "run_translate: num_examples and micro_batches must be >= 1, epochs >= -1 (-1: d2l's) and worst >= 0, "
+             "got ",
+             args.num_examples, ", ", args.micro_batches, ", ", args.epochs, " and ", args.worst);
+  HEED_CHECK(args.load.empty() || args.data.empty(), ValueError, "run_translate: load and data exclude each other");
+  default_generator().manual_seed(args.seed);
+  if (args.communicator && args.communicator->rank() != 0 && !args.load.empty()) return 0;  // rank 0 translates
+  std::optional<Translator> translator;
+  if (!args.load.empty()) {
+    translator.emplace(Translator::load(args.load, args.model));
+    if (args.check_model) args.check_model(*translator);
+    out << "loaded " << args.model << " from " << args.load << " (" << translator->num_parameters() << " parameters)\n";
+  } else {
+    translator = detail::train_d2l_translator(args, out);
+    if (!translator) return 0;
+  }
+  if (!args.save.empty()) {
+    translator->save(args.save);  // a loaded subword model keeps its SentencePiece models
+    out << "saved " << args.save << "\n";
+  }
+  // d2l's four sentences, with their references (or the --evaluate file), then the user's.
+  std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
+  std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
+  if (!args.evaluate.empty()) {
+    detail::evaluate_file(*translator, args, out);
+    sentences.clear(), references.clear();
+  }
+  sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());
+  PredictOptions options = args.decoding;
+  options.micro_batches = 1;  // attention weights are kept: one group
+  if (sentences.empty()) return 0;
+  const auto translations = translator->translate(sentences, options);
+  std::ofstream alignments;
+  if (!args.alignments.empty()) {
+    alignments.open(args.alignments);
+    if (!alignments) throw FileError("translate: cannot write " + args.alignments);
+  }
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    const auto& t = translations[i];
+    out << sentences[i] << " => " << t.text;
+    if (i < references.size()) detail::print_to(out, ", bleu %.3f", bleu(t.text, references[i], 2));
+    if (args.decoding.beam_size > 1) detail::print_to(out, " (score %.3f)", t.score);
+    out << "\n";
+    for (std::size_t k = 1; k < t.n_best.size(); ++k)
+      detail::print_to(out, "  %zu. %s (score %.3f, log P %.3f)\n", k + 1, t.n_best[k].text.c_str(), t.n_best[k].score,
+                       t.n_best[k].log_prob);
+    if (!args.heatmaps.empty()) save_attention_heatmaps(t, args.heatmaps, i);
+    if (alignments.is_open() && t.cross_attention.defined() && !t.tokens.empty())
+      alignments << sentences[i] << " ||| " << t.text << " ||| " << word_alignment(t) << "\n";
+  }
+  if (!args.heatmaps.empty()) out << "heatmaps in " << args.heatmaps << "\n";
+  return 0;
+}
+
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"

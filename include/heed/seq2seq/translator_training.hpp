@@ -1,0 +1,469 @@
+// heed/seq2seq/translator_training.hpp — a Translator trained from a file of pairs, as
+// train_translator runs it: the pairs read and split for validation, the tokens (d2l's
+// words or SentencePiece's pieces), the batches, train_seq2seq epoch by epoch with
+// validation (loss and corpus BLEU-4), checkpoints (DIR/last.safetensors, the training
+// checkpoint with its TrainState; DIR/best.safetensors, the best validation BLEU's
+// parameters) and resume.
+//
+//   heed::TranslatorTrainOptions options;          // d2l's Transformer on the built-in corpus
+//   options.train = "fra.txt";
+//   options.valid_fraction = 0.02;
+//   options.out = "run";
+//   heed::TranslatorTrainReport report = heed::train_translator(options, std::cout);
+//   std::cout << report.to_json();                 // what train_translator --json writes
+//
+// The lines written to `log` are train_translator's; a resumed run (options.resume, a
+// last.safetensors) with the same options and a larger epochs gives the bits of an
+// uninterrupted one (with the cosine schedule, whose length is epochs, the same epochs).
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "heed/detail/files.hpp"
+#include "heed/seq2seq/corpus.hpp"
+#include "heed/seq2seq/progress.hpp"
+#include "heed/seq2seq/train.hpp"
+#include "heed/seq2seq/translator.hpp"
+
+namespace heed {
+
+/// What train_translator trains, and how: its flags (train_translator --help); the
+/// defaults are d2l's.
+struct TranslatorTrainOptions {
+  TranslatorConfig model;
+  std::string train, valid, out, resume, schedule = "constant";  // schedule: constant, inverse-sqrt or cosine
+  index_t num_examples = 600, batch_size = 64, batch_tokens = 0, bucket = 0, min_freq = 2, epochs = -1, warmup = 0;
+  index_t sentencepiece = 0;  // pieces per language; 0: d2l's words
+  index_t max_steps = 0;      // updates in all, mid-epoch if so; 0: epochs alone
+  index_t accumulation_steps = 1, micro_batches = 1, valid_every = 1, beam = 1;
+  double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
+  std::uint64_t seed = 1;
+  bool quiet = false;  // no per-epoch progress line from the training loop
+
+  /// The epochs in all: `epochs`, or d2l's for the model (250 Bahdanau, 200 Transformer).
+  index_t total_epochs() const { return epochs >= 0 ? epochs : (model.model == "bahdanau" ? 250 : 200); }
+};
+
+/// One epoch of a train_translator run, as its line reports it.
+struct TranslatorEpoch {
+  index_t epoch = 0;
+  double loss = 0.0, tokens_per_second = 0.0, seconds = 0.0;  // seconds: this run's training so far
+  index_t batches = 0;                                        // trained (all of them unless stopped_mid_epoch)
+  bool stopped_mid_epoch = false;
+  bool validated = false;
+  double valid_loss = 0.0, valid_bleu = 0.0;
+  bool best = false;  // the best validation BLEU so far
+};
+
+/// What a train_translator run did: its data and model, and every epoch.
+struct TranslatorTrainReport {
+  std::string model, data;
+  index_t train_pairs = 0, valid_pairs = 0, src_vocab = 0, tgt_vocab = 0, parameters = 0, batches_per_epoch = 0;
+  index_t epochs = 0;      // in all (options.total_epochs())
+  index_t epochs_run = 0;  // by this run (a resumed one counts from its checkpoint)
+  index_t steps = 0;       // optimiser steps in all, those before a resume included
+  index_t tokens = 0;      // target tokens this run trained on
+  double seconds = 0.0;    // this run's training
+  double best_bleu = -1.0;
+  index_t stopped_after = 0;  // the epoch after which the time budget stopped it; 0: it did not
+  std::vector<TranslatorEpoch> epoch_records;
+
+  /// Writes to_json() to `path` atomically (a temporary file renamed over it); FileError
+  /// naming the path when it cannot.
+  void save_json(const std::string& path) const {
+    const std::string text = to_json();
+    detail::save_atomically("TranslatorTrainReport::save_json", path,
+                            [&text](const detail::SaveSink& file) { file.write(text.data(), text.size()); });
+  }
+
+  /// The report as JSON (train_translator --json; benchmarks/compare_recipe.py reads it).
+  std::string to_json() const {
+    nlohmann::json epochs_json = nlohmann::json::array();
+    for (const TranslatorEpoch& e : epoch_records) {
+      nlohmann::json record = {
+          {"epoch", e.epoch},     {"loss", e.loss},       {"tokens_per_second", e.tokens_per_second},
+          {"seconds", e.seconds}, {"batches", e.batches}, {"stopped_mid_epoch", e.stopped_mid_epoch}};
+      if (e.validated) record.update({{"valid_loss", e.valid_loss}, {"valid_bleu", e.valid_bleu}, {"best", e.best}});
+      epochs_json.push_back(std::move(record));
+    }
+    nlohmann::json out = {{"model", model},
+                          {"data", data},
+                          {"train_pairs", train_pairs},
+                          {"valid_pairs", valid_pairs},
+                          {"src_vocab", src_vocab},
+                          {"tgt_vocab", tgt_vocab},
+                          {"parameters", parameters},
+                          {"batches_per_epoch", batches_per_epoch},
+                          {"epochs", epochs},
+                          {"epochs_run", epochs_run},
+                          {"steps", steps},
+                          {"tokens", tokens},
+                          {"seconds", seconds},
+                          {"tokens_per_second", static_cast<double>(tokens) / std::max(seconds, 1e-9)},
+                          {"best_bleu", best_bleu},
+                          {"stopped_after", stopped_after},
+                          {"epoch_records", std::move(epochs_json)}};
+    // A NaN loss (a diverged run) is written as null: JSON has no NaN.
+    return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+};
+
+namespace detail {
+
+/// The training pairs and the validation pairs (from --valid, or the sentences of a
+/// --valid-fraction of the distinct English sentences, all their French lines with them).
+struct TranslatorSplit {
+  NmtTokens train, valid;
+};
+
+inline TranslatorSplit read_translator_pairs(const TranslatorTrainOptions& options) {
+  const std::string name = options.train.empty() ? "the built-in corpus" : options.train;
+  const std::string text = options.train.empty() ? builtin_fra_eng() : read_data_nmt(options.train);
+  std::optional<std::size_t> limit;
+  if (options.num_examples > 0) limit = static_cast<std::size_t>(options.num_examples);
+  TranslatorSplit split;
+  NmtTokens all = tokenize_nmt(preprocess_nmt(text), limit);
+  if (all.source.empty()) throw FileError(name + ": holds no sentence pairs (lines 'English<TAB>French')");
+  // A pair longer than num_steps is cut (d2l's truncate_pad); a file of nothing else is a
+  // wrong --num-steps.
+  const index_t num_steps = options.model.num_steps;
+  std::size_t fitting = 0;
+  for (std::size_t i = 0; i < all.source.size(); ++i)
+    fitting +=
+        static_cast<index_t>(all.source[i].size()) < num_steps && static_cast<index_t>(all.target[i].size()) < num_steps
+            ? 1
+            : 0;
+  if (fitting == 0)
+    throw ValueError(name + ": every one of its " + std::to_string(all.source.size()) +
+                     " pairs is longer than --num-steps " + std::to_string(num_steps) +
+                     " tokens with <eos>: raise --num-steps");
+  if (!options.valid.empty()) {
+    split.train = std::move(all);
+    split.valid = tokenize_nmt(preprocess_nmt(read_data_nmt(options.valid)));
+    if (split.valid.source.empty()) throw FileError(options.valid + ": holds no sentence pairs");
+    return split;
+  }
+  if (options.valid_fraction <= 0.0) {
+    split.train = std::move(all);
+    return split;
+  }
+  // By English sentence: one drawn for validation takes all of its translations along,
+  // so that no validation source was seen in training.
+  Generator gen(options.seed);
+  std::map<std::string, bool> held_out;
+  for (std::size_t i = 0; i < all.source.size(); ++i) {
+    const auto [it, is_new] = held_out.emplace(join_words(all.source[i]), false);
+    if (is_new) it->second = gen.uniform() < options.valid_fraction;
+    NmtTokens& to = it->second ? split.valid : split.train;
+    to.source.push_back(std::move(all.source[i]));
+    to.target.push_back(std::move(all.target[i]));
+  }
+  std::ostringstream fraction;
+  fraction << options.valid_fraction;
+  if (split.train.source.empty() || split.valid.source.empty())
+    throw ValueError(name + ": --valid-fraction " + fraction.str() + " leaves " +
+                     std::to_string(split.train.source.size()) + " training and " +
+                     std::to_string(split.valid.source.size()) + " validation pairs; both need some");
+  return split;
+}
+
+/// What the options and a checkpoint to resume from must agree on: every difference
+/// named, as "num_hiddens: 128 in the checkpoint, 32 here".
+inline void check_same_model(const std::map<std::string, std::string>& saved,
+                             const std::map<std::string, std::string>& here, const std::string& path) {
+  std::string differences;
+  for (const auto& [key, value] : here) {
+    const auto it = saved.find(key);
+    // The models' checksums came later than the models: a checkpoint without them is
+    // compared by the models themselves.
+    const bool checksum = key == Tokenizers::kSourceCrcKey || key == Tokenizers::kTargetCrcKey;
+    if (checksum && it == saved.end()) continue;
+    const std::string in_file = it == saved.end() ? "(absent)" : it->second;
+    if (in_file == value) continue;
+    // Vocabularies by their sizes, SentencePiece models by theirs, the rest by value.
+    const bool vocab = key == "src_vocab" || key == "tgt_vocab";
+    const bool model = key == Tokenizers::kSourceKey || key == Tokenizers::kTargetKey;
+    const auto shown = [&](const std::string& text, bool absent) {
+      if (absent) return text;
+      if (vocab) return std::to_string(split_lines(text).size()) + " tokens";
+      if (model) return std::to_string(text.size()) + " base64 characters";
+      return "'" + text + "'";
+    };
+    differences += (differences.empty() ? "" : "; ") + key + ": " + shown(in_file, it == saved.end()) +
+                   " in the checkpoint, " + shown(value, false) + " here" +
+                   (vocab || model ? " (built from the training data)" : "");
+  }
+  if (!differences.empty())
+    throw FileError("--resume " + path + ": another model or data than this command line's: " + differences);
+}
+
+/// The validation loss (summed sequence losses / target tokens, unsmoothed) and BLEU.
+struct Validation {
+  double loss = 0.0;
+  CorpusBleu bleu;
+};
+
+template <typename Net>
+Validation validate_translator(Net& net, NmtDataLoader& batches, const Tokenizers& tokenizers, const References& refs,
+                               const Vocab& src_vocab, const Vocab& tgt_vocab, const TranslatorTrainOptions& options) {
+  Validation out;
+  net.eval();
+  {
+    NoGradGuard no_grad;
+    double loss_sum = 0.0;
+    index_t tokens = 0;
+    const index_t bos = tgt_vocab["<bos>"];
+    for (const NmtBatch& batch : batches) {
+      const Tensor<float> Y_hat = net(batch.X, shift_right(batch.Y, bos), batch.X_valid_len);
+      loss_sum += sum(masked_softmax_ce_loss(Y_hat, batch.Y, batch.Y_valid_len)).item();
+      for (index_t i = 0; i < batch.Y_valid_len.numel(); ++i) tokens += batch.Y_valid_len.data()[i];
+    }
+    out.loss = loss_sum / static_cast<double>(std::max<index_t>(tokens, 1));
+  }
+  PredictOptions predict;
+  predict.beam_size = options.beam;
+  predict.save_attention_weights = false;
+  predict.micro_batches = options.micro_batches;
+  out.bleu = translate_and_score(net, tokenizers, refs, src_vocab, tgt_vocab, options.model.num_steps, predict).bleu;
+  net.train();
+  return out;
+}
+
+inline std::optional<LrSchedule> schedule_of(const TranslatorTrainOptions& options, index_t total_steps) {
+  if (options.schedule == "inverse-sqrt") return LrSchedule::inverse_sqrt(options.lr, options.warmup);
+  if (options.schedule == "cosine") return LrSchedule::cosine(options.lr, options.warmup, total_steps, options.min_lr);
+  if (options.schedule != "constant")
+    throw ValueError("train_translator: schedule must be constant, inverse-sqrt or cosine, got '" + options.schedule +
+                     "'");
+  if (options.warmup > 0) return LrSchedule::constant(options.lr, options.warmup);
+  return std::nullopt;
+}
+
+/// train_translator's epochs on the net of `translator` (its own type), from the data
+/// train_translator set up.
+template <typename Net>
+TranslatorTrainReport train_translator_net(Net& net, const Translator& translator,
+                                           const TranslatorTrainOptions& options, const TranslatorSplit& split,
+                                           NmtDataLoader& loader, std::optional<NmtDataLoader>& valid_batches,
+                                           const References& valid_refs, std::ostream& log) {
+  Adam<float> optimizer(net.parameters(), options.lr);
+  const std::map<std::string, std::string> model_metadata = translator.metadata();
+  const index_t epochs = options.total_epochs();
+  // Batches by tokens vary in number from epoch to epoch: the schedule counts the first's.
+  NmtDataLoader first_epoch = loader;
+  first_epoch.begin();
+  const index_t batches_per_epoch = first_epoch.num_batches();
+  const index_t steps_per_epoch = (batches_per_epoch + options.accumulation_steps - 1) / options.accumulation_steps;
+
+  TrainState state;  // epoch_batches_done: of a run stopped by max_steps in mid-epoch, that epoch's batches done
+  if (!options.resume.empty()) {
+    // Everything is read and checked before anything is set: a refused checkpoint leaves
+    // the run as it was.
+    const std::map<std::string, std::string> saved = read_safetensors_metadata(options.resume);
+    check_same_model(saved, model_metadata, options.resume);
+    const TrainState point = TrainState::from_metadata(saved, options.resume);
+    NmtDataLoader resumed_epoch = loader;  // the epoch it resumes in, as the loader will draw it
+    resumed_epoch.generator().set_state(point.loader_generator);
+    resumed_epoch.begin();
+    check_train_state(point, {epochs, resumed_epoch.num_batches(), static_cast<index_t>(split.train.source.size())},
+                      options.resume);
+    load_training_checkpoint(net, optimizer, options.resume);
+    state = point;
+    loader.generator().set_state(point.loader_generator);
+    default_generator().set_state(point.default_generator);
+    log << "resumed from " << options.resume << " after epoch " << state.epochs_done;
+    if (state.epoch_batches_done > 0)
+      log << " and " << state.epoch_batches_done << " batches of epoch " << state.epochs_done + 1;
+    log << ", step " << state.steps_done << "\n";
+  }
+  TranslatorTrainReport report;
+  report.model = options.model.model;
+  report.data = options.train.empty() ? "the built-in corpus" : options.train;
+  report.train_pairs = static_cast<index_t>(split.train.source.size());
+  report.valid_pairs = static_cast<index_t>(split.valid.source.size());
+  report.src_vocab = translator.src_vocab().size();
+  report.tgt_vocab = translator.tgt_vocab().size();
+  report.parameters = static_cast<index_t>(net.num_parameters());
+  report.batches_per_epoch = batches_per_epoch;
+  report.epochs = epochs;
+  log << report.model << " on " << report.data << ": " << report.train_pairs << " training pairs, "
+      << report.valid_pairs << " validation pairs, vocabularies " << report.src_vocab << " / " << report.tgt_vocab
+      << ", " << report.parameters << " parameters, " << batches_per_epoch << " batches an epoch\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "padding: %.1f %% of the next epoch's positions (--bucket %lld)\n",
+                100.0 * padding_of_next_epoch(loader).fraction(), static_cast<long long>(options.bucket));
+  log << line;
+
+  TrainOptions train;
+  train.micro_batches = options.micro_batches;
+  train.accumulation_steps = options.accumulation_steps;
+  train.grad_clip = options.grad_clip;
+  train.label_smoothing = options.label_smoothing;
+  train.max_steps = options.max_steps;
+  train.lr_schedule = schedule_of(options, options.max_steps > 0 ? std::min(options.max_steps, epochs * steps_per_epoch)
+                                                                 : epochs * steps_per_epoch);
+  if (!options.quiet) train.on_epoch = ProgressReport();
+  if (!options.out.empty()) std::filesystem::create_directories(options.out);
+  // last.safetensors after every epoch, best.safetensors when the validation BLEU rose. A
+  // run stopped in mid-epoch saves the epochs before it, the loader's generator as it was
+  // when that epoch began, and the epoch's batches done.
+  const auto save = [&](index_t epochs_complete, bool best, index_t epoch_batches, const std::string& loader_state) {
+    if (best) save_checkpoint(net, options.out + "/best.safetensors", model_metadata);
+    TrainState saved = state;
+    saved.epochs_done = epochs_complete;
+    saved.epoch_batches_done = epoch_batches;
+    saved.loader_generator = loader_state;
+    saved.default_generator = default_generator().get_state();
+    std::map<std::string, std::string> metadata = model_metadata;
+    for (auto& [key, value] : saved.to_metadata()) metadata[key] = value;
+    save_training_checkpoint(net, optimizer, options.out + "/last.safetensors", metadata);
+  };
+  for (index_t epoch = state.epochs_done + 1; epoch <= epochs; ++epoch) {
+    if (options.max_steps > 0 && state.steps_done >= options.max_steps) break;
+    train.xavier_init = epoch == 1 && state.epoch_batches_done == 0;  // a resumed or continued run keeps its parameters
+    TrainState at;
+    at.epochs_done = epoch - 1;
+    at.steps_done = state.steps_done;
+    at.epoch_batches_done = state.epoch_batches_done;
+    const std::string loader_before = loader.generator().get_state();
+    const TrainResult result = train_seq2seq<float>(net, loader, optimizer, 1, translator.tgt_vocab(), train, at);
+    state.epoch_batches_done = 0;
+    state.steps_done += result.steps;
+    report.seconds += result.seconds;
+    report.tokens += result.tokens;
+    ++report.epochs_run;
+    TranslatorEpoch record;
+    record.epoch = epoch;
+    record.loss = result.losses.back();
+    record.tokens_per_second = result.tokens_per_second;
+    record.seconds = report.seconds;
+    record.batches = result.epoch_batches;
+    record.stopped_mid_epoch = result.stopped_mid_epoch;
+    const bool validate_now =
+        valid_batches && (epoch % options.valid_every == 0 || epoch == epochs || result.stopped_mid_epoch);
+    std::string text = "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs);
+    if (result.stopped_mid_epoch)
+      text += " (" + std::to_string(result.epoch_batches) + " of " + std::to_string(loader.num_batches()) +
+              " batches: --max-steps " + std::to_string(options.max_steps) + ")";
+    std::snprintf(line, sizeof line, ": loss %.4f, %.0f tokens/s, %.1f s", result.losses.back(),
+                  result.tokens_per_second, report.seconds);
+    text += line;
+    // "validation loss L, BLEU B", with " (best)" when B is the best so far.
+    const auto validation = [&] {
+      const Validation v = validate_translator(net, *valid_batches, translator.tokenizers(), valid_refs,
+                                               translator.src_vocab(), translator.tgt_vocab(), options);
+      record.validated = true;
+      record.valid_loss = v.loss;
+      record.valid_bleu = v.bleu.score;
+      record.best = v.bleu.score > state.best_metric;
+      if (record.best) state.best_metric = v.bleu.score;
+      std::snprintf(line, sizeof line, "validation loss %.4f, BLEU %.2f%s", v.loss, v.bleu.score,
+                    record.best ? " (best)" : "");
+      return std::string(line);
+    };
+    if (validate_now) text += "; " + validation();
+    log << text << std::endl;
+    const bool out_of_time = options.time_budget > 0.0 && report.seconds >= 60.0 * options.time_budget;
+    if (out_of_time && valid_batches && !validate_now) log << "epoch " << epoch << " " << validation() << "\n";
+    report.epoch_records.push_back(record);
+    if (!options.out.empty()) {
+      if (result.stopped_mid_epoch)
+        save(epoch - 1, record.best, result.epoch_batches, loader_before);
+      else
+        save(epoch, record.best, 0, loader.generator().get_state());
+    }
+    if (result.stopped_mid_epoch) break;
+    if (out_of_time) {
+      report.stopped_after = epoch;
+      std::snprintf(line, sizeof line, "stopped after epoch %lld: %.1f s of training reached --time-budget %g min\n",
+                    static_cast<long long>(epoch), report.seconds, options.time_budget);
+      log << line;
+      break;
+    }
+  }
+  report.steps = state.steps_done;
+  report.best_bleu = state.best_metric;
+  std::snprintf(line, sizeof line, "trained %lld epochs (%lld steps in all) in %.2f s: %.0f tokens/s\n",
+                static_cast<long long>(report.epochs_run), static_cast<long long>(report.steps), report.seconds,
+                static_cast<double>(report.tokens) / std::max(report.seconds, 1e-9));
+  log << line;
+  if (!options.out.empty())
+    log << "checkpoints in " << options.out << ": last.safetensors (to --resume), best.safetensors (to translate)\n";
+  return report;
+}
+
+}  // namespace detail
+
+/// Trains a translator as the top of this file says, writing train_translator's lines to
+/// `log`; returns what it did. Bad options throw ValueError, unreadable or refused files
+/// (a --resume checkpoint of another model, or whose state is past these options')
+/// FileError, before anything is trained.
+inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& options, std::ostream& log) {
+  const TranslatorConfig& model = options.model;
+  HEED_CHECK(model.num_steps >= 2 &&
+                 (model.model != "transformer" || model.num_steps <= TranslatorConfig::kMaxTransformerSteps),
+             ValueError, "train_translator: num_steps must be from 2 to ", TranslatorConfig::kMaxTransformerSteps,
+             " for a Transformer (its positional encoding's positions), >= 2 for the Bahdanau model, got ",
+             model.num_steps);
+  HEED_CHECK(options.batch_size >= 1 && options.batch_tokens >= 0 && options.bucket >= 0 && options.min_freq >= 0 &&
+                 options.sentencepiece >= 0 && options.max_steps >= 0 && options.warmup >= 0 &&
+                 options.num_examples >= 0,
+             ValueError,
+             "train_translator: batch_size must be >= 1 and batch_tokens, bucket, min_freq, "
+             "sentencepiece, max_steps, warmup and num_examples >= 0, got ",
+             options.batch_size, ", ", options.batch_tokens, ", ", options.bucket, ", ", options.min_freq, ", ",
+             options.sentencepiece, ", ", options.max_steps, ", ", options.warmup, " and ", options.num_examples);
+  HEED_CHECK(
+      options.accumulation_steps >= 1 && options.micro_batches >= 1 && options.valid_every >= 1 && options.beam >= 1,
+      ValueError, "train_translator: accumulation_steps, micro_batches, valid_every and beam must be >= 1, got ",
+      options.accumulation_steps, ", ", options.micro_batches, ", ", options.valid_every, " and ", options.beam);
+  HEED_CHECK(options.valid_fraction >= 0.0 && options.valid_fraction <= 0.9, ValueError,
+             "train_translator: valid_fraction must be in [0, 0.9], got ", options.valid_fraction);
+  HEED_CHECK(options.valid.empty() || options.valid_fraction == 0.0, ValueError,
+             "train_translator: valid and valid_fraction exclude each other");
+  heed::manual_seed(options.seed);
+  const detail::TranslatorSplit words = detail::read_translator_pairs(options);
+  // The model's tokens: the words, or SentencePiece's pieces of them (sentencepiece).
+  const Tokenizers tokenizers =
+      options.sentencepiece > 0 ? Tokenizers::train(words.train, options.sentencepiece) : Tokenizers();
+  const detail::TranslatorSplit split{tokenizers.to_model(words.train), tokenizers.to_model(words.valid)};
+  Vocab src_vocab = tokenizers.vocab(split.train.source, /*target=*/false, options.min_freq);
+  Vocab tgt_vocab = tokenizers.vocab(split.train.target, /*target=*/true, options.min_freq);
+  const index_t num_steps = model.num_steps;
+  const NmtArray train_src = build_array_nmt(split.train.source, src_vocab, num_steps);
+  const NmtArray train_tgt = build_array_nmt(split.train.target, tgt_vocab, num_steps);
+  NmtDataLoader loader(train_src.array, train_src.valid_len, train_tgt.array, train_tgt.valid_len, options.batch_size,
+                       options.seed);
+  loader.set_bucketing(options.bucket);
+  loader.set_max_tokens(options.batch_tokens);
+  std::optional<NmtDataLoader> valid_batches;
+  References valid_refs;
+  if (!split.valid.source.empty()) {
+    const NmtArray valid_src = build_array_nmt(split.valid.source, src_vocab, num_steps);
+    const NmtArray valid_tgt = build_array_nmt(split.valid.target, tgt_vocab, num_steps);
+    valid_batches.emplace(valid_src.array, valid_src.valid_len, valid_tgt.array, valid_tgt.valid_len,
+                          options.batch_size, options.seed, /*shuffle=*/false);
+    valid_refs = group_references(words.valid);  // scored in words, whatever the tokens
+  }
+  Translator translator(model, std::move(src_vocab), std::move(tgt_vocab), tokenizers);
+  return translator.visit([&](auto& net) {
+    return detail::train_translator_net(net, translator, options, split, loader, valid_batches, valid_refs, log);
+  });
+}
+
+}  // namespace heed
+
+#include "heed/detail/header_end.hpp"
