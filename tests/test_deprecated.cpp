@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -26,7 +28,33 @@ TEST_CASE("ReadNmtOptions::max_lines still reads the first lines of the file, bl
   options.max_pairs = 1;  // both set: the first limit reached
   CHECK(heed::read_data_nmt(path, options) == "Go.\tVa !\n");
   options = {};
-  CHECK(!options.max_lines);
+  const std::optional<std::size_t> lines = options.max_lines;
+  CHECK(!lines);
   CHECK(heed::read_data_nmt(path, options) == "Go.\tVa !\nHi.\tSalut !\nRun!\tCours !\nWow!\tÇa alors !\n");
   std::filesystem::remove(path);
+}
+
+TEST_CASE("TrainOptions' old members still start a run where they say and report progress", "[deprecated]") {
+  heed::TrainOptions options;
+  CHECK(options.epochs_done == 0);
+  CHECK(options.steps_done == 0);
+  CHECK(options.skip_batches == 0);
+  CHECK_FALSE(options.progress);
+  options.epochs_done = 2;
+  options.progress = true;
+  const heed::TrainOptions copy = options;
+  CHECK(copy.epochs_done == 2);
+  CHECK(copy.progress);
+  // Trained from "epoch 2 done": the one epoch run is reported as epoch 3, on stderr too.
+  const heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 8, 6, 16);
+  heed::manual_seed(0);
+  heed::EncoderDecoder<float, heed::Seq2SeqEncoder<float>, heed::Seq2SeqAttentionDecoder<float>> net(
+      std::make_unique<heed::Seq2SeqEncoder<float>>(static_cast<heed::index_t>(data.src_vocab.size()), 8, 8, 1),
+      std::make_unique<heed::Seq2SeqAttentionDecoder<float>>(static_cast<heed::index_t>(data.tgt_vocab.size()), 8, 8,
+                                                             1));
+  std::vector<heed::index_t> epochs;
+  options.on_epoch = [&](const heed::EpochStats& stats) { epochs.push_back(stats.epoch); };
+  auto loader = data.data_iter;
+  heed::train_seq2seq<float>(net, loader, 0.005, 1, data.tgt_vocab, options);
+  CHECK(epochs == std::vector<heed::index_t>{3});
 }

@@ -109,7 +109,9 @@ struct ReadNmtOptions {
   std::size_t* skipped_lines = nullptr;
   /// Before 0.2: read only the first max_lines lines of the file, blank ones counted
   /// (still honoured, with max_pairs if both are set).
-  [[deprecated("use max_pairs, which counts sentence pairs, not lines")]] std::optional<std::size_t> max_lines;
+  [[deprecated(
+      "use max_pairs, which counts sentence pairs, not lines")]] detail::DeprecatedValue<std::optional<std::size_t>>
+      max_lines;
 };
 HEED_IGNORE_DEPRECATED_END
 

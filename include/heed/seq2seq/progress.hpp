@@ -64,6 +64,10 @@ class ProgressReport {
   bool terminal_;
 };
 
+namespace detail {
+inline void report_progress_on_stderr(const EpochStats& stats) { ProgressReport{std::cerr}(stats); }
+}  // namespace detail
+
 /// Records each epoch's loss and writes the curve as SVG and as CSV (either path may be
 /// empty) after the last epoch, or when save() is called.
 class LossCurve {

@@ -78,6 +78,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "heed/detail/deprecated.hpp"
 #include "heed/dist/communicator.hpp"
 #include "heed/dist/data_parallel.hpp"
 #include "heed/dist/settings.hpp"
@@ -102,10 +103,7 @@ struct EpochStats {
   double elapsed_seconds = 0.0;  // since training started
 };
 
-// The deprecated members below would warn in TrainOptions' own implicit constructors and
-// assignments (GCC and Clang both): not at the user's code, which is where a warning is due.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+HEED_IGNORE_DEPRECATED_BEGIN  // the struct, or its copies warn in every program (detail/deprecated.hpp)
 struct TrainOptions {
   double grad_clip = 1.0;                 // d2l's grad_clipping(net, 1); 0 turns clipping off
   bool xavier_init = true;                // d2l's net.apply(xavier_init_weights)
@@ -121,13 +119,28 @@ struct TrainOptions {
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp); rank 0 only
   dist::Communicator* communicator = nullptr;       // data-parallel over its ranks when it has several (see above)
 
-  // Where a resumed run starts is train_seq2seq's TrainState argument, not a knob: these
-  // three are its old spelling, honoured by the overload without one, for one release.
-  [[deprecated("use train_seq2seq's TrainState argument: TrainState::epochs_done")]] index_t epochs_done = 0;
-  [[deprecated("use train_seq2seq's TrainState argument: TrainState::steps_done")]] index_t steps_done = 0;
-  [[deprecated("use train_seq2seq's TrainState argument: TrainState::epoch_batches_done")]] index_t skip_batches = 0;
+  // Old spellings, honoured, for one release. Where a resumed run starts is
+  // train_seq2seq's TrainState argument, not a knob: the first three are its old
+  // spelling, read by the overload without one.
+  [[deprecated("use train_seq2seq's TrainState argument: TrainState::epochs_done")]] detail::DeprecatedValue<index_t>
+      epochs_done;
+  [[deprecated("use train_seq2seq's TrainState argument: TrainState::steps_done")]] detail::DeprecatedValue<index_t>
+      steps_done;
+  [[deprecated(
+      "use train_seq2seq's TrainState argument: TrainState::epoch_batches_done")]] detail::DeprecatedValue<index_t>
+      skip_batches;
+  /// Before 0.2 (where it was on by default): a progress line per epoch on stderr.
+  [[deprecated(
+      "attach heed::ProgressReport (heed/seq2seq/progress.hpp) through on_epoch")]] detail::DeprecatedValue<bool>
+      progress;
 };
-#pragma GCC diagnostic pop
+HEED_IGNORE_DEPRECATED_END
+
+namespace detail {
+/// What the deprecated TrainOptions::progress reports: heed::ProgressReport on stderr
+/// (defined in heed/seq2seq/progress.hpp, which the end of this header includes).
+inline void report_progress_on_stderr(const EpochStats& stats);
+}  // namespace detail
 
 struct TrainResult {
   std::vector<double> losses;  // per epoch
@@ -474,7 +487,12 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
       result.losses.push_back(stats.loss);
       result.tokens += num_tokens;
       if (stopped) break;  // mid-epoch: no epoch's figures to report
-      if (options.on_epoch && (!parallel || parallel->rank() == 0)) options.on_epoch(stats);
+      if (!parallel || parallel->rank() == 0) {
+        if (options.on_epoch) options.on_epoch(stats);
+        HEED_IGNORE_DEPRECATED_BEGIN
+        if (options.progress) detail::report_progress_on_stderr(stats);
+        HEED_IGNORE_DEPRECATED_END
+      }
     }
   };
   if (parallel)
@@ -497,12 +515,11 @@ template <typename T, typename Net, typename Loader>
 TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index_t num_epochs, const Vocab& tgt_vocab,
                           const TrainOptions& options = {}) {
   TrainState resume;
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  HEED_IGNORE_DEPRECATED_BEGIN
   resume.epochs_done = options.epochs_done;
   resume.steps_done = options.steps_done;
   resume.epoch_batches_done = options.skip_batches;
-#pragma GCC diagnostic pop
+  HEED_IGNORE_DEPRECATED_END
   return train_seq2seq<T>(net, data_iter, optimizer, num_epochs, tgt_vocab, options, resume);
 }
 
@@ -518,5 +535,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, double lr, index_t num_ep
 }
 
 }  // namespace heed
+
+#include "heed/seq2seq/progress.hpp"  // detail::report_progress_on_stderr's definition
 
 #include "heed/detail/header_end.hpp"
