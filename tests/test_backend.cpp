@@ -112,6 +112,6 @@ TEST_CASE("an op with no device kernel for its type is a DeviceError naming it",
   // An op the backend lacks altogether refuses instead of reading device memory on the host.
   const Tensor<float> x = heed::ones<float>({2, 3}, Device::cuda());
   CHECK_ERROR(heed::DeviceError, "has no implementation on cuda:0", heed::max(x, 1));
-  CHECK_ERROR(heed::DeviceError, "(in or after max, the last op to check its arguments on this thread)",
+  CHECK_ERROR(heed::DeviceError, "(in or after max_with_indices, the last op to check its arguments on this thread)",
               heed::max(x, 1));
 }
