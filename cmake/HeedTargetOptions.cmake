@@ -14,12 +14,15 @@ endfunction()
 
 # Examples and benchmarks: warnings as errors, OpenMP when found, and -O3
 # -march=native unless HEED_NATIVE is OFF (Eigen's speed depends on the ISA); linked to
-# heed::compiled, built with the same options, where HEED_BUILD_COMPILED is ON, unless
-# HEADER_ONLY (a program of the CUDA backend, which heed::compiled leaves out).
+# heed::compiled (FLOAT: heed::compiled_float, a program of floats), built with the same
+# options, where HEED_BUILD_COMPILED is ON, unless HEADER_ONLY (a program of the CUDA
+# backend, which heed::compiled leaves out).
 function(heed_program target)
-  cmake_parse_arguments(arg "HEADER_ONLY" "" "" ${ARGN})
+  cmake_parse_arguments(arg "HEADER_ONLY;FLOAT" "" "" ${ARGN})
   heed_strict_warnings(${target})
-  if(TARGET heed_compiled AND NOT arg_HEADER_ONLY)
+  if(HEED_BUILD_COMPILED AND NOT arg_HEADER_ONLY AND arg_FLOAT)
+    target_link_libraries(${target} PRIVATE heed::compiled_float)
+  elseif(HEED_BUILD_COMPILED AND NOT arg_HEADER_ONLY)
     target_link_libraries(${target} PRIVATE heed::compiled)
   else()
     target_link_libraries(${target} PRIVATE heed::heed)
@@ -44,41 +47,41 @@ function(heed_native_warnings target)
 endfunction()
 
 # heed::compiled: the explicit instantiations of src/compiled (see heed/compiled.hpp) in
-# a static library. Programs that link it compile only their own code. The library and
-# its users must agree on the instruction set (Eigen's vectorisation and alignment
-# depend on it), so NATIVE builds it like heed_program (-O3 -march=native) and passes
-# -march=native on to whatever links it; without NATIVE it takes the build's flags
-# alone, as the tests do. HEED_COMPILED (PUBLIC) makes heed/heed.hpp declare the
-# instantiations extern; HEED_COMPILED_CHECKPOINTS adds the checkpoint functions, which
-# need nlohmann/json.
+# two static libraries: ${target}_float (float, std::int64_t, bool, and the
+# non-template functions) and ${target} (double), which links the first, so that a
+# program of floats builds only the first. The libraries and their users must agree on
+# the instruction set (Eigen's vectorisation and alignment depend on it), so NATIVE
+# builds them like heed_program (-O3 -march=native) and passes -march=native on to
+# whatever links them; without NATIVE they take the build's flags alone, as the tests
+# do. HEED_COMPILED (PUBLIC) makes heed/heed.hpp declare the instantiations extern,
+# HEED_COMPILED_DOUBLE those for double; HEED_COMPILED_CHECKPOINTS adds the checkpoint
+# functions, which need nlohmann/json.
 function(heed_add_compiled target)
   cmake_parse_arguments(arg "NATIVE" "" "" ${ARGN})
-  add_library(${target} STATIC
-    ${PROJECT_SOURCE_DIR}/src/compiled/core.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/non_templates.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/ops_math_float.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/ops_math_double.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/ops_layers_float.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/ops_layers_double.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/ops_shape.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/nn.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/seq2seq_float.cpp
-    ${PROJECT_SOURCE_DIR}/src/compiled/seq2seq_double.cpp)
-  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
-  target_link_libraries(${target} PUBLIC heed)
-  target_compile_definitions(${target} PUBLIC HEED_COMPILED)
+  set(dir ${PROJECT_SOURCE_DIR}/src/compiled)
+  add_library(${target}_float STATIC ${dir}/core.cpp ${dir}/non_templates.cpp ${dir}/ops_math_float.cpp
+    ${dir}/ops_layers_float.cpp ${dir}/ops_shape.cpp ${dir}/nn.cpp ${dir}/seq2seq_float.cpp)
+  add_library(${target} STATIC ${dir}/core_double.cpp ${dir}/ops_math_double.cpp ${dir}/ops_layers_double.cpp
+    ${dir}/nn_double.cpp ${dir}/seq2seq_double.cpp)
+  target_link_libraries(${target}_float PUBLIC heed)
+  target_link_libraries(${target} PUBLIC ${target}_float)
+  target_compile_definitions(${target}_float PUBLIC HEED_COMPILED)
+  target_compile_definitions(${target} PUBLIC HEED_COMPILED_DOUBLE)
   if(HEED_WITH_NLOHMANN_JSON)
-    target_compile_definitions(${target} PUBLIC HEED_COMPILED_CHECKPOINTS)
+    target_compile_definitions(${target}_float PUBLIC HEED_COMPILED_CHECKPOINTS)
   endif()
-  heed_strict_warnings(${target})
-  target_compile_options(${target} PRIVATE ${HEED_COMPILED_OPTIONS})
   # heed/detail/parallel.hpp is OpenMP code: the library's users need the runtime, and
   # their own copies of heed's inline functions should be the library's.
   if(OpenMP_CXX_FOUND)
-    target_link_libraries(${target} PUBLIC OpenMP::OpenMP_CXX)
+    target_link_libraries(${target}_float PUBLIC OpenMP::OpenMP_CXX)
   endif()
-  if(arg_NATIVE AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${target} PRIVATE -O3 PUBLIC -march=native)
-    heed_native_warnings(${target})
-  endif()
+  foreach(library ${target}_float ${target})
+    set_target_properties(${library} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    heed_strict_warnings(${library})
+    target_compile_options(${library} PRIVATE ${HEED_COMPILED_OPTIONS})
+    if(arg_NATIVE AND CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
+      target_compile_options(${library} PRIVATE -O3 PUBLIC -march=native)
+      heed_native_warnings(${library})
+    endif()
+  endforeach()
 endfunction()

@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(index_t(0), index_t(1) << 40))
       ->group(training);
   app.add_option("--time-budget", args.time_budget,
-                 "stop after the first epoch that ends past this many minutes of training (0: no limit)")
+                 "stop after the batch that passes this many minutes of training, mid-epoch if so (--resume goes "
+                 "on from there; 0: no limit)")
       ->check(CLI::Range(0.0, 1e9))
       ->group(training);
   // CLI11 reads integers with strtoull, which takes "-1" and 2^64 (both as 2^64 - 1) and

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/dev.sh — set-up, build and run in one command, on Debian 12.
 #
-#   scripts/dev.sh demo    install what is missing, build, run the demo (English→French
+#   scripts/dev.sh demo    install what is missing, build what the demo needs (about 2
+#                          minutes the first time on 2 cores), run the demo (English→French
 #                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
 #   scripts/dev.sh asan    clang++ in C++20 mode, OpenBLAS products: the test suite under AddressSanitizer
@@ -47,6 +48,11 @@ case "${1:-}" in
   demo)
     install_deps
     cmake --preset release >/dev/null
+    # Only what the demo needs: heed's compiled library's float half and translate, one
+    # compiler per core at most (HEED_BUILD_JOBS); Ninja prints [done/all] per file.
+    if [ ! -x build/release/examples/translate ]; then
+      echo "first build: heed::compiled_float and translate, about 3 CPU-minutes (2 minutes on 2 cores); later builds take seconds"
+    fi
     cmake --build --preset release --target translate
     build/release/examples/translate
     ;;
@@ -59,6 +65,7 @@ case "${1:-}" in
       exit 1
     fi
     cmake --workflow --preset cuda
+    cmake --build --preset cuda --target bench_cuda  # compiled, run on a GPU by benchmarks/cuda/run.sh
     ;;
   fuzz)
     # The fuzz preset's CTests with each target fuzzing for S seconds (default 600), one
@@ -114,7 +121,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,25p' "$0"
+    sed -n '2,/^set -euo/{/^set -euo/!p}' "$0"
     exit 2
     ;;
 esac

@@ -54,6 +54,10 @@ TEST_CASE("leaves, results and their grad_fn names", "[autograd]") {
   CHECK(x.exp().grad_fn_name() == "ExpBackward");
   CHECK(x.sum().grad_fn_name() == "SumBackward");
   CHECK(x.reshape({2, 1}).grad_fn_name() == "ViewBackward");
+  // PyTorch's names for products: torch.mm's MmBackward0, torch.bmm's BmmBackward0.
+  CHECK(heed::matmul(x.reshape({2, 1}), x.reshape({1, 2})).grad_fn_name() == "MmBackward");
+  CHECK(heed::matmul(x.reshape({1, 2, 1}), x.reshape({1, 1, 2})).grad_fn_name() == "BmmBackward");
+  CHECK(heed::matmul(x.reshape({1, 2}), x.reshape({1, 2}), false, true).grad_fn_name() == "MmBackward");
 
   x.requires_grad_(false);
   CHECK_FALSE(x.requires_grad());

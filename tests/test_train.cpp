@@ -474,6 +474,27 @@ TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process
   CHECK_ERROR(
       heed::ValueError, "train_seq2seq: epochs_done and steps_done must be >= 0, got 0 and -1",
       heed::train_seq2seq<float>(*straight, straight_loader, *straight_adam, 1, data.tgt_vocab, options, negative));
+
+  // max_seconds stops after the update that passes it, mid-epoch if so, as max_steps does:
+  // a nanosecond stops after the first batch of the first epoch of 3.
+  heed::TrainOptions timed = options;
+  timed.max_seconds = 1e-9;
+  auto timed_loader = data.data_iter;
+  const heed::TrainResult timed_out =
+      heed::train_seq2seq<float>(*straight, timed_loader, *straight_adam, 3, data.tgt_vocab, timed);
+  CHECK(timed_out.out_of_time);
+  CHECK(timed_out.stopped_mid_epoch);
+  CHECK(timed_out.steps == 1);
+  CHECK(timed_out.epoch_batches == 1);
+  CHECK(timed_out.losses.size() == 1);
+  timed.max_seconds = 3600.0;  // not reached: every epoch
+  const heed::TrainResult in_time =
+      heed::train_seq2seq<float>(*straight, timed_loader, *straight_adam, 2, data.tgt_vocab, timed);
+  CHECK_FALSE(in_time.out_of_time);
+  CHECK(in_time.losses.size() == 2);
+  timed.max_seconds = -1.0;
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: max_seconds must be >= 0, got -1",
+              heed::train_seq2seq<float>(*straight, timed_loader, *straight_adam, 1, data.tgt_vocab, timed));
 }
 
 TEST_CASE("Micro-batches of length-sorted rows train as the whole batch", "[seq2seq][train]") {
@@ -717,6 +738,14 @@ TEST_CASE("ProgressReport draws a bar on a terminal and a line per tenth elsewhe
   CHECK(std::count(bar.begin(), bar.end(), '\r') == 20);
   CHECK(std::count(bar.begin(), bar.end(), '\n') == 1);
   CHECK(bar.find("\r  epoch 10/20 [############............] loss 1.250") != std::string::npos);
+
+  // A run resumed after 10 epochs: its 1.0 s is of epochs 11 and 12, so 8 more take 4 s.
+  std::ostringstream resumed;
+  stats.epoch = 12;
+  stats.epochs_before = 10;
+  stats.elapsed_seconds = 1.0;
+  heed::ProgressReport(resumed, false)(stats);
+  CHECK(resumed.str() == "  epoch 12/20: loss 1.250, 1000 tokens/s, 1.0 s elapsed, ETA 4.0 s\n");
 }
 
 TEST_CASE("LossCurve writes its files after the last epoch only", "[seq2seq][train]") {

@@ -17,7 +17,13 @@
 // function both inline and in the library is, formally, two definitions (in
 // practice the linker keeps one; tests/test_header_only.cpp links that way).
 //
-// What the library instantiates, for float and double (see the lists under
+// Two libraries: heed::compiled_float instantiates for float (and std::int64_t and
+// bool, where an op takes them), and heed::compiled adds double (it defines
+// HEED_COMPILED_DOUBLE; heed's tests link it). A program of floats links
+// heed::compiled_float and builds a third less of the library (heed's examples do);
+// double templates are then compiled in its own files, as header-only.
+//
+// What the library instantiates (see the lists under
 // heed/compiled/): Tensor<T> (the members every type has for std::int64_t and
 // bool), the factories, printing and gradcheck on a std::function; every op
 // (the shape ops and comparisons also for std::int64_t and bool); the nn,
@@ -48,37 +54,40 @@
 namespace heed {
 
 HEED_COMPILED_CORE_FLOATING(extern, float)
-HEED_COMPILED_CORE_FLOATING(extern, double)
 HEED_COMPILED_CORE_ANY(extern, float)
-HEED_COMPILED_CORE_ANY(extern, double)
 HEED_COMPILED_CORE_ANY(extern, std::int64_t)
 HEED_COMPILED_CORE_ANY(extern, bool)
 HEED_COMPILED_CORE_INDEX(extern, std::int64_t)
 HEED_COMPILED_CORE_INDEX(extern, bool)
-
 HEED_COMPILED_OPS_MATH(extern, float)
-HEED_COMPILED_OPS_MATH(extern, double)
 HEED_COMPILED_OPS_LAYERS(extern, float)
-HEED_COMPILED_OPS_LAYERS(extern, double)
 HEED_COMPILED_OPS_ANY(extern, float)
-HEED_COMPILED_OPS_ANY(extern, double)
 HEED_COMPILED_OPS_ANY(extern, std::int64_t)
 HEED_COMPILED_OPS_ANY(extern, bool)
-
 HEED_COMPILED_NN(extern, float)
-HEED_COMPILED_NN(extern, double)
 HEED_COMPILED_ATTENTION(extern, float)
-HEED_COMPILED_ATTENTION(extern, double)
 HEED_COMPILED_TRANSFORMER(extern, float)
-HEED_COMPILED_TRANSFORMER(extern, double)
-
 HEED_COMPILED_SEQ2SEQ(extern, float)
-HEED_COMPILED_SEQ2SEQ(extern, double)
 HEED_COMPILED_OPTIM(extern, float)
-HEED_COMPILED_OPTIM(extern, double)
 #if defined(HEED_COMPILED_CHECKPOINTS)
 HEED_COMPILED_IO(extern, float)
+#endif
+
+// double: heed::compiled (HEED_COMPILED_DOUBLE) has it, heed::compiled_float not.
+#if defined(HEED_COMPILED_DOUBLE)
+HEED_COMPILED_CORE_FLOATING(extern, double)
+HEED_COMPILED_CORE_ANY(extern, double)
+HEED_COMPILED_OPS_MATH(extern, double)
+HEED_COMPILED_OPS_LAYERS(extern, double)
+HEED_COMPILED_OPS_ANY(extern, double)
+HEED_COMPILED_NN(extern, double)
+HEED_COMPILED_ATTENTION(extern, double)
+HEED_COMPILED_TRANSFORMER(extern, double)
+HEED_COMPILED_SEQ2SEQ(extern, double)
+HEED_COMPILED_OPTIM(extern, double)
+#if defined(HEED_COMPILED_CHECKPOINTS)
 HEED_COMPILED_IO(extern, double)
+#endif
 #endif
 
 }  // namespace heed

@@ -1,6 +1,6 @@
 // heed::compiled: attention and the layers' ops for double.
 // See heed/compiled.hpp; this file must be built with HEED_COMPILED
-// (heed/compiled.hpp's declarations).
+// and HEED_COMPILED_DOUBLE (heed/compiled.hpp's declarations).
 #include <heed/compiled.hpp>
 
 namespace heed {

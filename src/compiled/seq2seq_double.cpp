@@ -1,7 +1,7 @@
 // heed::compiled: seq2seq for double (both encoder-decoders, training,
 // prediction), optimisers, printing, heatmaps, checkpoints. See
 // heed/compiled.hpp; this file must be built with HEED_COMPILED
-// (heed/compiled.hpp's declarations).
+// and HEED_COMPILED_DOUBLE (heed/compiled.hpp's declarations).
 #include <heed/compiled.hpp>
 
 namespace heed {

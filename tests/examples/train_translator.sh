@@ -26,6 +26,20 @@ echo "$out"
 grep -Eq '^epoch 4/4: loss [0-9.]+, .*validation loss [0-9.]+, BLEU [0-9.]+' <<<"$out" || fail "no validation line"
 for f in last best; do [ -f "$dir/straight/$f.safetensors" ] || fail "no $f.safetensors"; done
 
+# The held-out split is written beside the checkpoints, and translate --evaluate scores
+# it as validation did (the 4th epoch's BLEU is last.safetensors'), with no warning.
+[ -s "$dir/straight/valid.txt" ] && grep -q "^held out: [0-9]* pairs in $dir/straight/valid.txt" <<<"$out" ||
+  fail "no held-out file or line: $out"
+valid_bleu=$(sed -nE 's/^epoch 4\/4: .*validation loss [0-9.]+, BLEU ([0-9.]+).*/\1/p' <<<"$out")
+evaluated=$("$translate" --load "$dir/straight/last.safetensors" --evaluate "$dir/straight/valid.txt" 2>&1) ||
+  fail "translate --evaluate valid.txt: $evaluated"
+grep -q "^BLEU = $valid_bleu " <<<"$evaluated" || fail "valid.txt scored otherwise than validation ($valid_bleu): $evaluated"
+grep -q "warning" <<<"$evaluated" && fail "a warning for held-out data: $evaluated"
+# The pairs it trained on are named as such.
+evaluated=$("$translate" --load "$dir/straight/last.safetensors" --evaluate "$pairs" 2>&1)
+grep -Eq "^warning: [1-5] of the 5 English sentences of $pairs are in this model's training data \(the built-in corpus\)" \
+  <<<"$evaluated" || fail "no warning for trained-on sentences: $evaluated"
+
 "$train" "${small[@]}" --epochs 2 --out "$dir/resumed" >/dev/null 2>&1 || fail "the 2-epoch run"
 cp "$dir/resumed/last.safetensors" "$dir/after2.safetensors"
 out=$("$train" "${small[@]}" --epochs 4 --out "$dir/resumed" --resume "$dir/after2.safetensors" 2>&1) ||
@@ -48,6 +62,20 @@ out=$("$train" "${steps[@]}" --epochs 100 --max-steps 10 --out "$dir/steps5" --r
   fail "the resumed --max-steps run: $out"
 grep -q "resumed from .* after epoch 0 and 5 batches of epoch 1, step 5" <<<"$out" || fail "no mid-epoch resume line: $out"
 cmp "$dir/steps10/last.safetensors" "$dir/steps5/last.safetensors" || fail "5 steps + resume + 5 differ from 10 steps"
+
+# --time-budget stops after the batch that passes it, mid-epoch if so (60 µs: after the
+# first update), and a resume without it goes on from that batch: the bits of a 2-epoch
+# run.
+"$train" "${steps[@]}" --epochs 2 --out "$dir/epochs2" >/dev/null 2>&1 || fail "the 2-epoch run without validation"
+"$train" "${steps[@]}" --epochs 2 --time-budget 0.000001 --out "$dir/budget" >"$dir/budget.log" 2>&1 ||
+  fail "--time-budget: $(cat "$dir/budget.log")"
+grep -Eq '^epoch 1/2 \(1 of 7 batches: --time-budget\)' "$dir/budget.log" &&
+  grep -q '^stopped in epoch 1 after 1 of its 7 batches: .* reached --time-budget 1e-06 min' "$dir/budget.log" ||
+  fail "no mid-epoch --time-budget lines: $(cat "$dir/budget.log")"
+out=$("$train" "${steps[@]}" --epochs 2 --out "$dir/budget" --resume "$dir/budget/last.safetensors" 2>&1) ||
+  fail "the resumed --time-budget run: $out"
+grep -q "resumed from .* after epoch 0 and 1 batches of epoch 1, step 1" <<<"$out" || fail "no resume line: $out"
+cmp "$dir/epochs2/last.safetensors" "$dir/budget/last.safetensors" || fail "1 batch + resume differs from 2 epochs"
 
 # translate reads the sizes from the checkpoint, and loads a training checkpoint too.
 for f in best last; do
@@ -185,8 +213,8 @@ expect 1 "empty.txt: holds no sentence pairs" --train "$dir/empty.txt"
 expect 1 "no_tab.txt:1: no tab between the English and the French sentence" --train "$dir/no_tab.txt"
 expect 1 "latin1.txt:1: invalid UTF-8" --train "$dir/latin1.txt"
 printf 'a b c d e f\tg h i j k l\n' >"$dir/long.txt"
-expect 1 "long.txt: every one of its 1 pairs is longer than --num-steps 4" --train "$dir/long.txt" --num-steps 4
-expect 1 "one.txt: --valid-fraction 0.5 leaves" --train "$dir/one.txt" --valid-fraction 0.5 --seed 3
+expect 1 "long.txt: every one of its 1 training pairs is longer than --num-steps 4" --train "$dir/long.txt" --num-steps 4
+expect 1 "one.txt: a valid_fraction of 0.5 leaves" --train "$dir/one.txt" --valid-fraction 0.5 --seed 3
 expect 105 "--batch-size: Value 0 not in range" --batch-size 0
 expect 105 "--dropout: Value 1.5 not in range" --dropout 1.5
 expect 105 "--schedule: .*not in" --schedule linear

@@ -126,7 +126,9 @@ class Tensor {
   Tensor grad() const;
   /// Forgets the accumulated gradient (PyTorch's zero_grad(set_to_none=True)).
   void zero_grad();
-  /// Name of the op that produced this tensor ("MulBackward"), empty for a leaf.
+  /// Name of the op that produced this tensor, empty for a leaf: PyTorch's grad_fn name
+  /// without its overload number ("MulBackward" for MulBackward0, "BmmBackward" for a
+  /// batched product's BmmBackward0), or heed's own for a fused op ("MaskedSoftmaxBackward").
   std::string grad_fn_name() const;
   /// Back-propagates from this tensor: without an argument it must hold one element;
   /// otherwise `gradient` (same shape) is d loss / d this. Frees the graph unless

@@ -195,7 +195,7 @@ Tensor<T> matmul(const Tensor<T>& a, const Tensor<T>& b, bool transpose_a, bool 
     // out = op(a) op(b):  d op(a) = g op(b)ᵀ,  d op(b) = op(a)ᵀ g, each transposed back
     // where op transposed, and summed over broadcast batch dims.
     autograd::record(
-        out, "MmBackward", {a, b},
+        out, a.dim() == 2 && b.dim() == 2 ? "MmBackward" : "BmmBackward", {a, b},
         [=, saved = detail::SavedProduct<T>(a, b), a_shape = a.shape(), b_shape = b.shape()](const Tensor<T>& g) {
           using detail::batched_matmul;
           autograd::Grads<T> grads(2);

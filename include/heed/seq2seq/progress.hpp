@@ -90,7 +90,9 @@ class LossCurve {
 
 HEED_INLINE void ProgressReport::operator()(const EpochStats& stats) const {
   char line[160];
-  const double eta = stats.elapsed_seconds / static_cast<double>(std::max<index_t>(stats.epoch, 1)) *
+  // From this run's pace: a resumed run's elapsed time covers its own epochs only.
+  const double eta = stats.elapsed_seconds /
+                     static_cast<double>(std::max<index_t>(stats.epoch - stats.epochs_before, 1)) *
                      static_cast<double>(stats.num_epochs - stats.epoch);
   if (terminal_) {
     const int width = 24, filled = static_cast<int>(width * stats.epoch / std::max<index_t>(stats.num_epochs, 1));

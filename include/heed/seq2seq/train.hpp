@@ -114,7 +114,7 @@ namespace heed {
 /// epochs in a new net and optimizer loaded from it (load_training_checkpoint, the
 /// generators' states set back), with options.xavier_init = false, resume.epochs_done =
 /// e and resume.steps_done = the first run's TrainResult::steps. Tested. A run stopped by
-/// max_steps in mid-epoch goes on the same way from the loader's generator as it was
+/// max_steps or max_seconds in mid-epoch goes on the same way from the loader's generator as it was
 /// before that epoch began, with epochs_done = the epochs before it and
 /// epoch_batches_done = its TrainResult::epoch_batches: the epoch's order is drawn again
 /// and its first batches passed over. Tested too. resume's generator states and
@@ -134,6 +134,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   HEED_CHECK(options.max_steps >= 0 && resume.epoch_batches_done >= 0, ValueError,
              "train_seq2seq: max_steps and skip_batches must be >= 0, got ", options.max_steps, " and ",
              resume.epoch_batches_done);
+  HEED_CHECK(options.max_seconds >= 0.0, ValueError, "train_seq2seq: max_seconds must be >= 0, got ",
+             options.max_seconds);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
   HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
   // Training runs where the net is (net.to(device) first): each batch goes there, and
@@ -181,12 +183,19 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
     if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(resume.steps_done + result.steps));
     optimizer.step();
   };
-  const auto reached_max_steps = [&] {
-    return options.max_steps > 0 && resume.steps_done + result.steps >= options.max_steps;
+  // After an update: whether max_steps or max_seconds ends the run. The ranks' clocks
+  // differ, so they stop together when any of them is out of time.
+  const auto reached_limit = [&] {
+    if (options.max_seconds > 0.0 && !result.out_of_time) {
+      double out_of_time = seconds_since(start) >= options.max_seconds ? 1.0 : 0.0;
+      if (parallel) out_of_time = parallel->allreduce(out_of_time);
+      result.out_of_time = out_of_time > 0.0;
+    }
+    return result.out_of_time || (options.max_steps > 0 && resume.steps_done + result.steps >= options.max_steps);
   };
   const auto train_epochs = [&] {
     for (index_t epoch = resume.epochs_done + 1; epoch <= resume.epochs_done + num_epochs; ++epoch) {
-      if (reached_max_steps()) break;
+      if (reached_limit()) break;
       const auto epoch_start = std::chrono::steady_clock::now();
       double loss_sum = 0.0;
       index_t num_tokens = 0;
@@ -242,7 +251,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
         if (++accumulated == options.accumulation_steps) {
           update();
           accumulated = 0;
-          if (reached_max_steps()) {
+          if (reached_limit()) {
             stopped = ++next != last;  // stopped after the epoch's last batch is the epoch done
             break;
           }
@@ -255,6 +264,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
       EpochStats stats;
       stats.epoch = epoch;
       stats.num_epochs = resume.epochs_done + num_epochs;
+      stats.epochs_before = resume.epochs_done;
       stats.loss = num_tokens > 0 ? loss_sum / static_cast<double>(num_tokens) : 0.0;
       stats.tokens_per_second = static_cast<double>(num_tokens) / std::max(seconds_since(epoch_start), 1e-9);
       stats.elapsed_seconds = seconds_since(start);

@@ -28,6 +28,7 @@ struct EpochStats {
   double loss = 0.0;  // summed sequence losses / target tokens, as d2l reports it
   double tokens_per_second = 0.0;
   double elapsed_seconds = 0.0;  // since training started
+  index_t epochs_before = 0;     // of a resumed run, the epochs done before it (elapsed_seconds has none of them)
 };
 
 HEED_IGNORE_DEPRECATED_BEGIN  // the struct, or its copies warn in every program (detail/deprecated.hpp)
@@ -43,6 +44,7 @@ struct TrainOptions {
   double label_smoothing = 0.0;           // ε of the loss's targets, as nn.CrossEntropyLoss(label_smoothing=ε)
   index_t max_steps =
       0;  // stop once the TrainState's steps_done + this run's updates reach it, mid-epoch if so; 0: off
+  double max_seconds = 0.0;  // stop after the update at which this run has trained this long, mid-epoch if so; 0: off
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp); rank 0 only
   dist::Communicator* communicator = nullptr;       // data-parallel over its ranks when it has several (see above)
 
@@ -78,11 +80,12 @@ struct TrainResult {
   double communication_seconds = 0.0;  // data-parallel: summing the gradients across ranks (DataParallel)
   double wait_seconds = 0.0;           // data-parallel: waiting for the slowest rank before each sum
   std::size_t elements_summed = 0;     // data-parallel: gradient elements summed across ranks (rows with bits)
-  // Where max_steps stopped the run: the last epoch's batches trained (skipped ones
-  // included), fewer than its batches when it stopped mid-epoch (then its loss is of
-  // those batches, and on_epoch is not called for it).
+  // Where max_steps or max_seconds stopped the run: the last epoch's batches trained
+  // (skipped ones included), fewer than its batches when it stopped mid-epoch (then its
+  // loss is of those batches, and on_epoch is not called for it).
   index_t epoch_batches = 0;
   bool stopped_mid_epoch = false;
+  bool out_of_time = false;  // max_seconds stopped it (on any rank: the ranks stop together)
 };
 
 }  // namespace heed

@@ -1,8 +1,9 @@
 // heed/seq2seq/translate_run.hpp — what the translate program does, as one call: train
 // d2l's model (10.4's Bahdanau GRU or 10.7's Transformer, d2l's sizes, batch 64, lr
 // 0.005) on a corpus, data-parallel over a communicator's ranks, or load a Translator;
-// save it; then translate d2l's four test sentences with their BLEU (or score a file of
-// pairs with corpus BLEU-4 and its worst translations) and the sentences given, writing
+// save it; then translate d2l's four test sentences with their BLEU (after training, or
+// when a loaded model is given no sentences; or score a file of pairs with corpus BLEU-4
+// and its worst translations, warning of sentences it trained on) and the sentences given, writing
 // their attention heatmaps and word alignments when asked. The lines written to `out`
 // are translate's.
 //
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -26,6 +28,7 @@
 #include "heed/dist/communicator.hpp"
 #include "heed/dist/settings.hpp"
 #include "heed/seq2seq/corpus.hpp"
+#include "heed/seq2seq/held_out.hpp"
 #include "heed/seq2seq/progress.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/seq2seq/translator.hpp"
@@ -97,11 +100,38 @@ inline std::optional<Translator> train_d2l_translator(const TranslateRunOptions&
   return translator;
 }
 
+/// What the model was trained on, as a checkpoint records it (held_out.hpp): the loaded
+/// file's record, or this run's --data.
+inline std::map<std::string, std::string> training_record(const TranslateRunOptions& args) {
+  std::map<std::string, std::string> record;
+  if (!args.load.empty()) {
+    for (auto& [key, value] : read_safetensors_metadata(args.load))
+      if (key.rfind("heed.train_data", 0) == 0 || key == "heed.valid_data" || key == "heed.num_examples" ||
+          key == "heed.valid_fraction" || key == "heed.split_seed")
+        record.emplace(key, value);
+    return record;
+  }
+  TrainingData data;
+  data.train = args.data;
+  data.num_examples = args.num_examples;
+  data.seed = args.seed;
+  return data.to_metadata(split_training_data(data).crc32c);
+}
+
 /// Translates each distinct English sentence of --evaluate once, in batches, scores the
-/// translations against all of that sentence's French lines, and prints the worst.
-inline void evaluate_file(Translator& translator, const TranslateRunOptions& args, std::ostream& out) {
+/// translations against all of that sentence's French lines, and prints the worst; warns
+/// when the model was trained on some of the sentences.
+inline void evaluate_file(Translator& translator, const TranslateRunOptions& args,
+                          const std::map<std::string, std::string>& trained_on, std::ostream& out) {
   const NmtTokens pairs = tokenize_nmt(preprocess_nmt(read_data_nmt(args.evaluate)));
   if (pairs.source.empty()) throw FileError(args.evaluate + ": holds no sentence pairs");
+  const TrainingOverlap overlap = training_overlap(trained_on, args.load, pairs);
+  if (overlap.known && overlap.seen > 0)
+    out << "warning: " << overlap.seen << " of the " << overlap.sentences << " English sentences of " << args.evaluate
+        << " are in this model's training data (" << overlap.data
+        << "): its BLEU is not of held-out data (train_translator --valid-fraction holds some out, in OUT/valid.txt)\n";
+  else if (!overlap.known && !overlap.why_not.empty())
+    out << "note: not checked whether " << args.evaluate << " is held out: " << overlap.why_not << "\n";
   const References refs = group_references(pairs);
   PredictOptions options = args.decoding;
   options.save_attention_weights = false;
@@ -141,15 +171,20 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
     translator = detail::train_d2l_translator(args, out);
     if (!translator) return 0;
   }
+  std::map<std::string, std::string> trained_on;
+  if (!args.save.empty() || !args.evaluate.empty()) trained_on = detail::training_record(args);
   if (!args.save.empty()) {
-    translator->save(args.save);  // a loaded subword model keeps its SentencePiece models
+    translator->save(args.save, trained_on);  // a loaded subword model keeps its SentencePiece models
     out << "saved " << args.save << "\n";
   }
-  // d2l's four sentences, with their references (or the --evaluate file), then the user's.
+  // d2l's four sentences with their references after training, or when a loaded model is
+  // given nothing to translate; then the user's, or the --evaluate file.
   std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
   std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
   if (!args.evaluate.empty()) {
-    detail::evaluate_file(*translator, args, out);
+    detail::evaluate_file(*translator, args, trained_on, out);
+    sentences.clear(), references.clear();
+  } else if (!args.load.empty() && !args.sentences.empty()) {
     sentences.clear(), references.clear();
   }
   sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());

@@ -269,9 +269,11 @@ class Translator {
     return out;
   }
 
-  /// Saves the parameters and metadata() to `path` (atomically), for load().
-  void save(const std::string& path) const {
-    const auto metadata = this->metadata();
+  /// Saves the parameters and metadata() to `path` (atomically), for load(), with
+  /// `extra` metadata besides (what it was trained on: heed/seq2seq/held_out.hpp).
+  void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const {
+    auto metadata = this->metadata();
+    for (const auto& [key, value] : extra) metadata.emplace(key, value);
     visit([&](const auto& net) { save_checkpoint(net, path, metadata); });
   }
 

@@ -34,6 +34,7 @@
 
 #include "heed/detail/files.hpp"
 #include "heed/seq2seq/corpus.hpp"
+#include "heed/seq2seq/held_out.hpp"
 #include "heed/seq2seq/progress.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/seq2seq/translator.hpp"
@@ -78,7 +79,7 @@ struct TranslatorTrainReport {
   index_t tokens = 0;      // target tokens this run trained on
   double seconds = 0.0;    // this run's training
   double best_bleu = -1.0;
-  index_t stopped_after = 0;  // the epoch after which the time budget stopped it; 0: it did not
+  index_t stopped_after = 0;  // the epoch in which the time budget stopped it (after its last batch or in mid-epoch); 0: it did not
   std::vector<TranslatorEpoch> epoch_records;
 
   /// Writes to_json() to `path` atomically (a temporary file renamed over it); FileError
@@ -123,60 +124,33 @@ struct TranslatorTrainReport {
 
 namespace detail {
 
-/// The training pairs and the validation pairs (from --valid, or the sentences of a
-/// --valid-fraction of the distinct English sentences, all their French lines with them).
-struct TranslatorSplit {
-  NmtTokens train, valid;
-};
+/// Where train_translator's pairs come from (heed/seq2seq/held_out.hpp).
+inline TrainingData training_data_of(const TranslatorTrainOptions& options) {
+  TrainingData data;
+  data.train = options.train;
+  data.valid = options.valid;
+  data.num_examples = options.num_examples;
+  data.valid_fraction = options.valid_fraction;
+  data.seed = options.seed;
+  return data;
+}
 
-inline TranslatorSplit read_translator_pairs(const TranslatorTrainOptions& options) {
-  const std::string name = options.train.empty() ? "the built-in corpus" : options.train;
-  const std::string text = options.train.empty() ? builtin_fra_eng() : read_data_nmt(options.train);
-  std::optional<std::size_t> limit;
-  if (options.num_examples > 0) limit = static_cast<std::size_t>(options.num_examples);
-  TranslatorSplit split;
-  NmtTokens all = tokenize_nmt(preprocess_nmt(text), limit);
-  if (all.source.empty()) throw FileError(name + ": holds no sentence pairs (lines 'English<TAB>French')");
-  // A pair longer than num_steps is cut (d2l's truncate_pad); a file of nothing else is a
-  // wrong --num-steps.
+/// The training pairs and the validation pairs (split_training_data), checked against
+/// num_steps: a pair longer is cut (d2l's truncate_pad), a file of nothing else is a
+/// wrong --num-steps.
+inline TrainingSplit read_translator_pairs(const TranslatorTrainOptions& options) {
+  TrainingSplit split = split_training_data(training_data_of(options));
   const index_t num_steps = options.model.num_steps;
   std::size_t fitting = 0;
-  for (std::size_t i = 0; i < all.source.size(); ++i)
-    fitting +=
-        static_cast<index_t>(all.source[i].size()) < num_steps && static_cast<index_t>(all.target[i].size()) < num_steps
-            ? 1
-            : 0;
+  for (std::size_t i = 0; i < split.train.source.size(); ++i)
+    fitting += static_cast<index_t>(split.train.source[i].size()) < num_steps &&
+                       static_cast<index_t>(split.train.target[i].size()) < num_steps
+                   ? 1
+                   : 0;
   if (fitting == 0)
-    throw ValueError(name + ": every one of its " + std::to_string(all.source.size()) +
-                     " pairs is longer than --num-steps " + std::to_string(num_steps) +
-                     " tokens with <eos>: raise --num-steps");
-  if (!options.valid.empty()) {
-    split.train = std::move(all);
-    split.valid = tokenize_nmt(preprocess_nmt(read_data_nmt(options.valid)));
-    if (split.valid.source.empty()) throw FileError(options.valid + ": holds no sentence pairs");
-    return split;
-  }
-  if (options.valid_fraction <= 0.0) {
-    split.train = std::move(all);
-    return split;
-  }
-  // By English sentence: one drawn for validation takes all of its translations along,
-  // so that no validation source was seen in training.
-  Generator gen(options.seed);
-  std::map<std::string, bool> held_out;
-  for (std::size_t i = 0; i < all.source.size(); ++i) {
-    const auto [it, is_new] = held_out.emplace(join_words(all.source[i]), false);
-    if (is_new) it->second = gen.uniform() < options.valid_fraction;
-    NmtTokens& to = it->second ? split.valid : split.train;
-    to.source.push_back(std::move(all.source[i]));
-    to.target.push_back(std::move(all.target[i]));
-  }
-  std::ostringstream fraction;
-  fraction << options.valid_fraction;
-  if (split.train.source.empty() || split.valid.source.empty())
-    throw ValueError(name + ": --valid-fraction " + fraction.str() + " leaves " +
-                     std::to_string(split.train.source.size()) + " training and " +
-                     std::to_string(split.valid.source.size()) + " validation pairs; both need some");
+    throw ValueError((options.train.empty() ? "the built-in corpus" : options.train) + ": every one of its " +
+                     std::to_string(split.train.source.size()) + " training pairs is longer than --num-steps " +
+                     std::to_string(num_steps) + " tokens with <eos>: raise --num-steps");
   return split;
 }
 
@@ -256,7 +230,7 @@ inline std::optional<LrSchedule> schedule_of(const TranslatorTrainOptions& optio
 /// train_translator set up.
 template <typename Net>
 TranslatorTrainReport train_translator_net(Net& net, const Translator& translator,
-                                           const TranslatorTrainOptions& options, const TranslatorSplit& split,
+                                           const TranslatorTrainOptions& options, const TrainingSplit& split,
                                            NmtDataLoader& loader, std::optional<NmtDataLoader>& valid_batches,
                                            const References& valid_refs, std::ostream& log) {
   Adam<float> optimizer(net.parameters(), options.lr);
@@ -306,6 +280,9 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   std::snprintf(line, sizeof line, "padding: %.1f %% of the next epoch's positions (--bucket %lld)\n",
                 100.0 * padding_of_next_epoch(loader).fraction(), static_cast<long long>(options.bucket));
   log << line;
+  if (!options.out.empty() && options.valid.empty() && report.valid_pairs > 0)
+    log << "held out: " << report.valid_pairs << " pairs in " << options.out
+        << "/valid.txt (translate --evaluate takes it)\n";
 
   TrainOptions train;
   train.micro_batches = options.micro_batches;
@@ -315,19 +292,30 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   train.max_steps = options.max_steps;
   train.lr_schedule = schedule_of(options, options.max_steps > 0 ? std::min(options.max_steps, epochs * steps_per_epoch)
                                                                  : epochs * steps_per_epoch);
-  if (!options.quiet) train.on_epoch = ProgressReport();
+  // train_seq2seq runs an epoch at a time here: the progress line counts the run's epochs
+  // and seconds, as the summary does.
+  if (!options.quiet)
+    train.on_epoch = [epochs, epochs_before = state.epochs_done, &report](EpochStats stats) {
+      stats.num_epochs = epochs;
+      stats.epochs_before = epochs_before;
+      stats.elapsed_seconds += report.seconds;
+      ProgressReport()(stats);
+    };
   if (!options.out.empty()) std::filesystem::create_directories(options.out);
   // last.safetensors after every epoch, best.safetensors when the validation BLEU rose. A
   // run stopped in mid-epoch saves the epochs before it, the loader's generator as it was
   // when that epoch began, and the epoch's batches done.
+  // Both checkpoints record the training data, for translate --evaluate's overlap check.
+  std::map<std::string, std::string> best_metadata = model_metadata;
+  best_metadata.merge(training_data_of(options).to_metadata(split.crc32c));
   const auto save = [&](index_t epochs_complete, bool best, index_t epoch_batches, const std::string& loader_state) {
-    if (best) save_checkpoint(net, options.out + "/best.safetensors", model_metadata);
+    if (best) save_checkpoint(net, options.out + "/best.safetensors", best_metadata);
     TrainState saved = state;
     saved.epochs_done = epochs_complete;
     saved.epoch_batches_done = epoch_batches;
     saved.loader_generator = loader_state;
     saved.default_generator = default_generator().get_state();
-    std::map<std::string, std::string> metadata = model_metadata;
+    std::map<std::string, std::string> metadata = best_metadata;
     for (auto& [key, value] : saved.to_metadata()) metadata[key] = value;
     save_training_checkpoint(net, optimizer, options.out + "/last.safetensors", metadata);
   };
@@ -339,6 +327,8 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     at.steps_done = state.steps_done;
     at.epoch_batches_done = state.epoch_batches_done;
     const std::string loader_before = loader.generator().get_state();
+    // The budget stops training after the batch that passes it, mid-epoch if so.
+    if (options.time_budget > 0.0) train.max_seconds = std::max(60.0 * options.time_budget - report.seconds, 1e-9);
     const TrainResult result = train_seq2seq<float>(net, loader, optimizer, 1, translator.tgt_vocab(), train, at);
     state.epoch_batches_done = 0;
     state.steps_done += result.steps;
@@ -357,7 +347,8 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     std::string text = "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs);
     if (result.stopped_mid_epoch)
       text += " (" + std::to_string(result.epoch_batches) + " of " + std::to_string(loader.num_batches()) +
-              " batches: --max-steps " + std::to_string(options.max_steps) + ")";
+              " batches: " +
+              (result.out_of_time ? "--time-budget" : "--max-steps " + std::to_string(options.max_steps)) + ")";
     std::snprintf(line, sizeof line, ": loss %.4f, %.0f tokens/s, %.1f s", result.losses.back(),
                   result.tokens_per_second, report.seconds);
     text += line;
@@ -376,7 +367,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     };
     if (validate_now) text += "; " + validation();
     log << text << std::endl;
-    const bool out_of_time = options.time_budget > 0.0 && report.seconds >= 60.0 * options.time_budget;
+    const bool out_of_time = result.out_of_time || (options.time_budget > 0.0 && report.seconds >= 60.0 * options.time_budget);
     if (out_of_time && valid_batches && !validate_now) log << "epoch " << epoch << " " << validation() << "\n";
     report.epoch_records.push_back(record);
     if (!options.out.empty()) {
@@ -385,14 +376,21 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
       else
         save(epoch, record.best, 0, loader.generator().get_state());
     }
-    if (result.stopped_mid_epoch) break;
     if (out_of_time) {
       report.stopped_after = epoch;
-      std::snprintf(line, sizeof line, "stopped after epoch %lld: %.1f s of training reached --time-budget %g min\n",
-                    static_cast<long long>(epoch), report.seconds, options.time_budget);
+      if (result.stopped_mid_epoch)
+        std::snprintf(line, sizeof line,
+                      "stopped in epoch %lld after %lld of its %lld batches: %.1f s of training reached --time-budget "
+                      "%g min (--resume goes on from there)\n",
+                      static_cast<long long>(epoch), static_cast<long long>(result.epoch_batches),
+                      static_cast<long long>(loader.num_batches()), report.seconds, options.time_budget);
+      else
+        std::snprintf(line, sizeof line, "stopped after epoch %lld: %.1f s of training reached --time-budget %g min\n",
+                      static_cast<long long>(epoch), report.seconds, options.time_budget);
       log << line;
       break;
     }
+    if (result.stopped_mid_epoch) break;
   }
   report.steps = state.steps_done;
   report.best_bleu = state.best_metric;
@@ -435,11 +433,11 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
   HEED_CHECK(options.valid.empty() || options.valid_fraction == 0.0, ValueError,
              "train_translator: valid and valid_fraction exclude each other");
   heed::manual_seed(options.seed);
-  const detail::TranslatorSplit words = detail::read_translator_pairs(options);
+  const TrainingSplit words = detail::read_translator_pairs(options);
   // The model's tokens: the words, or SentencePiece's pieces of them (sentencepiece).
   const Tokenizers tokenizers =
       options.sentencepiece > 0 ? Tokenizers::train(words.train, options.sentencepiece) : Tokenizers();
-  const detail::TranslatorSplit split{tokenizers.to_model(words.train), tokenizers.to_model(words.valid)};
+  const TrainingSplit split{tokenizers.to_model(words.train), tokenizers.to_model(words.valid), words.crc32c};
   Vocab src_vocab = tokenizers.vocab(split.train.source, /*target=*/false, options.min_freq);
   Vocab tgt_vocab = tokenizers.vocab(split.train.target, /*target=*/true, options.min_freq);
   const index_t num_steps = model.num_steps;
@@ -457,6 +455,10 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
     valid_batches.emplace(valid_src.array, valid_src.valid_len, valid_tgt.array, valid_tgt.valid_len,
                           options.batch_size, options.seed, /*shuffle=*/false);
     valid_refs = group_references(words.valid);  // scored in words, whatever the tokens
+  }
+  if (!options.out.empty() && !words.valid.source.empty() && options.valid.empty()) {
+    std::filesystem::create_directories(options.out);
+    write_pairs(words.valid, options.out + "/valid.txt");  // the held-out split, to evaluate later
   }
   Translator translator(model, std::move(src_vocab), std::move(tgt_vocab), tokenizers);
   return translator.visit([&](auto& net) {
