@@ -449,6 +449,86 @@ TEST_CASE("show_heatmaps validates its arguments and names itself", "[viz]") {
   CHECK_ERROR(heed::ValueError, "-inf at index (0, 1, 0, 1)", heed::show_heatmaps(m, "", ""));
 }
 
+TEST_CASE("show_heatmaps names every key and query with its token and every row of the grid", "[viz]") {
+  heed::HeatmapOptions options;
+  options.xlabel = "Keys";
+  options.ylabel = "Queries";
+  options.xticklabels = {"i'm", "home", ".", "<eos>"};
+  options.yticklabels = {"je", "suis", "chez", "moi", ".", "<eos>"};
+  options.titles = {"head 1", "head 2"};
+  options.row_titles = {"layer 1", "layer 2"};
+  options.figsize = {8, 6};
+  const std::string doc = heed::show_heatmaps(ramp<float>({2, 2, 6, 4}), options).str();
+  const auto nodes = parse_ok(doc);
+  // x tick labels under each of the 2 bottom panels, y tick labels left of each of the 2 rows.
+  std::vector<std::string> xt, yt;
+  for (int panel = 0; panel < 2; ++panel) {
+    xt.insert(xt.end(), options.xticklabels.begin(), options.xticklabels.end());
+    yt.insert(yt.end(), options.yticklabels.begin(), options.yticklabels.end());
+  }
+  CHECK(texts(with_class(nodes, "xtick")) == xt);
+  CHECK(texts(with_class(nodes, "ytick")) == yt);
+  for (const Node& n : with_class(nodes, "xtick")) CHECK(n.name == "text");
+  CHECK(texts(with_class(nodes, "row-title")) == std::vector<std::string>{"layer 1", "layer 2"});
+  CHECK(texts(with_class(nodes, "title")) == std::vector<std::string>{"head 1", "head 2", "head 1", "head 2"});
+  // Escaped in the document: the apostrophe and the angle brackets.
+  CHECK_THAT(doc, Contains(">i&apos;m</text>"));
+  CHECK_THAT(doc, Contains(">&lt;eos&gt;</text>"));
+  CHECK_THAT(doc, Contains(">layer 1</text>"));
+  CHECK_THAT(doc, !Contains("<eos>"));
+  // Short tokens in wide cells read across: none turned.
+  for (const Node& n : with_class(nodes, "xtick")) CHECK(n.attrs.count("transform") == 0);
+  // Without names, the integer ticks and the figure are what d2l's call gives.
+  heed::HeatmapOptions plain;
+  plain.xlabel = "Keys", plain.ylabel = "Queries";
+  CHECK(heed::show_heatmaps(ramp<float>({2, 3, 4, 5}), plain).str() ==
+        heed::show_heatmaps(ramp<float>({2, 3, 4, 5}), "Keys", "Queries").str());
+}
+
+TEST_CASE("show_heatmaps keeps many long tick labels readable, none skipped", "[viz]") {
+  // 40 keys and queries in a small figure: every label drawn, in a font of 6 px at least,
+  // the long ones turned a quarter, the cells grown so that the rows stay apart.
+  std::vector<std::string> labels;
+  for (int i = 0; i < 40; ++i) labels.push_back("token" + std::to_string(i));
+  heed::HeatmapOptions options;
+  options.xticklabels = labels;
+  options.yticklabels = labels;
+  const auto svg = heed::show_heatmaps(ramp<double>({1, 1, 40, 40}), options);
+  const auto nodes = parse_ok(svg.str());
+  const auto xt = with_class(nodes, "xtick"), yt = with_class(nodes, "ytick");
+  CHECK(texts(xt) == labels);
+  CHECK(texts(yt) == labels);
+  for (const Node& n : xt) {
+    CHECK(std::stod(n.attrs.at("font-size")) >= 6);
+    CHECK_THAT(n.attrs.at("transform"), Contains("rotate(-90"));
+  }
+  // Neighbouring rows are at least a font size apart.
+  const double font = std::stod(yt[0].attrs.at("font-size"));
+  CHECK(font >= 6);
+  CHECK(std::stod(yt[1].attrs.at("y")) - std::stod(yt[0].attrs.at("y")) >= font);
+  CHECK(svg.height() >= 40 * font);
+}
+
+TEST_CASE("show_heatmaps refuses label lists that do not match the matrices", "[viz]") {
+  const auto m = heed::zeros<float>({2, 3, 4, 5});
+  heed::HeatmapOptions options;
+  options.xticklabels = {"a", "b", "c", "d"};
+  CHECK_ERROR(heed::ValueError, "show_heatmaps: 4 x tick labels for 5 keys (shape (2, 3, 4, 5))",
+              heed::show_heatmaps(m, options));
+  options.xticklabels.clear();
+  options.yticklabels = {"a", "b", "c", "d", "e"};
+  CHECK_ERROR(heed::ValueError, "show_heatmaps: 5 y tick labels for 4 queries", heed::show_heatmaps(m, options));
+  options.yticklabels.clear();
+  options.row_titles = {"layer 1"};
+  CHECK_ERROR(heed::ValueError, "show_heatmaps: 1 row titles for 2 rows", heed::show_heatmaps(m, options));
+  options.row_titles.clear();
+  options.titles = {"head 1"};
+  CHECK_ERROR(heed::ValueError, "show_heatmaps: 1 titles for 3 columns", heed::show_heatmaps(m, options));
+  options.titles.clear();
+  options.cmap = "hot";
+  CHECK_ERROR(heed::ValueError, "unknown name 'hot'", heed::show_heatmaps(m, options));
+}
+
 // ---- Plot ----------------------------------------------------------------------------
 
 TEST_CASE("a plot with two labelled series has two polylines and a legend of both", "[viz]") {

@@ -57,13 +57,14 @@
                                                   const IndexTensor &, const IndexTensor &, index_t, double);   \
   EXT template Alignment align<T>(const Tensor<T> &, index_t, index_t, bool);
 
-#define HEED_COMPILED_OPTIM(EXT, T)                                                              \
-  EXT template class Adam<T>;                                                                    \
-  EXT template class SGD<T>;                                                                     \
-  EXT template T clip_grad_norm<T>(const std::vector<Tensor<T>> &, double);                      \
-  EXT template T grad_clipping<T>(const Module<T> &, double);                                    \
-  EXT template Svg show_heatmaps<T>(const Tensor<T> &, const std::string &, const std::string &, \
-                                    const std::vector<std::string> &, std::pair<double, double>, const std::string &);
+#define HEED_COMPILED_OPTIM(EXT, T)                                                                                    \
+  EXT template class Adam<T>;                                                                                          \
+  EXT template class SGD<T>;                                                                                           \
+  EXT template T clip_grad_norm<T>(const std::vector<Tensor<T>> &, double);                                            \
+  EXT template T grad_clipping<T>(const Module<T> &, double);                                                          \
+  EXT template Svg show_heatmaps<T>(const Tensor<T> &, const std::string &, const std::string &,                       \
+                                    const std::vector<std::string> &, std::pair<double, double>, const std::string &); \
+  EXT template Svg show_heatmaps<T>(const Tensor<T> &, const HeatmapOptions &);
 
 // Checkpoints: only where heed/io/safetensors.hpp is (it needs nlohmann/json).
 #define HEED_COMPILED_IO(EXT, T)                                                                                     \

@@ -206,7 +206,7 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
     for (std::size_t k = 1; k < t.n_best.size(); ++k)
       detail::print_to(out, "  %zu. %s (score %.3f, log P %.3f)\n", k + 1, t.n_best[k].text.c_str(), t.n_best[k].score,
                        t.n_best[k].log_prob);
-    if (!args.heatmaps.empty()) save_attention_heatmaps(t, args.heatmaps, i);
+    if (!args.heatmaps.empty()) save_attention_heatmaps(t, translator->tgt_vocab(), args.heatmaps, i);
     if (alignments.is_open() && t.cross_attention.defined() && !t.tokens.empty())
       alignments << sentences[i] << " ||| " << t.text << " ||| " << word_alignment(t) << "\n";
   }

@@ -22,6 +22,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -151,26 +152,151 @@ inline std::vector<WorstTranslation> worst_translations(const Scored& scored, co
   return out;
 }
 
-/// Writes the attention heatmaps of translation `index` (0-based) of a batch as SVG files
-/// DIR/sentence<index + 1>_<which>.svg (creating DIR): the encoder's and the decoder's
-/// self-attention where the net has them, and the encoder-decoder attention (the
-/// Bahdanau model's alignment).
+namespace detail {
+
+/// A sentence as a piece of a file name: its tokens (a final <eos> left out) lowercased,
+/// ASCII letters and digits kept, every run of anything else one '-', no '-' at either
+/// end, at most max_chars characters; "sentence" when nothing is left ("he's calm ." →
+/// "he-s-calm").
+inline std::string sentence_slug(const std::vector<std::string>& tokens, std::size_t max_chars = 40) {
+  std::string out;
+  const std::size_t words = !tokens.empty() && tokens.back() == "<eos>" ? tokens.size() - 1 : tokens.size();
+  for (std::size_t i = 0; i < words; ++i)
+    for (const char c : tokens[i] + " ") {
+      const auto u = static_cast<unsigned char>(c);
+      if (u < 0x80 && std::isalnum(u))
+        out += static_cast<char>(std::tolower(u));
+      else if (!out.empty() && out.back() != '-')
+        out += '-';
+    }
+  if (out.size() > max_chars) out.resize(max_chars);
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out.empty() ? "sentence" : out;
+}
+
+/// save_attention_heatmaps with the output tokens' strings (without <eos>) given.
 template <typename T>
-void save_attention_heatmaps(const Translation<T>& t, const std::string& dir, std::size_t index) {
-  std::filesystem::create_directories(dir);
-  const std::string stem = dir + "/sentence" + std::to_string(index + 1) + "_";
-  const auto save = [&](const Tensor<T>& w, const std::string& name) {
-    if (!w.defined() || w.numel() == 0) return;
-    const bool one = w.shape()[0] == 1 && w.shape()[1] == 1;
-    std::vector<std::string> titles;
-    for (index_t h = 1; !one && h <= w.shape()[1]; ++h) titles.push_back("Head " + std::to_string(h));
-    show_heatmaps(w, "Key positions", "Query positions", titles,
-                  one ? std::pair<double, double>{3.5, 3.5} : std::pair<double, double>{7.0, 3.5})
-        .save(stem + name + ".svg");
+std::vector<std::string> save_attention_heatmaps(const Translation<T>& t, const std::vector<std::string>& output,
+                                                 const std::string& dir, std::size_t index) {
+  HEED_CHECK(!dir.empty(), ValueError, "save_attention_heatmaps: the directory is empty");
+  const auto check_shape = [](const Tensor<T>& w, const char* what) {
+    HEED_CHECK(w.shape().rank() == 4, ShapeError, "save_attention_heatmaps: the ", what,
+               " must be (num_layers, num_heads, num_queries, num_keys), got shape ", to_string(w.shape()));
   };
-  save(t.encoder_attention, "encoder_self_attention");
-  save(t.self_attention, "decoder_self_attention");
-  save(t.cross_attention, t.self_attention.defined() ? "encoder_decoder_attention" : "bahdanau_alignment");
+  // Keys or queries over the source: its first n tokens, <eos> included when within them.
+  const auto source = [&](index_t n, const char* what) {
+    HEED_CHECK(n <= static_cast<index_t>(t.source_tokens.size()), ValueError, "save_attention_heatmaps: the ", what,
+               " covers ", n, " source steps, but the translation has ", t.source_tokens.size(),
+               " source tokens (<eos> included)");
+    return std::vector<std::string>(t.source_tokens.begin(), t.source_tokens.begin() + static_cast<long>(n));
+  };
+  // Queries of the decoder: the token each step emitted, "<eos>" for the step that ended it.
+  const auto emitted = [&](index_t n, const char* what) {
+    const auto m = static_cast<index_t>(output.size());
+    HEED_CHECK(n == m || n == m + 1, ValueError, "save_attention_heatmaps: the ", what, " has ", n,
+               " output steps for a translation of ", m, " tokens (", m, ", or ", m + 1, " with <eos>, expected)");
+    std::vector<std::string> labels(output.begin(), output.begin() + static_cast<long>(std::min(n, m)));
+    if (n > m) labels.push_back("<eos>");
+    return labels;
+  };
+
+  // Every picture's labels are checked before the first file is written.
+  std::vector<std::pair<const Tensor<T>*, std::string>> plots;
+  std::vector<HeatmapOptions> plot_options;
+  const auto add = [&](const Tensor<T>& w, const std::string& name, HeatmapOptions options) {
+    const bool one = w.shape()[0] == 1 && w.shape()[1] == 1;
+    for (index_t l = 1; !one && l <= w.shape()[0]; ++l) options.row_titles.push_back("layer " + std::to_string(l));
+    for (index_t h = 1; !one && h <= w.shape()[1]; ++h) options.titles.push_back("head " + std::to_string(h));
+    options.figsize = one ? std::pair<double, double>{3.5, 3.5} : std::pair<double, double>{7.0, 3.5};
+    plots.emplace_back(&w, name);
+    plot_options.push_back(std::move(options));
+  };
+  const auto defined = [](const Tensor<T>& w) { return w.defined() && w.numel() > 0; };
+  if (defined(t.encoder_attention)) {
+    const Tensor<T>& w = t.encoder_attention;
+    check_shape(w, "encoder self-attention");
+    HeatmapOptions options;
+    options.xlabel = "Keys (source)", options.ylabel = "Queries (source)";
+    options.xticklabels = source(w.shape()[3], "encoder self-attention");
+    options.yticklabels = source(w.shape()[2], "encoder self-attention");
+    add(w, "encoder_self_attention", options);
+  }
+  if (defined(t.self_attention)) {
+    const Tensor<T>& w = t.self_attention;
+    check_shape(w, "decoder self-attention");
+    HEED_CHECK(w.shape()[3] == w.shape()[2], ValueError,
+               "save_attention_heatmaps: the decoder self-attention must be square, got shape ", to_string(w.shape()));
+    HeatmapOptions options;
+    options.xlabel = "Keys (inputs)", options.ylabel = "Queries (output)";
+    options.yticklabels = emitted(w.shape()[2], "decoder self-attention");
+    // Step s reads <bos> then the tokens emitted before it: the keys are those inputs.
+    options.xticklabels = {"<bos>"};
+    for (index_t k = 1; k < w.shape()[3]; ++k)
+      options.xticklabels.push_back(options.yticklabels[static_cast<std::size_t>(k - 1)]);
+    add(w, "decoder_self_attention", options);
+  }
+  if (defined(t.cross_attention)) {
+    const Tensor<T>& w = t.cross_attention;
+    check_shape(w, "encoder-decoder attention");
+    HeatmapOptions options;
+    options.xlabel = "Keys (source)", options.ylabel = "Queries (output)";
+    options.xticklabels = source(w.shape()[3], "encoder-decoder attention");
+    options.yticklabels = emitted(w.shape()[2], "encoder-decoder attention");
+    add(w, t.self_attention.defined() ? "encoder_decoder_attention" : "bahdanau_alignment", options);
+  }
+
+  try {
+    std::filesystem::create_directories(dir);
+  } catch (const std::filesystem::filesystem_error& e) {
+    throw FileError("save_attention_heatmaps: cannot create the directory '" + dir + "': " + e.code().message());
+  }
+  const std::string stem = dir + "/" + std::to_string(index + 1) + "_" + sentence_slug(t.source_tokens) + "_";
+  std::vector<std::string> written;
+  for (std::size_t i = 0; i < plots.size(); ++i) {
+    written.push_back(stem + plots[i].second + ".svg");
+    show_heatmaps(*plots[i].first, plot_options[i]).save(written.back());
+  }
+  return written;
+}
+
+}  // namespace detail
+
+/// Writes the attention heatmaps of translation `index` (0-based) of a batch as SVG files
+/// DIR/<index + 1>_<sentence>_<which>.svg (creating DIR), <sentence> being the source
+/// sentence as detail::sentence_slug writes it ("2_i-lost_encoder_decoder_attention.svg"):
+/// the encoder's and the decoder's self-attention where the net has them, and the
+/// encoder-decoder attention (the Bahdanau model's alignment, "bahdanau_alignment").
+/// Axes carry the tokens: source tokens (with <eos> where the weights cover it) for the
+/// encoder's queries and every source key, the emitted tokens (then "<eos>" when one
+/// ended the translation) for the decoder's queries, and the decoder's inputs ("<bos>"
+/// and the tokens before) for its self-attention's keys; grids of several layers or heads
+/// name their rows "layer 1", ... and columns "head 1", .... Returns the paths written.
+/// Throws ValueError when the tokens do not match the weights' shapes, FileError when DIR
+/// cannot be made.
+template <typename T>
+std::vector<std::string> save_attention_heatmaps(const Translation<T>& t, const Vocab& tgt_vocab,
+                                                 const std::string& dir, std::size_t index) {
+  std::vector<std::string> output;
+  for (const index_t id : t.tokens) {
+    HEED_CHECK(id >= 0 && id < tgt_vocab.size(), ValueError, "save_attention_heatmaps: token id ", id,
+               " is not in the target vocabulary of ", tgt_vocab.size(), " tokens");
+    output.push_back(tgt_vocab.to_tokens(id));
+  }
+  return detail::save_attention_heatmaps(t, output, dir, index);
+}
+
+/// The same for a word model (d2l's tokens), whose text is its tokens joined by spaces: the
+/// output tokens are the text's words. A subword model's text is detokenised, so this
+/// throws ValueError when the words do not number the tokens: pass the target
+/// vocabulary then.
+template <typename T>
+std::vector<std::string> save_attention_heatmaps(const Translation<T>& t, const std::string& dir, std::size_t index) {
+  const std::vector<std::string> words = t.text.empty() ? std::vector<std::string>{} : detail::split(t.text, ' ');
+  HEED_CHECK(words.size() == t.tokens.size(), ValueError, "save_attention_heatmaps: the text '", t.text.substr(0, 60),
+             "' has ", words.size(), " words for ", t.tokens.size(),
+             " tokens (a subword model's?); pass the target vocabulary: save_attention_heatmaps(t, tgt_vocab, dir, "
+             "index)");
+  return detail::save_attention_heatmaps(t, words, dir, index);
 }
 
 /// The word alignment of a translation in Pharaoh's "i-j" links (heed/seq2seq/alignment.hpp),
