@@ -454,9 +454,10 @@ TEST_CASE("masked_linear_ce_loss forms its gradient with the forward for a unifo
   CHECK(nothing.grad().shape() == Shape{0, 9, 4});
   CHECK(heed::sum(heed::abs(weight.grad())).item() == 0.0);
   CHECK(heed::sum(heed::abs(bias.grad())).item() == 0.0);
-  CHECK_GRADIENTS(
-      [&](const GradInputs& in) { return heed::masked_linear_ce_loss(in[0], in[1], in[2], label, valid).sum(); },
-      {uniform_leaf({40, 9, 2}, 24), uniform_leaf({300, 2}, 25), uniform_leaf({300}, 26)});
+  // Finite differences: the uniform path's at a small size in the test above (no_bias);
+  // across tiles the gradients equal the composed ops' to 1e-12 (above), whose own
+  // finite-difference checks are op-table entries. (Differences at this size took 157 s
+  // under the sanitizers.)
 }
 
 TEST_CASE("masked_linear_ce_loss checks its inputs", "[loss][errors]") {

@@ -102,6 +102,7 @@
 #include "heed/seq2seq/decoder_state.hpp"
 #include "heed/seq2seq/encoder_decoder.hpp"
 #include "heed/seq2seq/gru_encoder.hpp"
+#include "heed/seq2seq/held_out.hpp"
 #include "heed/seq2seq/loss.hpp"
 #include "heed/seq2seq/predict.hpp"
 #include "heed/seq2seq/predict_flags.hpp"

@@ -6,7 +6,7 @@
 #pragma once
 
 #define HEED_VERSION_MAJOR 0
-#define HEED_VERSION_MINOR 2
+#define HEED_VERSION_MINOR 3
 #define HEED_VERSION_PATCH 0
 /// One number that compares: 10000 · major + 100 · minor + patch.
 #define HEED_VERSION (HEED_VERSION_MAJOR * 10000 + HEED_VERSION_MINOR * 100 + HEED_VERSION_PATCH)

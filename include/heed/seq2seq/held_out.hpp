@@ -27,14 +27,16 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "heed/core/error.hpp"
 #include "heed/core/generator.hpp"
 #include "heed/detail/files.hpp"
+#include "heed/detail/inline.hpp"
 #include "heed/io/crc32c.hpp"
 #include "heed/seq2seq/corpus.hpp"
 #include "heed/seq2seq/data.hpp"
-#include "heed/seq2seq/tokenizers.hpp"
+#include "heed/seq2seq/text.hpp"
 
 namespace heed {
 
@@ -42,10 +44,10 @@ namespace heed {
 /// split off (train_translator's --train, --valid, --num-examples, --valid-fraction and
 /// --seed).
 struct TrainingData {
-  std::string train;           // a file of pairs; empty: the built-in corpus
-  std::string valid;           // a file of validation pairs; empty: valid_fraction of train's sentences
-  index_t num_examples = 0;    // train's first pairs read; 0: all
-  double valid_fraction = 0.0; // of train's distinct English sentences, drawn with seed
+  std::string train;            // a file of pairs; empty: the built-in corpus
+  std::string valid;            // a file of validation pairs; empty: valid_fraction of train's sentences
+  index_t num_examples = 0;     // train's first pairs read; 0: all
+  double valid_fraction = 0.0;  // of train's distinct English sentences, drawn with seed
   std::uint64_t seed = 1;
 
   static constexpr const char* kTrainKey = "heed.train_data";
@@ -85,7 +87,30 @@ struct TrainingSplit {
 /// probability (from a Generator seeded with data.seed), all its French lines with it.
 /// FileError for an unreadable file or one without pairs; ValueError when the fraction
 /// leaves either side empty.
-inline TrainingSplit split_training_data(const TrainingData& data) {
+TrainingSplit split_training_data(const TrainingData& data);
+
+/// Writes pairs as a file of fra.txt's format ("english words\tfrench words\n"),
+/// atomically; read_data_nmt, translate --evaluate and train_translator --valid read it.
+void write_pairs(const NmtTokens& pairs, const std::string& path);
+
+/// How many of an evaluation's distinct English sentences a model trained on.
+struct TrainingOverlap {
+  bool known = false;   // false: the checkpoint records no training data, or it could not be read again
+  std::string data;     // the training data, as the checkpoint names it
+  std::string why_not;  // when !known and the checkpoint names its data: why it was not checked
+  std::size_t seen = 0, sentences = 0;
+};
+
+/// The overlap of `pairs` with the training pairs recorded in `metadata` (a checkpoint's,
+/// read from `path`): the training file is read and split again as training did. A
+/// checkpoint without the record gives known = false; one whose file is gone or changed
+/// too, with why_not saying so. Malformed records are a FileError naming `path`.
+TrainingOverlap training_overlap(const std::map<std::string, std::string>& metadata, const std::string& path,
+                                 const NmtTokens& pairs);
+
+#if HEED_NON_TEMPLATE_DEFINITIONS
+
+HEED_INLINE TrainingSplit split_training_data(const TrainingData& data) {
   HEED_CHECK(data.num_examples >= 0 && data.valid_fraction >= 0.0 && data.valid_fraction <= 0.9, ValueError,
              "split_training_data: num_examples must be >= 0 and valid_fraction in [0, 0.9], got ", data.num_examples,
              " and ", data.valid_fraction);
@@ -127,9 +152,7 @@ inline TrainingSplit split_training_data(const TrainingData& data) {
   return split;
 }
 
-/// Writes pairs as a file of fra.txt's format ("english words\tfrench words\n"),
-/// atomically; read_data_nmt, translate --evaluate and train_translator --valid read it.
-inline void write_pairs(const NmtTokens& pairs, const std::string& path) {
+HEED_INLINE void write_pairs(const NmtTokens& pairs, const std::string& path) {
   HEED_CHECK(pairs.source.size() == pairs.target.size(), ValueError, "write_pairs: ", pairs.source.size(),
              " sources but ", pairs.target.size(), " targets");
   std::string text;
@@ -139,20 +162,8 @@ inline void write_pairs(const NmtTokens& pairs, const std::string& path) {
                           [&text](const detail::SaveSink& file) { file.write(text.data(), text.size()); });
 }
 
-/// How many of an evaluation's distinct English sentences a model trained on.
-struct TrainingOverlap {
-  bool known = false;   // false: the checkpoint records no training data, or it could not be read again
-  std::string data;     // the training data, as the checkpoint names it
-  std::string why_not;  // when !known and the checkpoint names its data: why it was not checked
-  std::size_t seen = 0, sentences = 0;
-};
-
-/// The overlap of `pairs` with the training pairs recorded in `metadata` (a checkpoint's,
-/// read from `path`): the training file is read and split again as training did. A
-/// checkpoint without the record gives known = false; one whose file is gone or changed
-/// too, with why_not saying so. Malformed records are a FileError naming `path`.
-inline TrainingOverlap training_overlap(const std::map<std::string, std::string>& metadata, const std::string& path,
-                                        const NmtTokens& pairs) {
+HEED_INLINE TrainingOverlap training_overlap(const std::map<std::string, std::string>& metadata,
+                                             const std::string& path, const NmtTokens& pairs) {
   TrainingOverlap out;
   std::set<std::string> sources;
   for (const auto& s : pairs.source) sources.insert(detail::join_words(s));
@@ -177,11 +188,13 @@ inline TrainingOverlap training_overlap(const std::map<std::string, std::string>
   TrainingData data;
   data.train = train->second;
   data.valid = field("heed.valid_data");
-  data.num_examples = number("heed.num_examples", [](const std::string& s, std::size_t* end) { return std::stoll(s, end); });
+  data.num_examples =
+      number("heed.num_examples", [](const std::string& s, std::size_t* end) { return std::stoll(s, end); });
   data.valid_fraction =
       number("heed.valid_fraction", [](const std::string& s, std::size_t* end) { return std::stod(s, end); });
   data.seed = number("heed.split_seed", [](const std::string& s, std::size_t* end) { return std::stoull(s, end); });
-  const auto crc = number(TrainingData::kCrcKey, [](const std::string& s, std::size_t* end) { return std::stoull(s, end); });
+  const auto crc =
+      number(TrainingData::kCrcKey, [](const std::string& s, std::size_t* end) { return std::stoull(s, end); });
   out.data = data.train.empty() ? "the built-in corpus" : data.train;
   if (data.num_examples < 0 || !(data.valid_fraction >= 0.0 && data.valid_fraction <= 0.9) ||
       (!data.valid.empty() && data.valid_fraction != 0.0))
@@ -204,6 +217,8 @@ inline TrainingOverlap training_overlap(const std::map<std::string, std::string>
   out.known = true;
   return out;
 }
+
+#endif  // HEED_NON_TEMPLATE_DEFINITIONS
 
 }  // namespace heed
 

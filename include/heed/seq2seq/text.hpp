@@ -128,6 +128,13 @@ inline std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
+/// Words joined by single spaces, as Python's ' '.join(words).
+inline std::string join_words(const std::vector<std::string>& words) {
+  std::string out;
+  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
 }  // namespace detail
 
 }  // namespace heed

@@ -24,6 +24,7 @@
 #include "heed/io/safetensors_reader.hpp"
 #include "heed/io/training_checkpoint.hpp"
 #include "heed/seq2seq/data.hpp"
+#include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/vocab.hpp"
 #ifdef HEED_WITH_SENTENCEPIECE
 #include "heed/seq2seq/sentencepiece.hpp"
@@ -44,12 +45,6 @@ inline std::vector<std::string> split_lines(const std::string& text) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
-}
-
-inline std::string join_words(const std::vector<std::string>& words) {
-  std::string out;
-  for (const auto& w : words) out += (out.empty() ? "" : " ") + w;
-  return out;
 }
 
 /// The vocabularies as metadata, d2l's idx_to_token one per line.
