@@ -5,11 +5,12 @@
 //   translate --model bahdanau --data ../shared/data/fra-eng/fra.txt --num-examples 600
 //   translate --load model.safetensors "i'm calm ." -     (- reads sentences from stdin)
 //   translate --load model.safetensors --evaluate pairs.txt   (corpus BLEU of a file of pairs)
-//   mpiexec -n 2 translate ...                   data-parallel on 2 processes (built with heed::mpi)
+//   mpiexec --allow-run-as-root -n 2 translate   data-parallel on 2 processes (built with heed::mpi)
 //
 // The work is heed::run_translate's (heed/seq2seq/translate_run.hpp, over a
-// heed::Translator): this program is its command line. After training it translates d2l's four sentences with their
-// BLEU (or, with --evaluate, a file of pairs), then the sentences given as arguments. Under mpiexec every process
+// heed::Translator): this program is its command line. After training (or for a loaded model given no sentence) it
+// translates d2l's four sentences with their BLEU (or, with --evaluate, a file of pairs), then the sentences given as
+// arguments. Under mpiexec every process
 // trains its share of each batch (TrainOptions::communicator); rank 0 alone reports, saves and translates
 // (docs/distributed.md). Every rank must be given the same training flags and data: they are compared before training,
 // and any rank's error ends every rank with its message, since the others would wait forever.
@@ -37,7 +38,8 @@ const std::string kUsage =
     "                 [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"
-    "four test sentences and the SENTENCEs given ('-' reads one per line from stdin).\n"
+    "four test sentences (after training, or for a loaded model given nothing to translate)\n"
+    "and the SENTENCEs given ('-' reads one per line from stdin).\n"
     "  --model          transformer (default) or bahdanau\n"
     "  --data           a Tatoeba/d2l fra.txt file (default: the built-in corpus)\n"
     "  --num-examples   pairs to read, d2l's num_examples (default 600; at most 2^40)\n"
@@ -49,7 +51,8 @@ const std::string kUsage =
     "  --evaluate       translate the English side of a fra.txt-format FILE in batches and print\n"
     "                   corpus BLEU-4 (sacreBLEU's, on d2l's tokens; every French line of an\n"
     "                   English sentence is one of its references), sentences/s and the worst\n"
-    "                   translations, instead of d2l's four test sentences\n"
+    "                   translations, instead of d2l's four test sentences, and warns of\n"
+    "                   sentences the model trained on (train_translator's checkpoints say)\n"
     "  --worst          how many of the worst translations --evaluate prints (default 5)\n"
     "  --micro-batches  split each batch into K parts trained on parallel threads (1 to 1024,\n"
     "                   default 1; K = the thread count trains fastest; K, not the threads, sets\n"

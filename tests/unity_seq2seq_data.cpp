@@ -5,3 +5,4 @@
 
 #include "test_seq2seq_data.cpp"
 #include "test_vocab.cpp"
+#include "test_held_out.cpp"

@@ -183,10 +183,11 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
     if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(resume.steps_done + result.steps));
     optimizer.step();
   };
-  // After an update: whether max_steps or max_seconds ends the run. The ranks' clocks
-  // differ, so they stop together when any of them is out of time.
+  // After an update: whether max_steps or max_seconds ends the run (a run makes one
+  // update at least). The ranks' clocks differ, so they stop together when any of them
+  // is out of time.
   const auto reached_limit = [&] {
-    if (options.max_seconds > 0.0 && !result.out_of_time) {
+    if (options.max_seconds > 0.0 && !result.out_of_time && result.steps > 0) {
       double out_of_time = seconds_since(start) >= options.max_seconds ? 1.0 : 0.0;
       if (parallel) out_of_time = parallel->allreduce(out_of_time);
       result.out_of_time = out_of_time > 0.0;

@@ -79,7 +79,8 @@ struct TranslatorTrainReport {
   index_t tokens = 0;      // target tokens this run trained on
   double seconds = 0.0;    // this run's training
   double best_bleu = -1.0;
-  index_t stopped_after = 0;  // the epoch in which the time budget stopped it (after its last batch or in mid-epoch); 0: it did not
+  index_t stopped_after =
+      0;  // the epoch in which the time budget stopped it (after its last batch or in mid-epoch); 0: it did not
   std::vector<TranslatorEpoch> epoch_records;
 
   /// Writes to_json() to `path` atomically (a temporary file renamed over it); FileError
@@ -231,8 +232,9 @@ inline std::optional<LrSchedule> schedule_of(const TranslatorTrainOptions& optio
 template <typename Net>
 TranslatorTrainReport train_translator_net(Net& net, const Translator& translator,
                                            const TranslatorTrainOptions& options, const TrainingSplit& split,
-                                           NmtDataLoader& loader, std::optional<NmtDataLoader>& valid_batches,
-                                           const References& valid_refs, std::ostream& log) {
+                                           const NmtTokens& held_out_words, NmtDataLoader& loader,
+                                           std::optional<NmtDataLoader>& valid_batches, const References& valid_refs,
+                                           std::ostream& log) {
   Adam<float> optimizer(net.parameters(), options.lr);
   const std::map<std::string, std::string> model_metadata = translator.metadata();
   const index_t epochs = options.total_epochs();
@@ -301,7 +303,12 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
       stats.elapsed_seconds += report.seconds;
       ProgressReport()(stats);
     };
-  if (!options.out.empty()) std::filesystem::create_directories(options.out);
+  if (!options.out.empty()) {
+    std::filesystem::create_directories(options.out);
+    // The held-out split in words, to evaluate later (--valid names a file already).
+    if (options.valid.empty() && !held_out_words.source.empty())
+      write_pairs(held_out_words, options.out + "/valid.txt");
+  }
   // last.safetensors after every epoch, best.safetensors when the validation BLEU rose. A
   // run stopped in mid-epoch saves the epochs before it, the loader's generator as it was
   // when that epoch began, and the epoch's batches done.
@@ -346,9 +353,10 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
         valid_batches && (epoch % options.valid_every == 0 || epoch == epochs || result.stopped_mid_epoch);
     std::string text = "epoch " + std::to_string(epoch) + "/" + std::to_string(epochs);
     if (result.stopped_mid_epoch)
-      text += " (" + std::to_string(result.epoch_batches) + " of " + std::to_string(loader.num_batches()) +
-              " batches: " +
-              (result.out_of_time ? "--time-budget" : "--max-steps " + std::to_string(options.max_steps)) + ")";
+      text +=
+          " (" + std::to_string(result.epoch_batches) + " of " + std::to_string(loader.num_batches()) +
+          " batches: " + (result.out_of_time ? "--time-budget" : "--max-steps " + std::to_string(options.max_steps)) +
+          ")";
     std::snprintf(line, sizeof line, ": loss %.4f, %.0f tokens/s, %.1f s", result.losses.back(),
                   result.tokens_per_second, report.seconds);
     text += line;
@@ -367,7 +375,8 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     };
     if (validate_now) text += "; " + validation();
     log << text << std::endl;
-    const bool out_of_time = result.out_of_time || (options.time_budget > 0.0 && report.seconds >= 60.0 * options.time_budget);
+    const bool out_of_time =
+        result.out_of_time || (options.time_budget > 0.0 && report.seconds >= 60.0 * options.time_budget);
     if (out_of_time && valid_batches && !validate_now) log << "epoch " << epoch << " " << validation() << "\n";
     report.epoch_records.push_back(record);
     if (!options.out.empty()) {
@@ -456,13 +465,10 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
                           options.batch_size, options.seed, /*shuffle=*/false);
     valid_refs = group_references(words.valid);  // scored in words, whatever the tokens
   }
-  if (!options.out.empty() && !words.valid.source.empty() && options.valid.empty()) {
-    std::filesystem::create_directories(options.out);
-    write_pairs(words.valid, options.out + "/valid.txt");  // the held-out split, to evaluate later
-  }
   Translator translator(model, std::move(src_vocab), std::move(tgt_vocab), tokenizers);
   return translator.visit([&](auto& net) {
-    return detail::train_translator_net(net, translator, options, split, loader, valid_batches, valid_refs, log);
+    return detail::train_translator_net(net, translator, options, split, words.valid, loader, valid_batches, valid_refs,
+                                        log);
   });
 }
 
