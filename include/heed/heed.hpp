@@ -68,6 +68,7 @@
 #include "heed/nn/linear.hpp"
 #include "heed/nn/module.hpp"
 #include "heed/nn/module_list.hpp"
+#include "heed/nn/sequential.hpp"
 
 #include "heed/attention/additive.hpp"
 #include "heed/attention/concat.hpp"
