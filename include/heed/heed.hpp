@@ -84,6 +84,8 @@
 
 #include "heed/models/nadaraya_watson.hpp"
 
+#include "heed/data/data_loader.hpp"
+
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
 #include "heed/optim/lr_schedule.hpp"
