@@ -271,8 +271,7 @@ inline Tensor<std::int64_t> randperm(std::int64_t n, Generator& gen = default_ge
   Tensor<std::int64_t> out = detail::make_tensor<std::int64_t>(Shape{n}, Device::cpu(), "randperm");
   std::int64_t* p = out.data();
   for (std::int64_t i = 0; i < n; ++i) p[i] = i;
-  for (std::int64_t i = n; i > 1; --i)
-    std::swap(p[i - 1], p[gen.uniform_int(static_cast<std::uint64_t>(i))]);
+  for (std::int64_t i = n; i > 1; --i) std::swap(p[i - 1], p[gen.uniform_int(static_cast<std::uint64_t>(i))]);
   return out;
 }
 
