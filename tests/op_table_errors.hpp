@@ -71,6 +71,33 @@ inline void add_error_cases(std::vector<Entry>& t) {
                {
                    error<heed::ShapeError>("eq: shapes (2, 3) and (4)", [=] { return a == b; }),
                });
+    // The logical ops, and the operators on masks, which name the op they call.
+    const heed::BoolTensor p = a > 0.0, q = b > 0.0;
+    add_errors(
+        t, "logical_and",
+        {
+            error_exactly<heed::ShapeError>("logical_and: shapes (2, 3) and (4) are not broadcastable (dim 1: 3 vs 4)",
+                                            [=] { return heed::logical_and(a, b); }),
+            error<heed::ShapeError>("logical_and: shapes (2, 3) and (4)", [=] { return p & q; }),
+            error_exactly<heed::ValueError>("logical_and: b is an undefined tensor",
+                                            [=] { return p & heed::BoolTensor(); }),
+        });
+    add_errors(t, "logical_or",
+               {
+                   error<heed::ShapeError>("logical_or: shapes (4) and (2, 3)", [=] { return heed::logical_or(b, a); }),
+                   error<heed::ShapeError>("logical_or: shapes (2, 3) and (4)", [=] { return p | q; }),
+               });
+    add_errors(
+        t, "logical_xor",
+        {
+            error<heed::ShapeError>("logical_xor: shapes (2, 3) and (4)", [=] { return heed::logical_xor(a, b); }),
+            error<heed::ShapeError>("logical_xor: shapes (2, 3) and (4)", [=] { return p ^ q; }),
+        });
+    add_errors(t, "logical_not",
+               {
+                   error_exactly<heed::ValueError>("logical_not: x is an undefined tensor",
+                                                   [=] { return ~heed::BoolTensor(); }),
+               });
     add_errors(t, "add",
                {
                    // The mismatch may hide in a leading dim.

@@ -458,6 +458,40 @@ inline void add_golden_cases(std::vector<Entry>& t) {
                 c.forward(heed::var(x, 0, false, 4.0), "var_c4");
                 c.forward(heed::std(x, 0, false, 5.0), "std_c5");
               })});
+  // logical ops match PyTorch: on masks broadcast (1, 3) against (2, 1), the operators
+  // & | ^ ~ as the functions, and on floats with -0 and NaN (nonzero, NaN too, is true)
+  const auto as_ints = [](const BoolTensor& m) { return m.to<std::int64_t>(); };
+  add_goldens(t, "logical_and", {golden_case("logical_masks", [as_ints](auto& c) {
+                const BoolTensor a = c.mask("a"), b = c.mask("b");
+                c.forward(as_ints(heed::logical_and(a, b)), "output");
+                c.forward(as_ints(a & b), "output");
+              })});
+  add_goldens(t, "logical_or", {golden_case("logical_masks", [as_ints](auto& c) {
+                const BoolTensor a = c.mask("a"), b = c.mask("b");
+                c.forward(as_ints(heed::logical_or(a, b)), "or");
+                c.forward(as_ints(a | b), "or");
+              })});
+  add_goldens(t, "logical_xor", {golden_case("logical_masks", [as_ints](auto& c) {
+                const BoolTensor a = c.mask("a"), b = c.mask("b");
+                c.forward(as_ints(heed::logical_xor(a, b)), "xor");
+                c.forward(as_ints(a ^ b), "xor");
+              })});
+  add_goldens(t, "logical_not", {golden_case("logical_masks", [as_ints](auto& c) {
+                c.forward(as_ints(heed::logical_not(c.mask("a"))), "not_a");
+                c.forward(as_ints(~c.mask("b")), "not_b");
+              })});
+  add_goldens(t, "logical_and", {golden_case("logical_floats", [as_ints](auto& c) {
+                c.forward(as_ints(heed::logical_and(c.value("x"), c.value("y"))), "output");
+              })});
+  add_goldens(t, "logical_or", {golden_case("logical_floats", [as_ints](auto& c) {
+                c.forward(as_ints(heed::logical_or(c.value("x"), c.value("y"))), "or");
+              })});
+  add_goldens(t, "logical_xor", {golden_case("logical_floats", [as_ints](auto& c) {
+                c.forward(as_ints(heed::logical_xor(c.value("x"), c.value("y"))), "xor");
+              })});
+  add_goldens(t, "logical_not", {golden_case("logical_floats", [as_ints](auto& c) {
+                c.forward(as_ints(heed::logical_not(c.value("x"))), "not_x");
+              })});
   // masked_select matches PyTorch, broadcasting
   for (const char* name : {"masked_select_row", "masked_select_col", "masked_select_bx"})
     add_goldens(t, "masked_select",

@@ -151,6 +151,33 @@ inline void add_math_entries(std::vector<Entry>& t) {
                   .inputs({whole})
                   .not_differentiable()
                   .on_device(DS::none));
+  // ---- elementwise: logical ops (not differentiable), nonzero read as true; whole
+  // numbers in [-2, 2], so a quarter are 0. On bool masks: the goldens and test_ops.cpp.
+  t.push_back(entry("logical_not",
+                    op([](const auto& x, const Case&) { return as_values(heed::logical_not(x[0]), x[0]); }),
+                    unary_cases(0.0, DS::empty_on_cpu))
+                  .reference(unary_ref([](double v) { return v == 0 ? 1.0 : 0.0; }))
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "logical_and", [](const auto& a, const auto& b) { return as_values(heed::logical_and(a, b), a); },
+                  [](double a, double b) { return a != 0 && b != 0 ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "logical_or", [](const auto& a, const auto& b) { return as_values(heed::logical_or(a, b), a); },
+                  [](double a, double b) { return a != 0 || b != 0 ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
+  t.push_back(binary(
+                  "logical_xor", [](const auto& a, const auto& b) { return as_values(heed::logical_xor(a, b), a); },
+                  [](double a, double b) { return (a != 0) != (b != 0) ? 1.0 : 0.0; })
+                  .inputs({whole})
+                  .not_differentiable()
+                  .on_device(DS::none));
   {
     // index: the condition as 0/1, broadcast with a and b.
     const std::vector<Case> cases = {

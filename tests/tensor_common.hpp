@@ -6,6 +6,7 @@
 
 #include "check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <future>

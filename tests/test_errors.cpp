@@ -107,6 +107,7 @@ TEST_CASE("constructors and factories validate sizes and parameters", "[errors]"
   CHECK_ERROR(heed::ValueError, "uniform: low 1 above high 0", heed::uniform({2}, 1.f, 0.f, gen));
   CHECK_ERROR(heed::ValueError, "randint: empty range [3, 3)", heed::randint(3, 3, {2}, gen));
   CHECK_ERROR(heed::ValueError, "randint: empty range [5, 1)", heed::randint(5, 1, {2}, gen));
+  CHECK_ERROR(heed::ValueError, "randperm: n must be non-negative, got -1", heed::randperm(-1, gen));
 }
 
 TEST_CASE("Shape refuses ranks above 6 and negative sizes", "[errors]") {
@@ -193,6 +194,7 @@ TEST_CASE("a shape whose bytes overflow is a ValueError naming the op and the sh
   heed::Generator gen(0);
   CHECK_ERROR(heed::ValueError, "randint: shape (2147483648, 2147483648) of int64 needs",
               heed::randint(0, 2, {kBig, kBig}, gen));
+  CHECK_ERROR(heed::ValueError, "randperm: shape (2305843009213693951) of int64 needs", heed::randperm(kMax / 4, gen));
   CHECK_ERROR(heed::ValueError, "uniform: shape (2147483648, 2147483648)", heed::rand({kBig, kBig}, gen));
   CHECK_ERROR(heed::ValueError, "normal: shape (2147483648, 2147483648)", heed::randn({kBig, kBig}, gen));
   // Just under the limit in elements, over it once rounded up to whole 64-byte lines.

@@ -114,3 +114,29 @@ TEST_CASE("ModuleList refuses null modules and taken names", "[nn][errors]") {
   CHECK_ERROR(heed::ValueError, "ModuleList.push_back: module 'x' is null",
               plain.push_back("x", std::unique_ptr<heed::Linear<float>>()));
 }
+
+TEST_CASE("ModuleList deduces its types from the modules given and names them by index", "[nn]") {
+  heed::Generator gen(0);
+  heed::ModuleList list(std::make_unique<heed::Linear<double>>(2, 3, true, gen),
+                        std::make_unique<heed::Linear<double>>(3, 1, false, gen));
+  static_assert(std::is_same_v<decltype(list), heed::ModuleList<double, heed::Linear<double>>>);
+  CHECK(list.size() == 2);
+  CHECK(list.repr() ==
+        "ModuleList(\n"
+        "  (0): Linear(in_features=2, out_features=3, bias=True)\n"
+        "  (1): Linear(in_features=3, out_features=1, bias=False)\n"
+        ")");
+  std::vector<std::string> names;
+  for (const auto& [name, p] : list.named_parameters()) names.push_back(name);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "1.weight"});  // torch.nn.ModuleList's
+  // append continues the indices, as torch.nn.ModuleList.append.
+  auto& third = list.append(std::make_unique<heed::Linear<double>>(1, 4, true, gen));
+  CHECK(&list[2] == &third);
+  CHECK(list.named_children().back().first == "2");
+  CHECK_ERROR(heed::ValueError, "ModuleList.append: module '3' is null",
+              list.append(std::unique_ptr<heed::Linear<double>>()));
+  // One module deduces too; an ActivationLayer list holds its own type.
+  heed::ModuleList acts(std::make_unique<heed::ActivationLayer<float>>(heed::Activation::gelu));
+  static_assert(std::is_same_v<decltype(acts), heed::ModuleList<float, heed::ActivationLayer<float>>>);
+  CHECK(acts.named_children().front().first == "0");
+}

@@ -176,6 +176,44 @@ TEST_CASE("comparison with a scalar: x > 0.5", "[ops]") {
   CHECK(heed::gt(x, 0.5f).to_vector() == std::vector<bool>{false, false, true});
 }
 
+TEST_CASE("logical ops combine masks, broadcast, and are the operators on bool tensors", "[ops]") {
+  const auto x = heed::tensor<float>({{0.2f, 0.5f, 0.9f}, {-1, 0.7f, 2}});
+  const heed::BoolTensor big = x > 0.4, small = x < 0.8;
+  CHECK((big & small).to_vector() == std::vector<bool>{false, true, false, false, true, false});
+  CHECK((big | small).to_vector() == std::vector<bool>{true, true, true, true, true, true});
+  CHECK((big ^ small).to_vector() == std::vector<bool>{true, false, true, true, false, true});
+  CHECK((~big).to_vector() == std::vector<bool>{true, false, false, true, false, false});
+  CHECK((big & small).to_vector() == heed::logical_and(big, small).to_vector());
+  CHECK((big | small).to_vector() == heed::logical_or(big, small).to_vector());
+  CHECK((big ^ small).to_vector() == heed::logical_xor(big, small).to_vector());
+  CHECK((~big).to_vector() == heed::logical_not(big).to_vector());
+  // De Morgan, and a mask xor itself is all false.
+  CHECK((~(big & small)).to_vector() == (~big | ~small).to_vector());
+  CHECK((big ^ big).to_vector() == std::vector<bool>(6, false));
+
+  // A column against a row broadcasts to (2, 3), as PyTorch's.
+  const auto col = heed::tensor<bool>({{true}, {false}});
+  const auto row = heed::tensor<bool>({true, false, true});
+  const auto grid = col & row;
+  CHECK(grid.shape() == Shape{2, 3});
+  CHECK(grid.to_vector() == std::vector<bool>{true, false, true, false, false, false});
+  CHECK((col | row).to_vector() == std::vector<bool>{true, true, true, true, false, true});
+
+  // Other element types read nonzero as true, NaN included; -0 is zero.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const heed::Tensord d({0.0, -0.0, nan, 2.5}, {4});
+  CHECK(heed::logical_not(d).to_vector() == std::vector<bool>{true, true, false, false});
+  CHECK(heed::logical_and(d, heed::scalar_tensor(1.0)).to_vector() == std::vector<bool>{false, false, true, true});
+  const auto i = heed::tensor({0, 3, -1});
+  CHECK(heed::logical_or(i, heed::tensor({0, 0, 0})).to_vector() == std::vector<bool>{false, true, true});
+  CHECK(heed::logical_xor(i, heed::tensor({1, 1, 0})).to_vector() == std::vector<bool>{true, false, true});
+
+  // Not differentiable: nothing is recorded, even from inputs that require grad.
+  const auto leaf = heed::tensor<double>({0, 1}).requires_grad_();
+  CHECK_FALSE(heed::logical_not(leaf).requires_grad());
+  CHECK(std::string(heed::logical_and(leaf, leaf).dtype()) == "bool");
+}
+
 TEMPLATE_TEST_CASE("where picks from a or b and broadcasts all three", "[ops]", float, double) {
   const heed::Tensor<bool> rows({true, false}, {2, 1});
   const auto a = heed::tensor<TestType>({1, 2, 3});

@@ -269,3 +269,45 @@ TEST_CASE("randint draws every integer from low up to high, exclusive, and nothi
   }
   for (int c : counts) CHECK(c > 300);  // about 400 each
 }
+
+TEST_CASE("randperm is a permutation of 0..n-1, the same for a seed", "[tensor]") {
+  heed::Generator gen(7);
+  const auto p = heed::randperm(50, gen);
+  CHECK(p.shape() == Shape{50});
+  CHECK(std::string(p.dtype()) == "int64");
+  std::vector<std::int64_t> sorted = p.to_vector();
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int64_t> expected(50);
+  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<std::int64_t>(i);
+  CHECK(sorted == expected);
+  CHECK(p.to_vector() != expected);  // shuffled (50! orders: the identity is no draw)
+
+  // The same seed gives the same permutation, and the draws advance the generator.
+  heed::Generator again(7);
+  CHECK(heed::randperm(50, again).to_vector() == p.to_vector());
+  CHECK(heed::randperm(50, again).to_vector() != p.to_vector());
+  heed::Generator other(8);
+  CHECK(heed::randperm(50, other).to_vector() != p.to_vector());
+
+  // Fisher–Yates from the end, the NmtDataLoader's draws: the same generator state gives
+  // the same order as an epoch of that loader shuffled.
+  heed::Generator fy(3);
+  std::vector<std::int64_t> order(9);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[fy.uniform_int(i)]);
+  heed::Generator three(3);
+  CHECK(heed::randperm(9, three).to_vector() == order);
+
+  // Empty and single permutations draw nothing.
+  heed::Generator quiet(1);
+  const std::string state = quiet.get_state();
+  CHECK(heed::randperm(0, quiet).shape() == Shape{0});
+  CHECK(heed::randperm(1, quiet).to_vector() == std::vector<std::int64_t>{0});
+  CHECK(quiet.get_state() == state);
+
+  // Without a generator: the default one, which manual_seed seeds.
+  heed::manual_seed(11);
+  const auto first = heed::randperm(20);
+  heed::manual_seed(11);
+  CHECK(heed::randperm(20).to_vector() == first.to_vector());
+}

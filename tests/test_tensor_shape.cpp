@@ -63,6 +63,12 @@ TEST_CASE("shape queries: dim, size, numel", "[tensor]") {
   CHECK(x.shape()[-2] == 3);
   CHECK(x.shape().rank() == 3);
   CHECK(x.shape().to_vector() == std::vector<index_t>{2, 3, 4});
+  // size() counts dims as a container counts items (len(x.shape)); numel() counts elements.
+  CHECK(x.shape().size() == 3);
+  CHECK(Shape{}.size() == 0);
+  CHECK(Shape{5, 0}.size() == 2);
+  CHECK(static_cast<std::size_t>(x.shape().rank()) == x.shape().size());
+  CHECK(static_cast<std::size_t>(std::distance(x.shape().begin(), x.shape().end())) == x.shape().size());
 
   const auto s = heed::scalar_tensor(1.f);
   CHECK(s.dim() == 0);

@@ -12,4 +12,5 @@
 #include "test_matmul_transposed.cpp"
 #include "test_module.cpp"
 #include "test_module_list.cpp"
+#include "test_sequential.cpp"
 #include "test_sgd.cpp"

@@ -68,6 +68,7 @@
 #include "heed/nn/linear.hpp"
 #include "heed/nn/module.hpp"
 #include "heed/nn/module_list.hpp"
+#include "heed/nn/sequential.hpp"
 
 #include "heed/attention/additive.hpp"
 #include "heed/attention/concat.hpp"
@@ -82,6 +83,8 @@
 #include "heed/transformer/options.hpp"
 
 #include "heed/models/nadaraya_watson.hpp"
+
+#include "heed/data/data_loader.hpp"
 
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"

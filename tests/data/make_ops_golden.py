@@ -3,7 +3,8 @@
 
 Runs PyTorch's own ops (sum/mean over several dims, var, std, prod, max, min, argmax,
 argmin, clamp, split, chunk, slice_scatter, select_scatter, repeat_interleave, x[i],
-t(), mT, gather, scatter_add, masked_select, sort, topk, mse_loss, l1_loss) and writes
+t(), mT, gather, scatter_add, masked_select, sort, topk, mse_loss, l1_loss, the logical
+ops) and writes
 tests/data/ops_golden.txt, which tests/test_ops_pytorch.cpp reads through
 tests/golden.hpp.
 
@@ -402,6 +403,23 @@ def empties():
                  {"var_c4": torch.var(x, 0, correction=4), "std_c5": torch.std(x, 0, correction=5)})
 
 
+def logicals():
+    # logical_and / or / xor / not on bool masks, (1, 3) broadcast against (2, 1), and the
+    # operators & | ^ ~ on them; on floats, where every nonzero value (NaN too) is true,
+    # broadcast against a row. Bools are written as int64 0 / 1; forward only.
+    a = torch.tensor([[True, False, True]])
+    b = torch.tensor([[True], [False]])
+    assert torch.equal(a & b, torch.logical_and(a, b)) and torch.equal(~a, torch.logical_not(a))
+    forward_only("logical_masks", torch.logical_and(a, b).long(), {"a": a.long(), "b": b.long()},
+                 {"or": torch.logical_or(a, b).long(), "xor": torch.logical_xor(a, b).long(),
+                  "not_a": torch.logical_not(a).long(), "not_b": torch.logical_not(b).long()})
+    x = values([[0.0, 1.5, NAN, -0.25], [-0.0, 0.0, 2.0, NAN]])
+    y = values([0.0, -1.0, 0.0, 0.5])
+    forward_only("logical_floats", torch.logical_and(x, y).long(), {"x": x, "y": y},
+                 {"or": torch.logical_or(x, y).long(), "xor": torch.logical_xor(x, y).long(),
+                  "not_x": torch.logical_not(x).long()})
+
+
 def main():
     torch.manual_seed(0)
     torch.set_default_dtype(torch.float64)
@@ -412,6 +430,7 @@ def main():
     sorts()
     losses()
     empties()
+    logicals()
     golden.write(OUT_FILE, name_width=40)
 
 

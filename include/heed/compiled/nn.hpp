@@ -21,6 +21,7 @@
 #include "heed/nn/linear.hpp"
 #include "heed/nn/module.hpp"
 #include "heed/nn/module_list.hpp"
+#include "heed/nn/sequential.hpp"
 #include "heed/transformer/add_norm.hpp"
 #include "heed/transformer/decoder.hpp"
 #include "heed/transformer/encoder.hpp"
@@ -35,6 +36,7 @@
   EXT template class GRU<T>;                                                          \
   EXT template class LayerNorm<T>;                                                    \
   EXT template class Linear<T>;                                                       \
+  EXT template class Sequential<T>;                                                   \
   EXT template Tensor<T> &init::xavier_uniform_<T>(Tensor<T> &, double, Generator &); \
   EXT template void init::xavier_init_weights<T>(Module<T> &, Generator &);
 

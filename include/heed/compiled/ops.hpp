@@ -115,7 +115,7 @@
   EXT template Tensor<T> linear_cross_entropy<T>(const Tensor<T> &, const Tensor<T> &, const Tensor<T> &,           \
                                                  const IndexTensor &, Reduction, double);
 
-// Shape ops and comparisons: float, double, std::int64_t and bool.
+// Shape ops, comparisons and logical ops: float, double, std::int64_t and bool.
 #define HEED_COMPILED_OPS_ANY(EXT, T)                                                           \
   EXT template Tensor<T> reshape<T>(const Tensor<T> &, const std::vector<index_t> &);           \
   EXT template Tensor<T> flatten<T>(const Tensor<T> &, int, int);                               \
@@ -146,4 +146,8 @@
   EXT template Tensor<bool> lt<T>(const Tensor<T> &, T);                                        \
   EXT template Tensor<bool> le<T>(const Tensor<T> &, T);                                        \
   EXT template Tensor<bool> gt<T>(const Tensor<T> &, T);                                        \
-  EXT template Tensor<bool> ge<T>(const Tensor<T> &, T);
+  EXT template Tensor<bool> ge<T>(const Tensor<T> &, T);                                        \
+  EXT template Tensor<bool> logical_not<T>(const Tensor<T> &);                                  \
+  EXT template Tensor<bool> logical_and<T>(const Tensor<T> &, const Tensor<T> &);               \
+  EXT template Tensor<bool> logical_or<T>(const Tensor<T> &, const Tensor<T> &);                \
+  EXT template Tensor<bool> logical_xor<T>(const Tensor<T> &, const Tensor<T> &);

@@ -262,6 +262,19 @@ inline Tensor<std::int64_t> randint(std::int64_t low, std::int64_t high, const S
   return out;
 }
 
+/// A random permutation of 0, 1, …, n - 1, as torch.randperm (int64, shape (n)): the
+/// same seed gives the same permutation, though not PyTorch's. Fisher–Yates from the
+/// end, one uniform_int(i) per i from n down to 2: NmtDataLoader shuffles each epoch
+/// with the same draws, so a seed orders both alike.
+inline Tensor<std::int64_t> randperm(std::int64_t n, Generator& gen = default_generator()) {
+  HEED_CHECK(n >= 0, ValueError, "randperm: n must be non-negative, got ", n);
+  Tensor<std::int64_t> out = detail::make_tensor<std::int64_t>(Shape{n}, Device::cpu(), "randperm");
+  std::int64_t* p = out.data();
+  for (std::int64_t i = 0; i < n; ++i) p[i] = i;
+  for (std::int64_t i = n; i > 1; --i) std::swap(p[i - 1], p[gen.uniform_int(static_cast<std::uint64_t>(i))]);
+  return out;
+}
+
 }  // namespace heed
 
 #include "heed/detail/header_end.hpp"

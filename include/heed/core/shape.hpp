@@ -2,9 +2,11 @@
 //
 //   heed::Shape s{2, 3, 4};
 //   s.rank() == 3; s.numel() == 24; s[-1] == 4; heed::to_string(s) == "(2, 3, 4)"
+//   s.size() == 3  // the dims counted as a container counts its items (len(x.shape))
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
@@ -29,6 +31,10 @@ class Shape {
   explicit Shape(const std::vector<index_t>& dims) { assign(dims.begin(), dims.end()); }
 
   int rank() const { return rank_; }
+  /// The number of dims, rank() as a std container's size(), so that a Shape serves
+  /// where a container of sizes is expected (and as Python's len(x.shape)). Not the
+  /// number of elements: that is numel().
+  std::size_t size() const { return static_cast<std::size_t>(rank_); }
   bool empty() const { return rank_ == 0; }
 
   /// Size of dimension d; negative d counts from the end.

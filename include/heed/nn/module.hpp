@@ -275,6 +275,17 @@ std::ostream& operator<<(std::ostream& os, const Module<T>& module) {
   return os << module.repr();
 }
 
+namespace detail {
+
+/// The T of Module<T>, a base of M (declared only, for decltype): what the deduction
+/// guides of ModuleList and Sequential read from the first module given.
+template <typename T>
+T module_value_type(const Module<T>&);
+template <typename M>
+using module_value_t = decltype(module_value_type(std::declval<const M&>()));
+
+}  // namespace detail
+
 }  // namespace heed
 
 #include "heed/detail/header_end.hpp"

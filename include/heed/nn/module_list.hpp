@@ -4,8 +4,12 @@
 //   blks.push_back("block0", std::make_unique<EncoderBlock<float>>(...));
 //   for (auto& blk : blks) X = (*blk)(X, valid_lens);
 //
+//   heed::ModuleList layers(std::make_unique<heed::Linear<float>>(2, 3),   // ModuleList<float, Linear<float>>,
+//                           std::make_unique<heed::Linear<float>>(3, 1));  // children "0" and "1"
+//
 // Children are registered under the names given, so parameter names read as in
-// PyTorch (`blks.block0.attention.W_q.weight` for d2l's nn.Sequential of blocks).
+// PyTorch (`blks.block0.attention.W_q.weight` for d2l's nn.Sequential of blocks), or
+// under their indices as torch.nn.ModuleList names them ("0.weight") when appended.
 // Modules are neither copyable nor movable, hence the unique_ptrs.
 #pragma once
 
@@ -25,12 +29,18 @@ class ModuleList : public Module<T> {
   /// type_name is what repr() prints: "Sequential" matches d2l's summaries.
   explicit ModuleList(std::string type_name = "ModuleList") : Module<T>(std::move(type_name)) {}
 
-  M& push_back(const std::string& name, std::unique_ptr<M> module) {
-    HEED_CHECK(module != nullptr, ValueError, this->type_name(), ".push_back: module '", name, "' is null");
-    this->register_module(name, *module);
-    modules_.push_back(std::move(module));
-    return *modules_.back();
+  /// The modules appended in order, as torch.nn.ModuleList([...]); with the deduction
+  /// guide below, T and M come from the first module (the others must convert to M).
+  template <typename... Ms>
+  explicit ModuleList(std::unique_ptr<M> first, std::unique_ptr<Ms>... rest) : ModuleList() {
+    append(std::move(first));
+    (append(std::move(rest)), ...);
   }
+
+  M& push_back(const std::string& name, std::unique_ptr<M> module) { return add("push_back", name, std::move(module)); }
+
+  /// Adds a module named by its index, "0", "1", …, as torch.nn.ModuleList.append.
+  M& append(std::unique_ptr<M> module) { return add("append", std::to_string(size()), std::move(module)); }
 
   std::size_t size() const { return modules_.size(); }
   bool empty() const { return modules_.empty(); }
@@ -42,8 +52,19 @@ class ModuleList : public Module<T> {
   auto end() const { return modules_.end(); }
 
  private:
+  M& add(const char* op, const std::string& name, std::unique_ptr<M> module) {
+    HEED_CHECK(module != nullptr, ValueError, this->type_name(), ".", op, ": module '", name, "' is null");
+    this->register_module(name, *module);
+    modules_.push_back(std::move(module));
+    return *modules_.back();
+  }
+
   std::vector<std::unique_ptr<M>> modules_;
 };
+
+/// ModuleList(std::make_unique<Linear<float>>(2, 3), ...) is a ModuleList<float, Linear<float>>.
+template <typename M, typename... Ms>
+ModuleList(std::unique_ptr<M>, std::unique_ptr<Ms>...) -> ModuleList<detail::module_value_t<M>, M>;
 
 }  // namespace heed
 

@@ -3,11 +3,12 @@
 //   auto y = heed::tanh(x * w + b);        // b of shape (C) broadcasts over (B, C)
 //   auto mask = x > 0.5f;                  // Tensor<bool>
 //   auto z = heed::where(mask, x, heed::zeros_like(x));
+//   auto both = mask & (x < 0.9f);         // logical_and; also | ^ ~ on masks
 //
 // Binary ops broadcast like PyTorch (shapes aligned at the right, each size equal or
-// 1); their backward sums the gradient back to each input's shape. Comparisons give
-// Tensor<bool> and are not differentiable. Large same-shape work is split across
-// OpenMP threads when the user's build enables OpenMP.
+// 1); their backward sums the gradient back to each input's shape. Comparisons and
+// logical ops give Tensor<bool> and are not differentiable. Large same-shape work is
+// split across OpenMP threads when the user's build enables OpenMP.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -338,6 +339,47 @@ HEED_DEFINE_COMPARISON(gt, >)
 HEED_DEFINE_COMPARISON(ge, >=)
 #undef HEED_DEFINE_COMPARISON
 
+// ---- logical ops (masks) ---------------------------------------------------------------------
+
+// As torch.logical_*: any element type, nonzero read as true (NaN included), a
+// Tensor<bool> out, the two operands broadcast together; not differentiable. On bool
+// masks, ~ & | ^ are the same ops, as PyTorch's operators on bool tensors.
+
+/// True where x is zero (false for a bool mask's true).
+template <typename T>
+Tensor<bool> logical_not(const Tensor<T>& x) {
+  detail::check_defined(x, "logical_not", "x");
+  return detail::zip_map<bool>([](const auto& a) { return a == T(0); }, x);
+}
+
+namespace detail {
+
+/// f(p, q) with p, q the masks a != 0 and b != 0, broadcast together; `op` names the caller.
+template <typename T, typename F>
+Tensor<bool> logical(const Tensor<T>& a, const Tensor<T>& b, const char* op, F f) {
+  check_defined(a, op, "a");
+  check_defined(b, op, "b");
+  return broadcast_map<bool>(a, b, op, [f](const auto& x, const auto& y) { return f(x != T(0), y != T(0)); });
+}
+
+}  // namespace detail
+
+template <typename T>
+Tensor<bool> logical_and(const Tensor<T>& a, const Tensor<T>& b) {
+  return detail::logical(a, b, "logical_and", [](const auto& p, const auto& q) { return p && q; });
+}
+
+template <typename T>
+Tensor<bool> logical_or(const Tensor<T>& a, const Tensor<T>& b) {
+  return detail::logical(a, b, "logical_or", [](const auto& p, const auto& q) { return p || q; });
+}
+
+/// True where exactly one of a and b is nonzero.
+template <typename T>
+Tensor<bool> logical_xor(const Tensor<T>& a, const Tensor<T>& b) {
+  return detail::logical(a, b, "logical_xor", [](const auto& p, const auto& q) { return p != q; });
+}
+
 /// cond ? a : b elementwise, all three broadcast together. Differentiable in a and b.
 template <typename T>
 Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b) {
@@ -403,6 +445,12 @@ template <typename T> Tensor<bool> operator<=(const Tensor<T>& a, double s) { re
 template <typename T> Tensor<bool> operator>(const Tensor<T>& a, double s) { return gt(a, static_cast<T>(s)); }
 template <typename T> Tensor<bool> operator>=(const Tensor<T>& a, double s) { return ge(a, static_cast<T>(s)); }
 // clang-format on
+
+// On masks only: on other element types PyTorch's ~ & | ^ are bitwise, which heed has not.
+inline Tensor<bool> operator~(const Tensor<bool>& x) { return logical_not(x); }
+inline Tensor<bool> operator&(const Tensor<bool>& a, const Tensor<bool>& b) { return logical_and(a, b); }
+inline Tensor<bool> operator|(const Tensor<bool>& a, const Tensor<bool>& b) { return logical_or(a, b); }
+inline Tensor<bool> operator^(const Tensor<bool>& a, const Tensor<bool>& b) { return logical_xor(a, b); }
 
 // ---- Tensor methods defined here -----------------------------------------------------------
 
