@@ -47,7 +47,8 @@ TEST_CASE("split_training_data holds out whole English sentences, the same ones 
   CHECK(back.target == split.valid.target);
 
   data.valid_fraction = 0.95;
-  CHECK_ERROR(heed::ValueError, "split_training_data: num_examples must be >= 0 and valid_fraction in [0, 0.9], got 0 and 0.95",
+  CHECK_ERROR(heed::ValueError,
+              "split_training_data: num_examples must be >= 0 and valid_fraction in [0, 0.9], got 0 and 0.95",
               heed::split_training_data(data));
   data.valid_fraction = 0.1;
   data.valid = file.path();
