@@ -34,6 +34,10 @@
 #include <variant>
 #include <vector>
 
+// All of heed first: under HEED_COMPILED (heed::compiled) heed.hpp ends with the extern
+// template declarations, which a program including this header alone would otherwise
+// miss, compiling every op and loop the translator touches anew (90 s for translate.cpp).
+#include "heed/heed.hpp"
 #include "heed/io/checkpoint.hpp"
 #include "heed/io/training_checkpoint.hpp"
 #include "heed/ops/packed_gemm.hpp"
