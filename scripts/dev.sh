@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/dev.sh — set-up, build and run in one command, on Debian 12.
 #
-#   scripts/dev.sh demo    install what is missing, build what the demo needs (about 2
+#   scripts/dev.sh demo    install what is missing, build what the demo needs (about 2.5
 #                          minutes the first time on 2 cores), run the demo (English→French
 #                          Transformer trained on the built-in corpus, under a minute)
 #   scripts/dev.sh test    install what is missing, build, run every test (release)
@@ -51,7 +51,7 @@ case "${1:-}" in
     # Only what the demo needs: heed's compiled library's float half and translate, one
     # compiler per core at most (HEED_BUILD_JOBS); Ninja prints [done/all] per file.
     if [ ! -x build/release/examples/translate ]; then
-      echo "first build: heed::compiled_float and translate, about 3 CPU-minutes (2 minutes on 2 cores); later builds take seconds"
+      echo "first build: heed::compiled_float and translate, about 4 CPU-minutes (2.5 minutes on 2 cores); later builds take seconds"
     fi
     cmake --build --preset release --target translate
     build/release/examples/translate
