@@ -79,8 +79,9 @@ struct TranslatorTrainReport {
   index_t tokens = 0;      // target tokens this run trained on
   double seconds = 0.0;    // this run's training
   double best_bleu = -1.0;
-  index_t stopped_after =
-      0;  // the epoch in which the time budget stopped it (after its last batch or in mid-epoch); 0: it did not
+  // The epoch in which the time budget stopped it (after its last batch or in mid-epoch);
+  // 0: it did not.
+  index_t stopped_after = 0;
   std::vector<TranslatorEpoch> epoch_records;
 
   /// Writes to_json() to `path` atomically (a temporary file renamed over it); FileError
