@@ -31,6 +31,7 @@
 #include "heed/core/factory.hpp"
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
+#include "heed/detail/batch_iterator.hpp"
 #include "heed/ops/shape.hpp"
 
 namespace heed {
@@ -101,33 +102,7 @@ class DataLoader {
  public:
   using Batch = std::tuple<Tensor<Ts>...>;
 
-  class Iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = Batch;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const Batch*;
-    using reference = const Batch&;
-
-    Iterator(const DataLoader* loader, index_t index) : loader_(loader), index_(index) { load(); }
-    const Batch& operator*() const { return batch_; }
-    const Batch* operator->() const { return &batch_; }
-    Iterator& operator++() {
-      ++index_;
-      load();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return index_ == other.index_; }
-    bool operator!=(const Iterator& other) const { return index_ != other.index_; }
-
-   private:
-    void load() {
-      if (index_ < loader_->num_batches()) batch_ = loader_->batch(index_);
-    }
-    const DataLoader* loader_;
-    index_t index_;
-    Batch batch_;
-  };
+  using Iterator = detail::BatchIterator<DataLoader, Batch>;
 
   /// batch_size must be positive (a ValueError otherwise). The generator is used by
   /// reference and must outlive the loader; without one, this thread's default.

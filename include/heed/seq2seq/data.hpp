@@ -43,6 +43,7 @@
 #include "heed/core/error.hpp"
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
+#include "heed/detail/batch_iterator.hpp"
 #include "heed/detail/deprecated.hpp"
 #include "heed/detail/files.hpp"
 #include "heed/detail/inline.hpp"
@@ -162,33 +163,7 @@ struct NmtBatch {
 /// or few long ones. num_batches() is then the current epoch's count.
 class NmtDataLoader {
  public:
-  class Iterator {
-   public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = NmtBatch;
-    using difference_type = std::ptrdiff_t;
-    using pointer = const NmtBatch*;
-    using reference = const NmtBatch&;
-
-    Iterator(const NmtDataLoader* loader, index_t index) : loader_(loader), index_(index) { load(); }
-    const NmtBatch& operator*() const { return batch_; }
-    const NmtBatch* operator->() const { return &batch_; }
-    Iterator& operator++() {
-      ++index_;
-      load();
-      return *this;
-    }
-    bool operator==(const Iterator& other) const { return index_ == other.index_; }
-    bool operator!=(const Iterator& other) const { return index_ != other.index_; }
-
-   private:
-    void load() {
-      if (index_ < loader_->num_batches()) batch_ = loader_->batch(index_);
-    }
-    const NmtDataLoader* loader_;
-    index_t index_;
-    NmtBatch batch_;
-  };
+  using Iterator = detail::BatchIterator<NmtDataLoader, NmtBatch>;
 
   /// src, tgt: (n, num_steps); src_valid_len, tgt_valid_len: (n). shuffle = false keeps
   /// the examples in order (d2l's is_train=False).

@@ -67,6 +67,17 @@ struct TrainingData {
             {"heed.split_seed", std::to_string(seed)}};
   }
 
+  /// The entries of a checkpoint's `metadata` that to_metadata writes: its record, to
+  /// carry over to another file.
+  static std::map<std::string, std::string> record_in(const std::map<std::string, std::string>& metadata) {
+    std::map<std::string, std::string> record;
+    for (const auto& entry : TrainingData().to_metadata(0)) {
+      const auto it = metadata.find(entry.first);
+      if (it != metadata.end()) record.insert(*it);
+    }
+    return record;
+  }
+
  private:
   static std::string absolute_path(const std::string& path) {
     std::error_code error;

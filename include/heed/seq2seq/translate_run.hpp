@@ -103,14 +103,7 @@ inline std::optional<Translator> train_d2l_translator(const TranslateRunOptions&
 /// What the model was trained on, as a checkpoint records it (held_out.hpp): the loaded
 /// file's record, or this run's --data.
 inline std::map<std::string, std::string> training_record(const TranslateRunOptions& args) {
-  std::map<std::string, std::string> record;
-  if (!args.load.empty()) {
-    for (auto& [key, value] : read_safetensors_metadata(args.load))
-      if (key.rfind("heed.train_data", 0) == 0 || key == "heed.valid_data" || key == "heed.num_examples" ||
-          key == "heed.valid_fraction" || key == "heed.split_seed")
-        record.emplace(key, value);
-    return record;
-  }
+  if (!args.load.empty()) return TrainingData::record_in(read_safetensors_metadata(args.load));
   TrainingData data;
   data.train = args.data;
   data.num_examples = args.num_examples;
