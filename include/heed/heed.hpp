@@ -106,6 +106,7 @@
 #include "heed/seq2seq/encoder_decoder.hpp"
 #include "heed/seq2seq/gru_encoder.hpp"
 #include "heed/seq2seq/held_out.hpp"
+#include "heed/seq2seq/marian.hpp"
 #include "heed/seq2seq/loss.hpp"
 #include "heed/seq2seq/predict.hpp"
 #include "heed/seq2seq/predict_flags.hpp"

@@ -7,6 +7,10 @@
 //   P[i, 2j]   = sin(i / 10000^(2j / num_hiddens))
 //   P[i, 2j+1] = cos(i / 10000^(2j / num_hiddens))
 //
+// PositionalLayout::concatenated puts the same sines in columns [0, h) and the cosines
+// in [h, num_hiddens), h = ceil(num_hiddens / 2), as MarianMT's (and fairseq's) tables:
+//   P[i, j] = sin(i / 10000^(2j / num_hiddens)),  P[i, h + j] = cos(i / 10000^(2j / num_hiddens))
+//
 // P is computed once for max_len positions, in double (PositionalTable::float32 gives
 // d2l's table, computed in float32 as its PyTorch code does). `offset` is the position of X's
 // first step: a decoder fed one token at a time passes the number of steps decoded so
@@ -29,18 +33,23 @@ namespace heed {
 /// that float32 table.
 enum class PositionalTable { double_precision, float32 };
 
+/// Where the table's sines and cosines sit: alternating (d2l's), or all sines then all
+/// cosines (MarianMT's).
+enum class PositionalLayout { interleaved, concatenated };
+
 template <typename T>
 class PositionalEncoding : public Module<T> {
  public:
   PositionalEncoding(index_t num_hiddens, double dropout, index_t max_len = 1000,
-                     PositionalTable table = PositionalTable::double_precision)
+                     PositionalTable table = PositionalTable::double_precision,
+                     PositionalLayout layout = PositionalLayout::interleaved)
       : Module<T>("PositionalEncoding"), dropout_(dropout) {
     HEED_CHECK(num_hiddens > 0 && max_len > 0, ValueError,
                "PositionalEncoding: num_hiddens and max_len must be positive, got ", num_hiddens, " and ", max_len);
     P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens}, Device::cpu(), "PositionalEncoding");
     T* out = P.data();  // row by row: no i * num_hiddens, which GCC -O3 flags for huge constant sizes
     for (index_t i = 0; i < max_len; ++i)
-      for (index_t c = 0; c < num_hiddens; ++c) *out++ = static_cast<T>(entry(i, c, num_hiddens, table));
+      for (index_t c = 0; c < num_hiddens; ++c) *out++ = static_cast<T>(entry(i, column(c, num_hiddens, layout), num_hiddens, table));
 
     this->register_module("dropout", dropout_);
     this->register_buffer("P", P);
@@ -66,7 +75,14 @@ class PositionalEncoding : public Module<T> {
   Tensor<T> P;  // (1, max_len, num_hiddens), not learnable
 
  private:
-  /// P[i, c]. d2l's float32 table divides i by 10000^(2j / num_hiddens) and takes the
+  /// The interleaved column whose value concatenated column c holds: sines (even
+  /// columns) first, then cosines (odd ones).
+  static index_t column(index_t c, index_t num_hiddens, PositionalLayout layout) {
+    if (layout == PositionalLayout::interleaved) return c;
+    const index_t sines = (num_hiddens + 1) / 2;
+    return c < sines ? 2 * c : 2 * (c - sines) + 1;
+  }
+  /// P[i, c] of the interleaved table. d2l's float32 table divides i by 10000^(2j / num_hiddens) and takes the
   /// sine or cosine, each step rounded to float32.
   static double entry(index_t i, index_t c, index_t num_hiddens, PositionalTable table) {
     if (table == PositionalTable::float32) {

@@ -2,6 +2,8 @@
 //
 //   heed::ActivationLayer<float> act(heed::Activation::gelu);
 //   auto y = act(x);   // elementwise; prints as PyTorch's GELU(approximate='none')
+//
+// ReLU (d2l's), GELU, or SiLU (x · sigmoid(x): MarianMT's "swish").
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -13,20 +15,38 @@
 
 namespace heed {
 
-enum class Activation { relu, gelu };
+enum class Activation { relu, gelu, silu };
 
-inline const char* to_string(Activation activation) { return activation == Activation::relu ? "relu" : "gelu"; }
+inline const char* to_string(Activation activation) {
+  switch (activation) {
+    case Activation::relu:
+      return "relu";
+    case Activation::gelu:
+      return "gelu";
+    case Activation::silu:
+      return "silu";
+  }
+  throw ValueError("to_string: not an Activation");
+}
 
 template <typename T>
 Tensor<T> activate(const Tensor<T>& x, Activation activation) {
-  return activation == Activation::relu ? relu(x) : gelu(x);
+  switch (activation) {
+    case Activation::relu:
+      return relu(x);
+    case Activation::gelu:
+      return gelu(x);
+    case Activation::silu:
+      return silu(x);
+  }
+  throw ValueError("activate: not an Activation");
 }
 
 template <typename T>
 class ActivationLayer : public Module<T> {
  public:
   explicit ActivationLayer(Activation activation = Activation::relu)
-      : Module<T>(activation == Activation::relu ? "ReLU" : "GELU"), activation_(activation) {}
+      : Module<T>(type_name(activation)), activation_(activation) {}
 
   // x: any shape -> same shape
   Tensor<T> forward(const Tensor<T>& x) const { return activate(x, activation_); }
@@ -36,6 +56,9 @@ class ActivationLayer : public Module<T> {
   std::string extra_repr() const override { return activation_ == Activation::gelu ? "approximate='none'" : ""; }
 
  private:
+  static const char* type_name(Activation activation) {  // PyTorch's class names
+    return activation == Activation::relu ? "ReLU" : activation == Activation::gelu ? "GELU" : "SiLU";
+  }
   Activation activation_;
 };
 

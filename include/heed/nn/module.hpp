@@ -91,10 +91,16 @@ class Module {
     for (auto& [name, p] : named_parameters()) result.push_back(p);
     return result;
   }
-  /// The parameters with their dotted names.
+  /// The parameters with their dotted names. A tensor registered under several names
+  /// (tied weights: tie_parameter) comes once, under the first, as in PyTorch.
   Named<Tensor<T>> named_parameters() const {
-    Named<Tensor<T>> result;
-    collect(&Module::parameters_, "", result);
+    Named<Tensor<T>> all, result;
+    collect(&Module::parameters_, "", all);
+    for (auto& entry : all) {
+      bool seen = false;
+      for (auto& kept : result) seen = seen || kept.second.is_same(entry.second);
+      if (!seen) result.push_back(std::move(entry));
+    }
     return result;
   }
   /// Tensors that are part of the state but not learnt (a positional-encoding table).
@@ -273,6 +279,21 @@ class Module {
 template <typename T>
 std::ostream& operator<<(std::ostream& os, const Module<T>& module) {
   return os << module.repr();
+}
+
+/// Weight tying: makes the parameter `tied` (a module's member) the tensor `to`, so that
+/// both names read and update one tensor, its gradient the sum of both uses, learnt and
+/// saved once (named_parameters lists it under its first name), as PyTorch's
+/// `lm_head.weight = shared.weight`. Call it in the constructor of the module holding
+/// both, after they are registered. Throws ValueError unless both are defined leaves of
+/// one shape.
+template <typename T>
+void tie_parameter(Tensor<T>& tied, const Tensor<T>& to, const char* op = "tie_parameter") {
+  HEED_CHECK(tied.defined() && to.defined() && tied.is_leaf() && to.is_leaf(), ValueError, op,
+             ": tied weights must be defined leaf tensors");
+  HEED_CHECK(tied.shape() == to.shape(), ValueError, op, ": cannot tie a weight of shape ", to_string(tied.shape()),
+             " to one of shape ", to_string(to.shape()));
+  tied = to;
 }
 
 namespace detail {

@@ -42,7 +42,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   const std::vector<std::string>* sources = all_sources.data() + first;
   Translation<T>* results = all_results.data() + first;
   const index_t batch = static_cast<index_t>(last - first), K = options.beam_size;
-  const index_t eos = tgt_vocab["<eos>"];
+  const index_t eos = tgt_vocab.eos_index();
   const index_t max_steps = options.max_length > 0 ? options.max_length : num_steps;
   const bool sampling = options.sample;
   std::vector<Generator> generators;                                      // sampling: per sentence and sample
@@ -53,22 +53,32 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
                                                         static_cast<std::uint64_t>(i)));
 
   // ---- encode the batch once ----
-  IndexTensor enc_X = detail::make_tensor<std::int64_t>(Shape{batch, num_steps});
+  // Sources are padded to num_steps, or only to the longest of the batch for an encoder
+  // whose valid steps do not see the padding (the Transformer's: a model of 512 positions
+  // need not encode 512 steps for a sentence of 20).
+  index_t enc_steps = num_steps;
+  if (ignores_padding<typename Net::EncoderType>::value) {
+    enc_steps = 1;
+    for (index_t b = 0; b < batch; ++b)
+      enc_steps = std::max(enc_steps, static_cast<index_t>(sources[static_cast<std::size_t>(b)].size()) + 1);
+    enc_steps = std::min(enc_steps, num_steps);
+  }
+  IndexTensor enc_X = detail::make_tensor<std::int64_t>(Shape{batch, enc_steps});
   IndexTensor enc_valid_len = detail::make_tensor<std::int64_t>(Shape{batch});
   for (index_t b = 0; b < batch; ++b) {
     Translation<T>& r = results[static_cast<std::size_t>(b)];
     r.source_tokens = sources[static_cast<std::size_t>(b)];
-    r.source_tokens.push_back("<eos>");
+    r.source_tokens.push_back(src_vocab.special_tokens().eos);
     std::vector<index_t> ids = src_vocab[r.source_tokens];
     enc_valid_len.data()[b] = static_cast<index_t>(ids.size());
-    ids = truncate_pad(ids, num_steps, src_vocab["<pad>"]);
-    std::copy(ids.begin(), ids.end(), enc_X.data() + b * num_steps);
+    ids = truncate_pad(ids, enc_steps, src_vocab.pad_index());
+    std::copy(ids.begin(), ids.end(), enc_X.data() + b * enc_steps);
   }
   auto enc_outputs = net.encoder()(enc_X, enc_valid_len);
   const std::vector<Tensor<T>> enc_weights = detail::encoder_attention(net.encoder());
   for (index_t b = 0; b < batch && options.save_attention_weights; ++b) {
     if (enc_weights.empty() || !enc_weights[0].defined()) break;
-    const index_t n = std::min(enc_valid_len.data()[b], num_steps);
+    const index_t n = std::min(enc_valid_len.data()[b], enc_steps);
     std::vector<Tensor<T>> layers;
     for (const Tensor<T>& w : enc_weights) layers.push_back(narrow(narrow(select(w, 0, b), 1, 0, n), 2, 0, n));
     results[static_cast<std::size_t>(b)].encoder_attention = stack(layers, 0);
@@ -97,12 +107,15 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   auto score_of = [&](const Live& h, index_t length) {
     return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
   };
-  IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab["<bos>"]);
+  IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab.bos_index());
   const index_t V = tgt_vocab.size();
   // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
   // sample continues with one.
   const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K, V));
-  const std::vector<index_t> never = {tgt_vocab["<pad>"], tgt_vocab["<bos>"]};
+  std::vector<index_t> never = {tgt_vocab.pad_index()};
+  if (tgt_vocab.bos_index() != never[0]) never.push_back(tgt_vocab.bos_index());
+  for (const index_t id : options.forbidden_tokens)
+    if (std::find(never.begin(), never.end(), id) == never.end()) never.push_back(id);
   std::vector<detail::TopToken<T>> top;
   std::vector<std::size_t> found;
   std::vector<std::vector<index_t>> forbidden;  // per row
@@ -248,7 +261,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       ranked.emplace_back(score_of(ended[i], std::max<index_t>(ended[i].length(), 1)), i);
     std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& c) { return a.first > c.first; });
     Translation<T>& r = results[static_cast<std::size_t>(b)];
-    const index_t src_len = std::min(enc_valid_len.data()[b], num_steps);
+    const index_t src_len = std::min(enc_valid_len.data()[b], enc_steps);
     for (std::size_t i = 0; i < ranked.size() && static_cast<index_t>(i) < options.n_best; ++i) {
       Live& h = ended[ranked[i].second];
       Hypothesis<T> out;
@@ -258,7 +271,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       for (std::size_t w = 0; w < words.size(); ++w) out.text += (w ? " " : "") + words[w];
       out.log_prob = h.log_prob;
       out.score = ranked[i].first;
-      if (!h.cross.empty()) out.cross_attention = narrow(detail::stack_steps(h.cross, num_steps), 3, 0, src_len);
+      if (!h.cross.empty()) out.cross_attention = narrow(detail::stack_steps(h.cross, enc_steps), 3, 0, src_len);
       if (!h.self.empty()) out.self_attention = detail::stack_steps(h.self, static_cast<index_t>(h.self.size()));
       r.n_best.push_back(std::move(out));
     }

@@ -19,6 +19,14 @@ namespace heed {
 
 namespace detail {
 
+/// Whether cutting the padding off a module's input changes nothing at the valid steps
+/// (Part::ignores_padding; false when it does not say).
+template <typename Part, typename = void>
+struct ignores_padding : std::false_type {};
+template <typename Part>
+struct ignores_padding<Part, std::void_t<decltype(Part::ignores_padding)>> : std::bool_constant<Part::ignores_padding> {
+};
+
 /// The most positions a part (encoder or decoder) reads in one sequence: its positional
 /// table's length, or PredictOptions::kMaxLength for one without positions.
 template <typename Part, typename = void>

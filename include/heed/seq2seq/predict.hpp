@@ -112,10 +112,15 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
     HEED_CHECK(options.top_p > 0.0 && options.top_p <= 1.0, ValueError,
                "predict_seq2seq: top_p must be in (0, 1], got ", options.top_p);
   }
-  for (const char* token : {"<pad>", "<bos>", "<eos>"}) {
-    HEED_CHECK(src_vocab.contains(token), ValueError, "predict_seq2seq: the source vocabulary has no ", token);
-    HEED_CHECK(tgt_vocab.contains(token), ValueError, "predict_seq2seq: the target vocabulary has no ", token);
+  for (const Vocab* vocab : {&src_vocab, &tgt_vocab}) {
+    const SpecialTokens& special = vocab->special_tokens();
+    for (const std::string* token : {&special.pad, &special.bos, &special.eos})
+      HEED_CHECK(vocab->contains(*token), ValueError, "predict_seq2seq: the ", vocab == &src_vocab ? "source" : "target",
+                 " vocabulary has no ", *token);
   }
+  for (const index_t id : options.forbidden_tokens)
+    HEED_CHECK(id >= 0 && id < tgt_vocab.size(), ValueError, "predict_seq2seq: forbidden token ", id,
+               " is not in the target vocabulary of ", tgt_vocab.size(), " tokens");
   // Every row of a step (sentences × beam_size) holds a row of logits, its best tokens
   // and, when sampling, a generator: refused before anything is allocated when they
   // cannot fit.

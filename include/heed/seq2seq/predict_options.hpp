@@ -37,6 +37,9 @@ struct PredictOptions {
   index_t top_k = 0;                 // sampling: only the k most probable tokens; 0: all
   double top_p = 1.0;                // sampling: only the fewest tokens holding this much probability
   Generator* generator = nullptr;    // sampling: seeds the draws; default_generator() when null
+  // Target tokens never emitted, besides <pad> and the start token (Hugging Face's
+  // bad_words_ids of single tokens; a MarianMT translator's config adds its own).
+  std::vector<index_t> forbidden_tokens;
 };
 
 template <typename T>

@@ -79,14 +79,22 @@ class SentencePiece {
   /// Bytes that are not one, or a model without heed's reserved pieces, throw FileError
   /// naming `what`.
   static SentencePiece from_serialized(std::string bytes, std::string_view what = "SentencePiece") {
+    SentencePiece out = from_pretrained(std::move(bytes), what);
+    static const char* const kReserved[] = {"<unk>", "<pad>", "<bos>", "<eos>"};
+    for (int id = 0; id < 4; ++id)
+      HEED_CHECK(out.processor_->GetPieceSize() > id && out.processor_->IdToPiece(id) == kReserved[id], FileError,
+                 what, ": a SentencePiece model whose piece ", id, " is not ", kReserved[id]);
+    return out;
+  }
+
+  /// A model of any pieces (a pretrained model's source.spm, whose pieces its own
+  /// vocabulary maps to ids: vocab() is not that vocabulary). Bytes that are not a model
+  /// throw FileError naming `what`.
+  static SentencePiece from_pretrained(std::string bytes, std::string_view what = "SentencePiece") {
     auto processor = std::make_shared<sentencepiece::SentencePieceProcessor>();
     const sentencepiece::util::Status status = processor->LoadFromSerializedProto(bytes);
     HEED_CHECK(status.ok(), FileError, what, ": not a SentencePiece model (", bytes.size(),
                " bytes): ", status.ToString());
-    static const char* const kReserved[] = {"<unk>", "<pad>", "<bos>", "<eos>"};
-    for (int id = 0; id < 4; ++id)
-      HEED_CHECK(processor->GetPieceSize() > id && processor->IdToPiece(id) == kReserved[id], FileError, what,
-                 ": a SentencePiece model whose piece ", id, " is not ", kReserved[id]);
     SentencePiece out;
     out.processor_ = std::move(processor);
     out.serialized_ = std::move(bytes);
@@ -110,7 +118,8 @@ class SentencePiece {
     return text;
   }
 
-  /// Every piece in id order: a Vocab with <unk> 0, <pad> 1, <bos> 2, <eos> 3.
+  /// Every piece in id order: a Vocab with <unk> 0, <pad> 1, <bos> 2, <eos> 3 (a model
+  /// from from_serialized).
   Vocab vocab() const {
     std::vector<std::string> pieces;
     for (int id = 0; id < processor_->GetPieceSize(); ++id) pieces.push_back(processor_->IdToPiece(id));

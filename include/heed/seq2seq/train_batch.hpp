@@ -13,6 +13,7 @@
 
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/shape.hpp"
+#include "heed/seq2seq/decoder_state.hpp"
 
 namespace heed {
 
@@ -96,14 +97,6 @@ inline MicroBatchSplit length_balanced_split(const IndexTensor& X_valid_len, con
   std::copy(order.begin(), order.end(), split.order.data());
   return split;
 }
-
-/// Whether cutting the padding off a module's input changes nothing at the valid steps
-/// (Part::ignores_padding; false when it does not say).
-template <typename Part, typename = void>
-struct ignores_padding : std::false_type {};
-template <typename Part>
-struct ignores_padding<Part, std::void_t<decltype(Part::ignores_padding)>> : std::bool_constant<Part::ignores_padding> {
-};
 
 /// Whether a decoder gives the input of its output layer (features) and that layer
 /// (dense), so that train_seq2seq can run them with the loss as masked_linear_ce_loss.

@@ -25,6 +25,16 @@ namespace heed {
 ///
 ///   heed::Vocab vocab(source, /*min_freq=*/2, {"<pad>", "<bos>", "<eos>"});
 ///   std::vector<heed::index_t> ids = vocab[{"go", "."}];
+/// The names of the tokens decoding needs, as a vocabulary spells them: d2l's, or a
+/// pretrained model's (MarianMT: unk "<unk>", pad "<pad>", decoding starts from "<pad>",
+/// ends at "</s>").
+struct SpecialTokens {
+  std::string unk = "<unk>";
+  std::string pad = "<pad>";  // fills sources and targets to a batch's length
+  std::string bos = "<bos>";  // the decoder's first input (MarianMT's decoder_start_token)
+  std::string eos = "<eos>";  // ends every source sentence and every translation
+};
+
 class Vocab {
  public:
   explicit Vocab(const std::vector<std::vector<std::string>>& tokens = {}, index_t min_freq = 0,
@@ -33,6 +43,10 @@ class Vocab {
   /// The vocabulary whose idx_to_token() is `tokens` (as a checkpoint stores it): the
   /// same indices, without the corpus frequencies. tokens[0] must be <unk>.
   static Vocab from_idx_to_token(std::vector<std::string> tokens);
+  /// The vocabulary whose idx_to_token() is `tokens`, its special tokens named by
+  /// `specials` (each must be among the tokens, the unknown one anywhere): a pretrained
+  /// model's, whose ids its embeddings fix.
+  static Vocab from_idx_to_token(std::vector<std::string> tokens, SpecialTokens specials);
 
   /// Number of tokens, reserved ones and <unk> included.
   index_t size() const { return static_cast<index_t>(idx_to_token_.size()); }
@@ -40,7 +54,7 @@ class Vocab {
   /// The index of a token; 0 (<unk>) for a token not in the vocabulary.
   index_t operator[](const std::string& token) const {
     const auto it = token_to_idx_.find(token);
-    return it == token_to_idx_.end() ? unk() : it->second;
+    return it == token_to_idx_.end() ? unk_index_ : it->second;
   }
   std::vector<index_t> operator[](const std::vector<std::string>& tokens) const;
   /// vocab[{"go", "."}], as d2l's vocab[['go', '.']].
@@ -55,8 +69,15 @@ class Vocab {
   }
   std::vector<std::string> to_tokens(const std::vector<index_t>& indices) const;
 
-  /// The index of the unknown token, 0.
+  /// The index of the unknown token in d2l's vocabularies, 0 (unk_index() is this
+  /// vocabulary's).
   static constexpr index_t unk() { return 0; }
+  /// The names of the special tokens, and their indices (that of <unk> for one absent).
+  const SpecialTokens& special_tokens() const { return specials_; }
+  index_t unk_index() const { return unk_index_; }
+  index_t pad_index() const { return (*this)[specials_.pad]; }
+  index_t bos_index() const { return (*this)[specials_.bos]; }
+  index_t eos_index() const { return (*this)[specials_.eos]; }
   bool contains(const std::string& token) const { return token_to_idx_.count(token) != 0; }
   const std::vector<std::string>& idx_to_token() const { return idx_to_token_; }
   /// (token, count) of every corpus token, most frequent first, ties in order of first
@@ -72,6 +93,8 @@ class Vocab {
   std::vector<std::string> idx_to_token_;
   std::unordered_map<std::string, index_t> token_to_idx_;
   std::vector<std::pair<std::string, index_t>> token_freqs_;
+  SpecialTokens specials_;
+  index_t unk_index_ = 0;
 };
 
 #if HEED_NON_TEMPLATE_DEFINITIONS
@@ -117,6 +140,24 @@ HEED_INLINE Vocab Vocab::from_idx_to_token(std::vector<std::string> tokens) {
   return vocab;
 }
 
+HEED_INLINE Vocab Vocab::from_idx_to_token(std::vector<std::string> tokens, SpecialTokens specials) {
+  const auto it = std::find(tokens.begin(), tokens.end(), specials.unk);
+  HEED_CHECK(it != tokens.end(), ValueError, "Vocab::from_idx_to_token: no unknown token '", specials.unk, "' among the ",
+             tokens.size(), " tokens");
+  const auto unk = static_cast<index_t>(it - tokens.begin());
+  Vocab vocab;
+  vocab.token_to_idx_.clear(), vocab.idx_to_token_.clear();
+  for (auto& token : tokens) {
+    HEED_CHECK(!vocab.contains(token), ValueError, "Vocab::from_idx_to_token: token '", token, "' appears twice");
+    vocab.add(std::move(token));
+  }
+  for (const std::string* special : {&specials.pad, &specials.bos, &specials.eos})
+    HEED_CHECK(vocab.contains(*special), ValueError, "Vocab::from_idx_to_token: no special token '", *special,
+               "' among the ", vocab.size(), " tokens");
+  vocab.specials_ = std::move(specials);
+  vocab.unk_index_ = unk;
+  return vocab;
+}
 HEED_INLINE std::vector<index_t> Vocab::operator[](const std::vector<std::string>& tokens) const {
   std::vector<index_t> out;
   out.reserve(tokens.size());

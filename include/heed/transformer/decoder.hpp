@@ -50,11 +50,11 @@ class DecoderBlock : public Module<T> {
         attention1((detail::check_block_sizes("DecoderBlock", key_size, query_size, value_size, num_hiddens, norm_shape,
                                               ffn_num_input),
                     key_size),
-                   query_size, value_size, num_hiddens, num_heads, dropout, false, options.num_kv_heads,
-                   options.init_generator()),
+                   query_size, value_size, num_hiddens, num_heads, detail::attention_dropout(options, dropout),
+                   options.attention_bias, options.num_kv_heads, options.init_generator()),
         addnorm1(norm_shape, dropout),
-        attention2(key_size, query_size, value_size, num_hiddens, num_heads, dropout, false, options.num_kv_heads,
-                   options.init_generator()),
+        attention2(key_size, query_size, value_size, num_hiddens, num_heads, detail::attention_dropout(options, dropout),
+                   options.attention_bias, options.num_kv_heads, options.init_generator()),
         addnorm2(norm_shape, dropout),
         ffn(ffn_num_input, ffn_num_hiddens, num_hiddens, options.activation, options.init_generator()),
         addnorm3(norm_shape, dropout),
@@ -138,11 +138,11 @@ class TransformerDecoder : public Module<T> {
         norm_first_(options.norm_first),
         decode_at_position_zero_(options.decode_at_position_zero),
         embedding(vocab_size, num_hiddens, options.init_generator()),
-        pos_encoding(num_hiddens, dropout, 1000,
-                     options.float32_positional_table ? PositionalTable::float32 : PositionalTable::double_precision),
+        pos_encoding(detail::positional_encoding<T>(options, num_hiddens, dropout)),
         blks("Sequential"),
         ln(norm_shape),
         dense(num_hiddens, vocab_size, true, options.init_generator()) {
+    if (options.tie_output_embedding) tie_parameter(dense.weight, embedding.weight, "TransformerDecoder");
     HEED_CHECK(num_layers > 0, ValueError, "TransformerDecoder: num_layers must be positive, got ", num_layers);
     this->register_module("embedding", embedding);
     this->register_module("pos_encoding", pos_encoding);

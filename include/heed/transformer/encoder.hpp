@@ -39,8 +39,8 @@ class EncoderBlock : public Module<T> {
         attention((detail::check_block_sizes("EncoderBlock", key_size, query_size, value_size, num_hiddens, norm_shape,
                                              ffn_num_input),
                    key_size),
-                  query_size, value_size, num_hiddens, num_heads, dropout, use_bias, options.num_kv_heads,
-                  options.init_generator()),
+                  query_size, value_size, num_hiddens, num_heads, detail::attention_dropout(options, dropout),
+                  use_bias || options.attention_bias, options.num_kv_heads, options.init_generator()),
         addnorm1(norm_shape, dropout),
         ffn(ffn_num_input, ffn_num_hiddens, num_hiddens, options.activation, options.init_generator()),
         addnorm2(norm_shape, dropout),
@@ -85,8 +85,7 @@ class TransformerEncoder : public Module<T> {
         num_hiddens_(num_hiddens),
         embedding_scale_(detail::embedding_scale(options, num_hiddens, "TransformerEncoder")),
         embedding(vocab_size, num_hiddens, options.init_generator()),
-        pos_encoding(num_hiddens, dropout, 1000,
-                     options.float32_positional_table ? PositionalTable::float32 : PositionalTable::double_precision),
+        pos_encoding(detail::positional_encoding<T>(options, num_hiddens, dropout)),
         blks("Sequential"),
         ln(norm_shape) {
     HEED_CHECK(num_layers > 0, ValueError, "TransformerEncoder: num_layers must be positive, got ", num_layers);

@@ -4,6 +4,10 @@
 //   options.norm_first = true;                      // pre-LayerNorm blocks
 //   options.activation = heed::Activation::gelu;
 //   options.num_kv_heads = 2;                       // grouped-query attention
+//
+// MarianMT (OPUS-MT) is post-LayerNorm with SiLU, attention biases, the concatenated
+// sinusoid layout, 512 positions and one embedding table shared by the encoder, the
+// decoder and its output layer (heed/seq2seq/marian.hpp sets these).
 //   heed::EncoderBlock<float> blk(24, 24, 24, 24, {24}, 24, 48, 8, 0.5, false, options);
 //
 // The defaults are d2l's blocks exactly.
@@ -13,6 +17,7 @@
 
 #include <cmath>
 
+#include "heed/attention/positional_encoding.hpp"
 #include "heed/core/generator.hpp"
 #include "heed/core/tensor.hpp"
 #include "heed/nn/activation.hpp"
@@ -33,6 +38,20 @@ struct TransformerOptions {
   /// What the encoder and decoder multiply the embeddings by before adding the positional
   /// encoding; 0 means d2l's √num_hiddens, and 1 turns the scaling off.
   double embedding_scale = 0.0;
+  /// Biases on every attention's query, key, value and output projections (MarianMT's,
+  /// BART's); d2l's have none (the encoder block's use_bias argument adds them too).
+  bool attention_bias = false;
+  /// Dropout on the attention weights; negative means the blocks' dropout (d2l's one
+  /// rate). MarianMT: dropout 0.1 after each sublayer, attention_dropout 0.
+  double attention_dropout = -1.0;
+  /// Where the positional table puts its sines and cosines.
+  PositionalLayout positional_layout = PositionalLayout::interleaved;
+  /// Positions of the positional tables: the longest sequence the encoder or decoder reads.
+  index_t max_len = 1000;
+  /// The decoder's output layer multiplies by its embedding table (one tensor, learnt
+  /// once, its gradient the sum of both uses), as MarianMT's lm_head; the output layer
+  /// keeps its own bias (MarianMT's final_logits_bias).
+  bool tie_output_embedding = false;
 
   // d2l's exact numbers where heed deliberately differs (off by default; docs/d2l.md):
   /// The positional table computed in float32, as d2l's code does even in its float64
@@ -53,6 +72,20 @@ inline double embedding_scale(const TransformerOptions& options, index_t num_hid
   HEED_CHECK(options.embedding_scale >= 0.0 && std::isfinite(options.embedding_scale), ValueError, model,
              ": embedding_scale must be finite and >= 0 (0: sqrt(num_hiddens)), got ", options.embedding_scale);
   return options.embedding_scale > 0.0 ? options.embedding_scale : std::sqrt(static_cast<double>(num_hiddens));
+}
+
+/// The attention-weight dropout of TransformerOptions for blocks of `dropout`.
+inline double attention_dropout(const TransformerOptions& options, double dropout) {
+  return options.attention_dropout < 0.0 ? dropout : options.attention_dropout;
+}
+
+/// The positional encoding the options describe, for an encoder or decoder of num_hiddens.
+template <typename T>
+PositionalEncoding<T> positional_encoding(const TransformerOptions& options, index_t num_hiddens, double dropout) {
+  return PositionalEncoding<T>(num_hiddens, dropout, options.max_len,
+                               options.float32_positional_table ? PositionalTable::float32
+                                                                : PositionalTable::double_precision,
+                               options.positional_layout);
 }
 
 /// A block maps (batch, steps, num_hiddens) to the same shape, so every size that its
