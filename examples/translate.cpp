@@ -5,6 +5,7 @@
 //   translate --model bahdanau --data ../shared/data/fra-eng/fra.txt --num-examples 600
 //   translate --load model.safetensors "i'm calm ." -     (- reads sentences from stdin)
 //   translate --load model.safetensors --evaluate pairs.txt   (corpus BLEU of a file of pairs)
+//   translate --marian opus-mt-en-fr "The cat sleeps."       (a pretrained MarianMT model)
 //   mpiexec --allow-run-as-root -n 2 translate   data-parallel on 2 processes (built with heed::mpi)
 //
 // The work is heed::run_translate's (heed/seq2seq/translate_run.hpp, over a
@@ -21,6 +22,7 @@
 #include <heed/seq2seq/predict_flags.hpp>
 #include <heed/seq2seq/translate_run.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -33,7 +35,7 @@ const std::string kUsage =
     "usage: translate [--model bahdanau|transformer] [--data FILE] [--num-examples N] [--epochs N]\n"
     "                 [--beam K] [--n-best N] [--length-penalty A] [--sample] [--temperature T]\n"
     "                 [--top-k K] [--top-p P] [--min-length N] [--max-length N] [--no-repeat-ngram N]\n"
-    "                 [--save FILE] [--load FILE] [--heatmaps DIR] [--alignments FILE]\n"
+    "                 [--save FILE] [--load FILE] [--marian DIR] [--heatmaps DIR] [--alignments FILE]\n"
     "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
     "                 [SENTENCE ... | -]\n"
     "\n"
@@ -46,6 +48,10 @@ const std::string kUsage =
     "  --epochs         training epochs (default: d2l's, 200 transformer / 250 bahdanau; at most 2^30)\n" +
     std::string(heed::kPredictFlagsUsage) +
     "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
+    "  --marian         load a MarianMT (OPUS-MT) model directory as transformers writes it\n"
+    "                   (config.json, model.safetensors, source.spm, target.spm, vocab.json);\n"
+    "                   sentences are read as written (cased), and --beam defaults to the\n"
+    "                   model's num_beams\n"
     "  --heatmaps       write the attention heatmaps of each translation (SVG) into DIR\n"
     "  --alignments     write 'source ||| translation ||| i-j links' per sentence to FILE\n"
     "  --evaluate       translate the English side of a fra.txt-format FILE in batches and print\n"
@@ -69,7 +75,7 @@ struct UsageError : std::runtime_error {
 };
 
 struct Args : heed::TranslateRunOptions {
-  bool model_given = false, help = false;
+  bool model_given = false, help = false, beam_given = false;
 };
 
 /// The command line; a bad flag or value is a UsageError (exit status 2, with the usage).
@@ -100,6 +106,7 @@ Args parse_args(int argc, char** argv) try {
       {"--epochs", count(a.epochs, 0, index_t(1) << 30)},
       {"--save", path(a.save, "a file name")},
       {"--load", path(a.load, "a file name")},
+      {"--marian", path(a.marian, "a MarianMT model directory")},
       {"--heatmaps", path(a.heatmaps, "a directory")},
       {"--alignments", path(a.alignments, "a file name")},
       {"--evaluate", path(a.evaluate, "a file name")},
@@ -130,10 +137,13 @@ Args parse_args(int argc, char** argv) try {
     }
   }
   if (!a.load.empty() && !a.data.empty()) throw UsageError("--load and --data exclude each other");
+  if (!a.marian.empty() && (!a.load.empty() || !a.data.empty() || !a.save.empty()))
+    throw UsageError("--marian excludes --load, --data and --save");
   if (a.decoding.n_best > a.decoding.beam_size)
     throw UsageError("--n-best " + std::to_string(a.decoding.n_best) + " is more than --beam " +
                      std::to_string(a.decoding.beam_size));
   a.decoding.micro_batches = a.micro_batches;
+  for (int i = 1; i < argc; ++i) a.beam_given = a.beam_given || std::string(argv[i]) == "--beam";
   return a;
 } catch (const heed::ValueError& e) {  // a flag's value, as heed's readers of flags say it
   throw UsageError(e.what());
@@ -199,7 +209,12 @@ int main(int argc, char** argv) {
                                        {"--micro-batches", std::to_string(args.micro_batches)},
                                        {"--num-examples", std::to_string(args.num_examples)}},
                                       "");
-    args.check_model = [&args](const heed::Translator& translator) { check_lengths(translator, args); };
+    args.check_model = [&args](const heed::Translator& translator) {
+      // transformers' generate() takes the beam size from the model's configuration.
+      if (const auto& marian = translator.marian_config(); marian && !args.beam_given)
+        args.decoding.beam_size = std::max(args.decoding.n_best, marian->num_beams);
+      check_lengths(translator, args);
+    };
     return heed::run_translate(args, std::cout);
   } catch (const UsageError& e) {
     return fail(e.what(), true);

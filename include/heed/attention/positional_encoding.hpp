@@ -49,7 +49,8 @@ class PositionalEncoding : public Module<T> {
     P = detail::make_tensor<T>(Shape{1, max_len, num_hiddens}, Device::cpu(), "PositionalEncoding");
     T* out = P.data();  // row by row: no i * num_hiddens, which GCC -O3 flags for huge constant sizes
     for (index_t i = 0; i < max_len; ++i)
-      for (index_t c = 0; c < num_hiddens; ++c) *out++ = static_cast<T>(entry(i, column(c, num_hiddens, layout), num_hiddens, table));
+      for (index_t c = 0; c < num_hiddens; ++c)
+        *out++ = static_cast<T>(entry(i, column(c, num_hiddens, layout), num_hiddens, table));
 
     this->register_module("dropout", dropout_);
     this->register_buffer("P", P);

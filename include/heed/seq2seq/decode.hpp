@@ -140,6 +140,11 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
       f.clear();
       if (const Live* h = hypothesis(row)) detail::forbidden_tokens(h->tokens, options, eos, never, f);
+      if (options.force_eos_at_max_length && step == max_steps - 1) {
+        f.clear();
+        for (index_t v = 0; v < V; ++v)
+          if (v != eos) f.push_back(v);
+      }
     }
     const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
     detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first_row, index_t last_row) {

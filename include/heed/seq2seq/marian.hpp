@@ -47,7 +47,7 @@ struct MarianConfig {
   double dropout = 0.1, attention_dropout = 0.0;
   bool scale_embedding = true;
   index_t pad_token_id = 0, eos_token_id = 0, decoder_start_token_id = 0;
-  index_t forced_eos_token_id = -1;  // <eos> forced at the maximum length; -1: none
+  index_t forced_eos_token_id = -1;    // <eos> forced at the maximum length; -1: none
   std::vector<index_t> bad_words_ids;  // tokens never generated
   // generate()'s defaults: beam size, the most tokens counting the start token, α of
   // log P / L^α, whether beam search stops at the first num_beams finished hypotheses.
@@ -148,8 +148,7 @@ class MarianFields {
     for (const auto& list : *v) {
       if (!list.is_array() || list.size() != 1)
         fail(key, "holds " + excerpt(list) + ": only single tokens are supported, not sequences");
-      if (!list[0].is_number_integer() || list[0].get<std::int64_t>() < 0 ||
-          list[0].get<std::int64_t>() >= vocab_size)
+      if (!list[0].is_number_integer() || list[0].get<std::int64_t>() < 0 || list[0].get<std::int64_t>() >= vocab_size)
         fail(key, "holds " + excerpt(list) + ", not a token of the vocabulary of " + std::to_string(vocab_size));
       field.push_back(list[0].get<std::int64_t>());
     }
@@ -190,7 +189,8 @@ inline MarianConfig MarianConfig::from_json(const std::string& text, const std::
   f.require("static_position_embeddings", true);
   f.require("share_encoder_decoder_embeddings", true);
   f.require("tie_word_embeddings", true);
-  f.require("add_bias_logits", true);
+  // add_bias_logits is false in transformers' MarianConfig, yet MarianMTModel always adds
+  // final_logits_bias: not read.
   f.integer("d_model", c.d_model, 1, 1 << 16);
   f.integer("encoder_layers", c.encoder_layers, 1, 256);
   f.integer("decoder_layers", c.decoder_layers, 1, 256);
@@ -273,6 +273,17 @@ inline nlohmann::json MarianConfig::to_json() const {
   return out;
 }
 
+/// The parameters of the net a MarianConfig describes (the embedding counted once,
+/// final_logits_bias included: 74,669,178 for opus-mt-en-fr), counted without building it.
+inline std::uint64_t marian_parameter_count(const MarianConfig& c) {
+  using U = std::uint64_t;  // from_json bounds every size: no product overflows
+  const U d = static_cast<U>(c.d_model), V = static_cast<U>(c.vocab_size);
+  const U attention = 4 * (d * d + d), norm = 2 * d;
+  const auto ffn = [&](index_t f) { return 2 * d * static_cast<U>(f) + static_cast<U>(f) + d; };
+  return V * d + V + static_cast<U>(c.encoder_layers) * (attention + 2 * norm + ffn(c.encoder_ffn_dim)) +
+         static_cast<U>(c.decoder_layers) * (2 * attention + 3 * norm + ffn(c.decoder_ffn_dim));
+}
+
 template <typename T = float>
 using MarianNet = EncoderDecoder<T, TransformerEncoder<T>, TransformerDecoder<T>>;
 
@@ -308,19 +319,24 @@ inline std::string marian_name(const std::string& name) {
     const std::size_t dot = name.find('.', prefix.size());
     if (dot == std::string::npos) break;
     const std::string layer = name.substr(prefix.size(), dot - prefix.size()), rest = name.substr(dot + 1);
-    static const std::pair<const char*, const char*> kEncoder[] = {
-        {"attention.", "self_attn."}, {"addnorm1.ln.", "self_attn_layer_norm."}, {"ffn.dense1.", "fc1."},
-        {"ffn.dense2.", "fc2."},      {"addnorm2.ln.", "final_layer_norm."}};
-    static const std::pair<const char*, const char*> kDecoder[] = {
-        {"attention1.", "self_attn."},  {"addnorm1.ln.", "self_attn_layer_norm."},
-        {"attention2.", "encoder_attn."}, {"addnorm2.ln.", "encoder_attn_layer_norm."},
-        {"ffn.dense1.", "fc1."},        {"ffn.dense2.", "fc2."},
-        {"addnorm3.ln.", "final_layer_norm."}};
+    static const std::pair<const char*, const char*> kEncoder[] = {{"attention.", "self_attn."},
+                                                                   {"addnorm1.ln.", "self_attn_layer_norm."},
+                                                                   {"ffn.dense1.", "fc1."},
+                                                                   {"ffn.dense2.", "fc2."},
+                                                                   {"addnorm2.ln.", "final_layer_norm."}};
+    static const std::pair<const char*, const char*> kDecoder[] = {{"attention1.", "self_attn."},
+                                                                   {"addnorm1.ln.", "self_attn_layer_norm."},
+                                                                   {"attention2.", "encoder_attn."},
+                                                                   {"addnorm2.ln.", "encoder_attn_layer_norm."},
+                                                                   {"ffn.dense1.", "fc1."},
+                                                                   {"ffn.dense2.", "fc2."},
+                                                                   {"addnorm3.ln.", "final_layer_norm."}};
     static const std::pair<const char*, const char*> kProjections[] = {
         {"W_q.", "q_proj."}, {"W_k.", "k_proj."}, {"W_v.", "v_proj."}, {"W_o.", "out_proj."}};
     std::string mapped;
-    for (const auto& [from, to] : std::string(part) == "encoder" ? std::vector(std::begin(kEncoder), std::end(kEncoder))
-                                                                 : std::vector(std::begin(kDecoder), std::end(kDecoder)))
+    for (const auto& [from, to] : std::string(part) == "encoder"
+                                      ? std::vector(std::begin(kEncoder), std::end(kEncoder))
+                                      : std::vector(std::begin(kDecoder), std::end(kDecoder)))
       if (rest.rfind(from, 0) == 0) {
         mapped = to + rest.substr(std::string(from).size());
         break;
@@ -428,8 +444,7 @@ void save_marian_weights(const MarianNet<T>& net, const MarianConfig& config, co
     records.emplace_back(detail::marian_name(name), TensorRecord::from_tensor(t.reshape(shape)));
   };
   for (const auto& [name, parameter] : net.named_parameters())
-    add(name, parameter.detach(),
-        name == "decoder.dense.bias" ? Shape{1, config.vocab_size} : parameter.shape());
+    add(name, parameter.detach(), name == "decoder.dense.bias" ? Shape{1, config.vocab_size} : parameter.shape());
   for (const auto& [name, buffer] : net.named_buffers())
     add(name, buffer, Shape{config.max_position_embeddings, config.d_model});
   save_safetensors(path, records, {{"format", "pt"}});

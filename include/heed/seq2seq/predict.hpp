@@ -115,8 +115,8 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
   for (const Vocab* vocab : {&src_vocab, &tgt_vocab}) {
     const SpecialTokens& special = vocab->special_tokens();
     for (const std::string* token : {&special.pad, &special.bos, &special.eos})
-      HEED_CHECK(vocab->contains(*token), ValueError, "predict_seq2seq: the ", vocab == &src_vocab ? "source" : "target",
-                 " vocabulary has no ", *token);
+      HEED_CHECK(vocab->contains(*token), ValueError, "predict_seq2seq: the ",
+                 vocab == &src_vocab ? "source" : "target", " vocabulary has no ", *token);
   }
   for (const index_t id : options.forbidden_tokens)
     HEED_CHECK(id >= 0 && id < tgt_vocab.size(), ValueError, "predict_seq2seq: forbidden token ", id,

@@ -40,6 +40,10 @@ struct PredictOptions {
   // Target tokens never emitted, besides <pad> and the start token (Hugging Face's
   // bad_words_ids of single tokens; a MarianMT translator's config adds its own).
   std::vector<index_t> forbidden_tokens;
+  // The last step (the max_length-th token) may only be <eos>, so that every hypothesis
+  // ends (Hugging Face's forced_eos_token_id; its max_length counts the start token, one
+  // more than heed's). log P stays the model's own.
+  bool force_eos_at_max_length = false;
 };
 
 template <typename T>

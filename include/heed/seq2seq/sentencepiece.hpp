@@ -82,8 +82,8 @@ class SentencePiece {
     SentencePiece out = from_pretrained(std::move(bytes), what);
     static const char* const kReserved[] = {"<unk>", "<pad>", "<bos>", "<eos>"};
     for (int id = 0; id < 4; ++id)
-      HEED_CHECK(out.processor_->GetPieceSize() > id && out.processor_->IdToPiece(id) == kReserved[id], FileError,
-                 what, ": a SentencePiece model whose piece ", id, " is not ", kReserved[id]);
+      HEED_CHECK(out.processor_->GetPieceSize() > id && out.processor_->IdToPiece(id) == kReserved[id], FileError, what,
+                 ": a SentencePiece model whose piece ", id, " is not ", kReserved[id]);
     return out;
   }
 

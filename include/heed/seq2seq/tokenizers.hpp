@@ -73,6 +73,50 @@ class Tokenizers {
 #endif
   }
 
+  /// A pretrained model's tokens (MarianMT's source.spm and target.spm, whose pieces the
+  /// model's own vocabulary maps to ids): sentences are encoded as they are (no
+  /// preprocess_nmt), a leading ">>fra<<" language code kept as one token. FileError
+  /// naming `what_source` / `what_target` for bytes that are not SentencePiece models.
+  static Tokenizers pretrained([[maybe_unused]] std::string source_model, [[maybe_unused]] std::string target_model,
+                               const std::string& what_source, [[maybe_unused]] const std::string& what_target) {
+#ifdef HEED_WITH_SENTENCEPIECE
+    Tokenizers t;
+    t.src_ =
+        std::make_shared<const SentencePiece>(SentencePiece::from_pretrained(std::move(source_model), what_source));
+    t.tgt_ =
+        std::make_shared<const SentencePiece>(SentencePiece::from_pretrained(std::move(target_model), what_target));
+    t.pretrained_ = true;
+    return t;
+#else
+    throw FileError(what_source + ": a SentencePiece model, which this build cannot read (configure with " +
+                    "-DHEED_WITH_SENTENCEPIECE=ON)");
+#endif
+  }
+  /// Whether these are a pretrained model's (pretrained()).
+  bool is_pretrained() const { return pretrained_; }
+
+  /// A raw sentence as the model's source tokens: d2l's words (preprocess_nmt, split on
+  /// spaces) or their pieces; a pretrained model's pieces of the sentence as it is, after
+  /// its language code (a leading ">>xx<<", MarianMT's multilingual targets), as
+  /// transformers' MarianTokenizer splits it.
+  std::vector<std::string> sentence_tokens(const std::string& sentence) const {
+    if (!pretrained_) return source_tokens(detail::split(preprocess_nmt(sentence), ' '));
+    std::vector<std::string> out;
+    std::string text = sentence;
+    // MarianTokenizer's ">>.+<<": from the first ">>" to the last "<<" after it (greedy),
+    // a token when the sentence starts with it, removed wherever it is.
+    const std::size_t open = text.find(">>");
+    const std::size_t close = open == std::string::npos ? std::string::npos : text.rfind("<<");
+    if (close != std::string::npos && close > open + 2) {
+      if (open == 0) out.push_back(text.substr(0, close + 2));
+      text.erase(open, close + 2 - open);
+    }
+#ifdef HEED_WITH_SENTENCEPIECE
+    for (std::string& piece : src_->encode(text)) out.push_back(std::move(piece));
+#endif
+    return out;
+  }
+
   /// SentencePiece models of vocab_size pieces each, trained on the two sides of `words`.
   static Tokenizers train([[maybe_unused]] const NmtTokens& words, [[maybe_unused]] index_t vocab_size) {
 #ifdef HEED_WITH_SENTENCEPIECE
@@ -133,6 +177,8 @@ class Tokenizers {
 
   /// The models as metadata, each with its checksum (nothing for words).
   std::map<std::string, std::string> metadata() const {
+    HEED_CHECK(!pretrained_, ValueError,
+               "Tokenizers::metadata: a pretrained model's tokenizers are its directory's files (save_marian)");
 #ifdef HEED_WITH_SENTENCEPIECE
     if (subwords()) {
       const auto crc = [](const std::string& bytes) { return detail::format_crc(crc32c(bytes.data(), bytes.size())); };
@@ -152,6 +198,7 @@ class Tokenizers {
   /// were removed. Throws FileError naming `path`, the keys and what differs.
   void check_vocabularies(const Vocab& src, const Vocab& tgt, const std::string& path) const {
 #ifdef HEED_WITH_SENTENCEPIECE
+    if (pretrained_) return;  // the model's own vocabulary maps pieces to ids
     if (subwords()) {
       check_pieces(*src_, src, kSourceKey, "src_vocab", path);
       check_pieces(*tgt_, tgt, kTargetKey, "tgt_vocab", path);
@@ -245,8 +292,15 @@ class Tokenizers {
 #endif
 
 #ifdef HEED_WITH_SENTENCEPIECE
+ public:
+  /// The SentencePiece models (null for words).
+  const std::shared_ptr<const SentencePiece>& source_model() const { return src_; }
+  const std::shared_ptr<const SentencePiece>& target_model() const { return tgt_; }
+
+ private:
   std::shared_ptr<const SentencePiece> src_, tgt_;
 #endif
+  bool pretrained_ = false;
 };
 
 }  // namespace heed

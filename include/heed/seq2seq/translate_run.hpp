@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,7 @@ namespace heed {
 struct TranslateRunOptions {
   std::string model = "transformer";                             // or "bahdanau"
   std::string data, save, load, heatmaps, alignments, evaluate;  // empty: not given (data: the built-in corpus)
+  std::string marian;  // a MarianMT model directory to load (Translator::from_marian); empty: not given
   index_t num_examples = 600, epochs = -1, micro_batches = 1, worst = 5;
   PredictOptions decoding;
   std::uint64_t seed = 1;
@@ -111,12 +113,27 @@ inline std::map<std::string, std::string> training_record(const TranslateRunOpti
   return data.to_metadata(split_training_data(data).crc32c);
 }
 
+/// The English of each of `sources` (read_data_nmt's text after preprocess_nmt and
+/// tokenize_nmt) as the file writes it: its first line.
+inline std::vector<std::string> raw_sources(const std::string& text, const std::vector<std::string>& sources) {
+  std::map<std::string, std::string> raw;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string english = line.substr(0, line.find('\t'));
+    raw.emplace(d2l_words(english), english);
+  }
+  std::vector<std::string> out;
+  for (const std::string& s : sources) out.push_back(raw.count(s) ? raw[s] : s);
+  return out;
+}
+
 /// Translates each distinct English sentence of --evaluate once, in batches, scores the
 /// translations against all of that sentence's French lines, and prints the worst; warns
 /// when the model was trained on some of the sentences.
 inline void evaluate_file(Translator& translator, const TranslateRunOptions& args,
                           const std::map<std::string, std::string>& trained_on, std::ostream& out) {
-  const NmtTokens pairs = tokenize_nmt(preprocess_nmt(read_data_nmt(args.evaluate)));
+  const std::string text = read_data_nmt(args.evaluate);
+  const NmtTokens pairs = tokenize_nmt(preprocess_nmt(text));
   if (pairs.source.empty()) throw FileError(args.evaluate + ": holds no sentence pairs");
   const TrainingOverlap overlap = training_overlap(trained_on, args.load, pairs);
   if (overlap.known && overlap.seen > 0)
@@ -125,7 +142,10 @@ inline void evaluate_file(Translator& translator, const TranslateRunOptions& arg
         << "): its BLEU is not of held-out data (train_translator --valid-fraction holds some out, in OUT/valid.txt)\n";
   else if (!overlap.known && !overlap.why_not.empty())
     out << "note: not checked whether " << args.evaluate << " is held out: " << overlap.why_not << "\n";
-  const References refs = group_references(pairs);
+  References refs = group_references(pairs);
+  // A pretrained model reads the English as written (cased, its own tokens): each
+  // distinct sentence's first line as it is in the file.
+  if (translator.tokenizers().is_pretrained()) refs.sources = raw_sources(text, refs.sources);
   PredictOptions options = args.decoding;
   options.save_attention_weights = false;
   const Scored scored = translator.evaluate(refs, options);
@@ -153,10 +173,16 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
              "got ",
              args.num_examples, ", ", args.micro_batches, ", ", args.epochs, " and ", args.worst);
   HEED_CHECK(args.load.empty() || args.data.empty(), ValueError, "run_translate: load and data exclude each other");
+  HEED_CHECK(args.marian.empty() || (args.load.empty() && args.data.empty() && args.save.empty()), ValueError,
+             "run_translate: marian excludes load, data and save");
   default_generator().manual_seed(args.seed);
   if (args.communicator && args.communicator->rank() != 0 && !args.load.empty()) return 0;  // rank 0 translates
   std::optional<Translator> translator;
-  if (!args.load.empty()) {
+  if (!args.marian.empty()) {
+    translator.emplace(Translator::from_marian(args.marian));
+    if (args.check_model) args.check_model(*translator);
+    out << "loaded MarianMT from " << args.marian << " (" << translator->num_parameters() << " parameters)\n";
+  } else if (!args.load.empty()) {
     translator.emplace(Translator::load(args.load, args.model));
     if (args.check_model) args.check_model(*translator);
     out << "loaded " << args.model << " from " << args.load << " (" << translator->num_parameters() << " parameters)\n";
@@ -177,7 +203,7 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
   if (!args.evaluate.empty()) {
     detail::evaluate_file(*translator, args, trained_on, out);
     sentences.clear(), references.clear();
-  } else if (!args.load.empty() && !args.sentences.empty()) {
+  } else if ((!args.load.empty() || !args.marian.empty()) && !args.sentences.empty()) {
     sentences.clear(), references.clear();
   }
   sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());

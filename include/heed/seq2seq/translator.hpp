@@ -26,8 +26,10 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -59,8 +61,7 @@ std::vector<Translation<float>> translate_sentences(Net& net, const Tokenizers& 
                                                     const Vocab& tgt_vocab, index_t num_steps,
                                                     const PredictOptions& options) {
   std::vector<std::vector<std::string>> tokens;
-  for (const std::string& s : sentences)
-    tokens.push_back(tokenizers.source_tokens(detail::split(preprocess_nmt(s), ' ')));
+  for (const std::string& s : sentences) tokens.push_back(tokenizers.sentence_tokens(s));
   std::vector<Translation<float>> out =
       predict_seq2seq_tokens<float>(net, tokens, src_vocab, tgt_vocab, num_steps, options);
   if (tokenizers.subwords())
@@ -70,6 +71,14 @@ std::vector<Translation<float>> translate_sentences(Net& net, const Tokenizers& 
     }
   return out;
 }
+
+namespace detail {
+
+/// A sentence in d2l's words (preprocess_nmt: lowercased, punctuation split off), joined
+/// by spaces: what BLEU compares.
+inline std::string d2l_words(const std::string& sentence) { return join_words(split(preprocess_nmt(sentence), ' ')); }
+
+}  // namespace detail
 
 /// Each distinct English sentence of a list of pairs, with every French line it has: what
 /// corpus BLEU scores a translation of it against.
@@ -115,8 +124,9 @@ Scored translate_and_score(Net& net, const Tokenizers& tokenizers, const Referen
       const std::vector<std::string> batch(
           refs.sources.begin() + static_cast<long>(b),
           refs.sources.begin() + static_cast<long>(std::min(refs.sources.size(), b + kDecodeBatch)));
+      // A pretrained model writes cased text: scored in d2l's words, as the references are.
       for (const auto& t : translate_sentences(net, tokenizers, batch, src_vocab, tgt_vocab, num_steps, options))
-        out.hypotheses.push_back(t.text);
+        out.hypotheses.push_back(tokenizers.is_pretrained() ? detail::d2l_words(t.text) : t.text);
     }
   }
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -330,6 +340,50 @@ inline std::string describe_nmt_data(const NmtData& data) {
   return out.str();
 }
 
+namespace detail {
+
+/// The bytes of a file of a model directory: FileError naming it when it cannot be read.
+inline std::string read_model_file(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error))
+    throw FileError(path + ": " + (std::filesystem::exists(path, error) ? "not a regular file" : "no such file"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw FileError(path + ": cannot open: " + errno_message(errno));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) throw FileError(path + ": cannot read: " + errno_message(errno));
+  return bytes.str();
+}
+
+/// Writes a file of a model directory atomically.
+inline void write_model_file(const char* op, const std::string& path, const std::string& bytes) {
+  save_atomically(op, path, [&](const SaveSink& sink) { sink.write(bytes.data(), bytes.size()); });
+}
+
+/// vocab.json's tokens in id order, every id from 0 to vocab_size − 1 once: FileError
+/// naming the file otherwise.
+inline std::vector<std::string> marian_vocab_tokens(const std::string& text, index_t vocab_size,
+                                                    const std::string& path) {
+  const nlohmann::json json = parse_json_object(text, path);
+  if (static_cast<index_t>(json.size()) != vocab_size)
+    throw FileError(path + ": has " + std::to_string(json.size()) + " tokens, but config.json's vocab_size is " +
+                    std::to_string(vocab_size) + " (the rows of the embedding)");
+  std::vector<std::string> tokens(static_cast<std::size_t>(vocab_size));
+  std::vector<bool> seen(static_cast<std::size_t>(vocab_size), false);
+  for (const auto& [token, id] : json.items()) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= vocab_size)
+      throw FileError(path + ": token " + quoted(token) + " has id " + id.dump().substr(0, 20) + ", not one of 0 to " +
+                      std::to_string(vocab_size - 1));
+    const auto at = static_cast<std::size_t>(id.get<std::int64_t>());
+    if (seen[at]) throw FileError(path + ": id " + std::to_string(at) + " is given to two tokens");
+    seen[at] = true;
+    tokens[at] = token;
+  }
+  return tokens;
+}
+
+}  // namespace detail
+
 /// A net of either kind, its vocabularies, tokens and configuration: see the top of this file.
 class Translator {
  public:
@@ -344,6 +398,122 @@ class Translator {
         tgt_vocab_(std::move(tgt_vocab)),
         tokenizers_(std::move(tokenizers)),
         net_(make_net(config_, src_vocab_.size(), tgt_vocab_.size(), gen)) {}
+
+  /// A MarianMT model directory as transformers writes it (Hugging Face's
+  /// Helsinki-NLP/opus-mt-*): config.json (and generation_config.json when present),
+  /// model.safetensors (F32, F16 or BF16), source.spm, target.spm, vocab.json and
+  /// tokenizer_config.json. config.json is checked against what heed supports
+  /// (MarianConfig::from_json), the vocabulary against the embedding, every tensor's
+  /// shape against the config, before the net is built. Translating applies the
+  /// model's bad_words_ids (decoding_options()). Throws FileError naming the file and the
+  /// problem.
+  static Translator from_marian(const std::string& dir) {
+    const auto file = [&](const char* name) { return (std::filesystem::path(dir) / name).string(); };
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) throw FileError(dir + ": not a model directory");
+    MarianConfig marian = MarianConfig::from_json(detail::read_model_file(file("config.json")), file("config.json"));
+    if (std::filesystem::exists(file("generation_config.json"), error))
+      marian.read_generation_config(detail::read_model_file(file("generation_config.json")),
+                                    file("generation_config.json"));
+    std::string tokenizer_config = "{}";
+    if (std::filesystem::exists(file("tokenizer_config.json"), error)) {
+      tokenizer_config = detail::read_model_file(file("tokenizer_config.json"));
+      const nlohmann::json json = detail::parse_json_object(tokenizer_config, file("tokenizer_config.json"));
+      detail::MarianFields(json, file("tokenizer_config.json")).require("separate_vocabs", false);
+    }
+    std::vector<std::string> tokens =
+        detail::marian_vocab_tokens(detail::read_model_file(file("vocab.json")), marian.vocab_size, file("vocab.json"));
+    SpecialTokens specials;
+    specials.pad = tokens[static_cast<std::size_t>(marian.pad_token_id)];
+    specials.bos = tokens[static_cast<std::size_t>(marian.decoder_start_token_id)];
+    specials.eos = tokens[static_cast<std::size_t>(marian.eos_token_id)];
+    Vocab vocab;
+    try {
+      vocab = Vocab::from_idx_to_token(std::move(tokens), specials);
+    } catch (const ValueError& e) {
+      throw FileError(file("vocab.json") + ": " + e.what());
+    }
+    Tokenizers tokenizers =
+        Tokenizers::pretrained(detail::read_model_file(file("source.spm")), detail::read_model_file(file("target.spm")),
+                               file("source.spm"), file("target.spm"));
+    const std::string weights = file("model.safetensors");
+    if (!std::filesystem::exists(weights, error) && std::filesystem::exists(file("pytorch_model.bin"), error))
+      throw FileError(dir +
+                      ": has pytorch_model.bin but no model.safetensors: heed reads safetensors only (convert "
+                      "it with transformers: MarianMTModel.from_pretrained(dir).save_pretrained(dir, "
+                      "safe_serialization=True))");
+    check_marian_fits(read_safetensors_header(weights), marian, weights);
+    auto net = make_marian_net<float>(marian);
+    load_marian_weights(*net, marian, weights);
+    TranslatorConfig config;
+    config.model = "marian";
+    config.num_hiddens = config.embed_size = marian.d_model;
+    config.ffn_num_hiddens = marian.encoder_ffn_dim;
+    config.num_heads = marian.encoder_attention_heads;
+    config.num_layers = marian.encoder_layers;
+    config.num_steps = marian.max_position_embeddings;
+    config.dropout = marian.dropout;
+    Translator out(std::move(config), vocab, vocab, std::move(tokenizers), Net(std::move(net)));
+    out.marian_ = std::move(marian);
+    out.tokenizer_config_ = std::move(tokenizer_config);
+    return out;
+  }
+
+  /// Writes the translator, loaded by from_marian (and perhaps fine-tuned since), as a
+  /// MarianMT directory that transformers' MarianMTModel.from_pretrained and from_marian
+  /// load: config.json, generation_config.json, model.safetensors (in `dtype`: "F32",
+  /// "F16" or "BF16"), the tokenizer files. Each file is written atomically; `dir` is
+  /// created. Throws ValueError for a translator of heed's own kinds (save() writes
+  /// those), FileError when a file cannot be written.
+  void save_marian(const std::string& dir, const std::string& dtype = "F32") const {
+    HEED_CHECK(marian_.has_value(), ValueError, "Translator::save_marian: a ", config_.model,
+               " translator is saved with save(); save_marian writes MarianMT models loaded with from_marian");
+    HEED_CHECK(dtype == "F32" || dtype == "F16" || dtype == "BF16", ValueError,
+               "Translator::save_marian: dtype must be F32, F16 or BF16, got '", dtype, "'");
+    try {
+      std::filesystem::create_directories(dir);
+    } catch (const std::filesystem::filesystem_error& e) {
+      throw FileError("Translator::save_marian: cannot create the directory '" + dir + "': " + e.code().message());
+    }
+    const auto file = [&](const char* name) { return (std::filesystem::path(dir) / name).string(); };
+    const MarianConfig& c = *marian_;
+    nlohmann::json config = c.to_json();
+    config["torch_dtype"] = dtype == "F32" ? "float32" : dtype == "F16" ? "float16" : "bfloat16";
+    detail::write_model_file("save_marian", file("config.json"), config.dump(2) + "\n");
+    nlohmann::json generation = {{"bad_words_ids", nlohmann::json::array()},
+                                 {"decoder_start_token_id", c.decoder_start_token_id},
+                                 {"eos_token_id", c.eos_token_id},
+                                 {"max_length", c.max_length},
+                                 {"num_beams", c.num_beams},
+                                 {"pad_token_id", c.pad_token_id}};
+    for (const index_t id : c.bad_words_ids) generation["bad_words_ids"].push_back({id});
+    if (c.forced_eos_token_id >= 0) generation["forced_eos_token_id"] = c.forced_eos_token_id;
+    detail::write_model_file("save_marian", file("generation_config.json"), generation.dump(2) + "\n");
+    nlohmann::json vocab = nlohmann::json::object();
+    for (index_t id = 0; id < src_vocab_.size(); ++id) vocab[src_vocab_.to_tokens(id)] = id;
+    detail::write_model_file("save_marian", file("vocab.json"), vocab.dump(2) + "\n");
+    detail::write_model_file("save_marian", file("tokenizer_config.json"), tokenizer_config_);
+#ifdef HEED_WITH_SENTENCEPIECE
+    detail::write_model_file("save_marian", file("source.spm"), tokenizers_.source_model()->serialized());
+    detail::write_model_file("save_marian", file("target.spm"), tokenizers_.target_model()->serialized());
+#endif
+    save_marian_weights(*std::get<std::unique_ptr<MarianNet<float>>>(net_), c, file("model.safetensors"), dtype);
+  }
+
+  /// The MarianMT configuration of a translator from from_marian (empty otherwise).
+  const std::optional<MarianConfig>& marian_config() const { return marian_; }
+
+  /// `options` with what the model requires of decoding: a MarianMT model's bad_words_ids
+  /// among the forbidden tokens, its max_length (when options give none) and forced <eos>.
+  PredictOptions decoding_options(PredictOptions options) const {
+    if (!marian_) return options;
+    for (const index_t id : marian_->bad_words_ids) options.forbidden_tokens.push_back(id);
+    // generate()'s max_length counts the start token: one fewer decoded, the last of
+    // them <eos> when the model forces it.
+    if (options.max_length == 0) options.max_length = std::max<index_t>(1, marian_->max_length - 1);
+    options.force_eos_at_max_length = marian_->forced_eos_token_id == marian_->eos_token_id;
+    return options;
+  }
 
   /// Calls f(net) with the net as its own type (BahdanauNet<float> or TransformerNet<float>).
   template <typename F>
@@ -402,6 +572,8 @@ class Translator {
   /// Saves the parameters and metadata() to `path` (atomically), for load(), with
   /// `extra` metadata besides (what it was trained on: heed/seq2seq/held_out.hpp).
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const {
+    HEED_CHECK(!marian_.has_value(), ValueError,
+               "Translator::save: a MarianMT translator is saved as a model directory: save_marian(dir)");
     auto metadata = this->metadata();
     for (const auto& [key, value] : extra) metadata.emplace(key, value);
     visit([&](const auto& net) { save_checkpoint(net, path, metadata); });
@@ -424,18 +596,46 @@ class Translator {
   std::vector<Translation<float>> translate(const std::vector<std::string>& sentences,
                                             const PredictOptions& options = {}) {
     return visit([&](auto& net) {
-      return translate_sentences(net, tokenizers_, sentences, src_vocab_, tgt_vocab_, config_.num_steps, options);
+      return translate_sentences(net, tokenizers_, sentences, src_vocab_, tgt_vocab_, config_.num_steps,
+                                 decoding_options(options));
     });
   }
 
   /// Translates each source of `refs` and scores them with corpus BLEU-4 (translate_and_score).
   Scored evaluate(const References& refs, const PredictOptions& options = {}) {
     return visit([&](auto& net) {
-      return translate_and_score(net, tokenizers_, refs, src_vocab_, tgt_vocab_, config_.num_steps, options);
+      return translate_and_score(net, tokenizers_, refs, src_vocab_, tgt_vocab_, config_.num_steps,
+                                 decoding_options(options));
     });
   }
 
  private:
+  Translator(TranslatorConfig config, Vocab src_vocab, Vocab tgt_vocab, Tokenizers tokenizers, Net net)
+      : config_(std::move(config)),
+        src_vocab_(std::move(src_vocab)),
+        tgt_vocab_(std::move(tgt_vocab)),
+        tokenizers_(std::move(tokenizers)),
+        net_(std::move(net)) {}
+
+  /// Refuses, from model.safetensors' header alone, a config.json whose net would not fit
+  /// in memory or whose embedding is not the file's, before the net is allocated.
+  static void check_marian_fits(const SafetensorsHeader& header, const MarianConfig& c, const std::string& path) {
+    const std::uint64_t parameters = marian_parameter_count(c);
+    const std::uint64_t memory = detail::physical_memory_bytes();
+    if (parameters > kMaxParameters || (memory > 0 && parameters * sizeof(float) > memory))
+      throw FileError(path + ": config.json describes a MarianMT model of " + std::to_string(parameters) +
+                      " parameters, more than " +
+                      (parameters > kMaxParameters ? std::string("the 2^31 a translator may have")
+                                                   : "this machine's " + std::to_string(memory) + " bytes"));
+    for (const std::string& name : detail::marian_embedding_names()) {
+      const auto it = header.tensors.find(name);
+      if (it != header.tensors.end() && it->second.shape != std::vector<index_t>{c.vocab_size, c.d_model})
+        throw FileError(path + ": tensor '" + name + "' has shape " + detail::format_shape(it->second.shape) +
+                        ", but config.json's vocab_size and d_model give " +
+                        detail::format_shape({c.vocab_size, c.d_model}));
+    }
+  }
+
   /// A vocabulary of the metadata (one token per line), FileError naming the file and key.
   static Vocab vocab_of(const std::map<std::string, std::string>& metadata, const char* key, const std::string& path) {
     const auto it = metadata.find(key);
@@ -452,6 +652,8 @@ class Translator {
   Vocab src_vocab_, tgt_vocab_;
   Tokenizers tokenizers_;
   Net net_;
+  std::optional<MarianConfig> marian_;  // a MarianMT model's (from_marian)
+  std::string tokenizer_config_;        // its tokenizer_config.json, written back by save_marian
 };
 
 }  // namespace heed

@@ -142,8 +142,8 @@ HEED_INLINE Vocab Vocab::from_idx_to_token(std::vector<std::string> tokens) {
 
 HEED_INLINE Vocab Vocab::from_idx_to_token(std::vector<std::string> tokens, SpecialTokens specials) {
   const auto it = std::find(tokens.begin(), tokens.end(), specials.unk);
-  HEED_CHECK(it != tokens.end(), ValueError, "Vocab::from_idx_to_token: no unknown token '", specials.unk, "' among the ",
-             tokens.size(), " tokens");
+  HEED_CHECK(it != tokens.end(), ValueError, "Vocab::from_idx_to_token: no unknown token '", specials.unk,
+             "' among the ", tokens.size(), " tokens");
   const auto unk = static_cast<index_t>(it - tokens.begin());
   Vocab vocab;
   vocab.token_to_idx_.clear(), vocab.idx_to_token_.clear();

@@ -82,10 +82,10 @@ inline double attention_dropout(const TransformerOptions& options, double dropou
 /// The positional encoding the options describe, for an encoder or decoder of num_hiddens.
 template <typename T>
 PositionalEncoding<T> positional_encoding(const TransformerOptions& options, index_t num_hiddens, double dropout) {
-  return PositionalEncoding<T>(num_hiddens, dropout, options.max_len,
-                               options.float32_positional_table ? PositionalTable::float32
-                                                                : PositionalTable::double_precision,
-                               options.positional_layout);
+  return PositionalEncoding<T>(
+      num_hiddens, dropout, options.max_len,
+      options.float32_positional_table ? PositionalTable::float32 : PositionalTable::double_precision,
+      options.positional_layout);
 }
 
 /// A block maps (batch, steps, num_hiddens) to the same shape, so every size that its

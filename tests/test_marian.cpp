@@ -1,0 +1,321 @@
+// MarianMT directories (heed/seq2seq/marian.hpp, Translator::from_marian and
+// save_marian) against tests/data/make_marian_golden.py: a tiny model in transformers'
+// layout (F32 with the positional tables and a copy of the tied embedding, F16 without
+// them), its tokens, encoder output, teacher-forced logits and greedy output computed in
+// float64 by a PyTorch port written from modeling_marian.py's equations.
+#include <heed/seq2seq/translator.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "check.hpp"
+#include "golden.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kData = HEED_TEST_DATA_DIR;
+
+const heed_test::Golden& marian_golden() {
+  static const heed_test::Golden golden("marian_golden.txt");
+  return golden;
+}
+
+std::vector<std::string> marian_sentences() {
+  std::ifstream in(kData + "/marian_tiny_sentences.txt");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+std::vector<std::int64_t> row(const heed::IndexTensor& t, heed::index_t i) {
+  const heed::index_t n = t.shape()[1];
+  return std::vector<std::int64_t>(t.data() + i * n, t.data() + (i + 1) * n);
+}
+
+/// Calls f(net) with a MarianMT translator's net.
+template <typename F>
+void with_net(heed::Translator& translator, F&& f) {
+  translator.visit([&](auto& net) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(net)>, heed::MarianNet<float>>)
+      f(net);
+    else
+      FAIL("not a Transformer");
+  });
+}
+
+/// A fresh copy of a golden directory, to damage.
+std::string copy_of(const std::string& name, const std::string& to) {
+  const fs::path dst = fs::temp_directory_path() / ("heed_marian_" + to);
+  fs::remove_all(dst);
+  fs::copy(kData + "/" + name, dst);
+  return dst.string();
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// The golden checks of one directory: tokens, encoder output, logits, greedy tokens.
+void check_against_golden(const std::string& dir) {
+  const auto& golden = marian_golden();
+  heed::Translator translator = heed::Translator::from_marian(dir);
+  REQUIRE(translator.marian_config().has_value());
+  const auto sentences = marian_sentences();
+  const heed::IndexTensor src = golden.tensor<std::int64_t>("src_ids");
+  const heed::IndexTensor lens = golden.tensor<std::int64_t>("src_lens");
+  REQUIRE(static_cast<heed::index_t>(sentences.size()) == src.shape()[0]);
+
+  // Tokens: the source.spm pieces through vocab.json, the language code kept, </s> added.
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    std::vector<std::string> tokens = translator.tokenizers().sentence_tokens(sentences[i]);
+    tokens.push_back(translator.src_vocab().special_tokens().eos);
+    const std::vector<heed::index_t> ids = translator.src_vocab()[tokens];
+    const std::vector<std::int64_t> expected = row(src, static_cast<heed::index_t>(i));
+    CHECK(static_cast<std::int64_t>(ids.size()) == lens.data()[i]);
+    CHECK(std::vector<std::int64_t>(ids.begin(), ids.end()) ==
+          std::vector<std::int64_t>(expected.begin(), expected.begin() + lens.data()[i]));
+  }
+
+  with_net(translator, [&](auto& net) {
+    heed::NoGradGuard no_grad;
+    net.eval();
+    const heed::Tensor<float> enc = net.encoder()(src, lens);
+    const heed::Tensor<float> enc_expected = golden.tensor<float>("encoder_output");
+    // Padded steps are not compared: their values depend on how padding is masked.
+    REQUIRE(enc.shape() == enc_expected.shape());
+    const heed::index_t S = enc.shape()[1], d = enc.shape()[2];
+    for (heed::index_t b = 0; b < src.shape()[0]; ++b)
+      for (heed::index_t k = 0; k < lens.data()[b] * d; ++k) {
+        INFO("sentence " << b << ", element " << k);
+        REQUIRE(enc.data()[b * S * d + k] == Approx(enc_expected.data()[b * S * d + k]).margin(1e-5));
+      }
+    auto state = net.decoder().init_state(enc, lens);
+    const heed::Tensor<float> logits = net.decoder()(golden.tensor<std::int64_t>("tgt_ids"), state);
+    heed_test::check_close(logits, golden.tensor<float>("logits"), 1e-5);
+  });
+
+  // Greedy decoding as generate(num_beams=1) with the model's max_length 20 and forced </s>.
+  heed::PredictOptions options;
+  options.beam_size = 1;
+  options.save_attention_weights = false;
+  const auto translations = translator.translate(sentences, options);
+  const heed::IndexTensor greedy = golden.tensor<std::int64_t>("greedy");
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    std::vector<std::int64_t> expected;
+    for (const std::int64_t id : row(greedy, static_cast<heed::index_t>(i)))
+      if (id >= 0 && id != 0) expected.push_back(id);  // without </s> and the padding
+    const auto& tokens = translations[i].tokens;
+    CHECK(std::vector<std::int64_t>(tokens.begin(), tokens.end()) == expected);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("A MarianMT directory in F32 with its positional tables matches the PyTorch port", "[seq2seq][marian]") {
+  check_against_golden(kData + "/marian_tiny");
+}
+
+TEST_CASE("A MarianMT directory in F16 without positional tables matches the PyTorch port", "[seq2seq][marian]") {
+  check_against_golden(kData + "/marian_tiny_f16");
+}
+
+TEST_CASE("MarianMT's config is read as heed's Transformer options", "[seq2seq][marian]") {
+  heed::Translator translator = heed::Translator::from_marian(kData + "/marian_tiny");
+  const heed::MarianConfig& c = *translator.marian_config();
+  CHECK(c.d_model == 16);
+  CHECK(c.vocab_size == 54);
+  CHECK(c.pad_token_id == 53);
+  CHECK(c.decoder_start_token_id == 53);
+  CHECK(c.eos_token_id == 0);
+  CHECK(c.forced_eos_token_id == 0);
+  CHECK(c.bad_words_ids == std::vector<heed::index_t>{53});
+  CHECK(c.num_beams == 4);
+  CHECK(c.max_length == 20);
+  CHECK(c.activation == heed::Activation::silu);
+  CHECK(translator.src_vocab().bos_index() == 53);
+  CHECK(translator.src_vocab().eos_index() == 0);
+  CHECK(translator.src_vocab().unk_index() == 1);
+  CHECK(translator.src_vocab()["no-such-piece"] == 1);
+  // One embedding table for the encoder, the decoder and the output layer.
+  with_net(translator, [&](auto& net) {
+    CHECK(net.encoder().embedding.weight.is_same(net.decoder().embedding.weight));
+    CHECK(net.decoder().dense.weight.is_same(net.decoder().embedding.weight));
+    CHECK(static_cast<std::uint64_t>(net.num_parameters()) == heed::marian_parameter_count(c));
+  });
+  // opus-mt-en-fr's sizes: transformers counts 74.67 M parameters (final_logits_bias in).
+  heed::MarianConfig en_fr;
+  en_fr.vocab_size = 59514;
+  CHECK(heed::marian_parameter_count(en_fr) == 74669178u);
+}
+
+TEST_CASE("A tied weight is learnt once: its gradient sums both uses", "[seq2seq][marian]") {
+  heed::Translator translator = heed::Translator::from_marian(kData + "/marian_tiny");
+  with_net(translator, [](auto& net) {
+    net.train();
+    const auto before = net.parameters().size();
+    std::size_t named = 0;
+    for (const auto& [name, p] : net.named_parameters()) named += name == "encoder.embedding.weight" ? 1 : 0;
+    CHECK(named == 1);
+    CHECK(before == net.named_parameters().size());
+    heed::IndexTensor src = heed::full<std::int64_t>({1, 3}, 9);
+    heed::IndexTensor tgt = heed::full<std::int64_t>({1, 2}, 41);
+    heed::IndexTensor lens = heed::full<std::int64_t>({1}, 3);
+    net.zero_grad();
+    const auto loss = net(src, tgt, lens).sum();
+    loss.backward();
+    const heed::Tensor<float>& table = net.encoder().embedding.weight;
+    REQUIRE(table.grad().defined());
+    // Row 9 is read by the encoder only; every row gets the output layer's gradient.
+    CHECK(heed::abs(table.grad().select(0, 9)).sum().item() > 0.0f);
+    CHECK(heed::abs(table.grad().select(0, 50)).sum().item() > 0.0f);
+  });
+}
+
+TEST_CASE("save_marian writes a directory that loads back bit for bit, in F32 and F16", "[seq2seq][marian]") {
+  heed::Translator translator = heed::Translator::from_marian(kData + "/marian_tiny");
+  for (const std::string dtype : {"F32", "F16"}) {
+    const fs::path out = fs::temp_directory_path() / ("heed_marian_saved_" + dtype);
+    fs::remove_all(out);
+    translator.save_marian(out.string(), dtype);
+    for (const char* file : {"config.json", "generation_config.json", "model.safetensors", "source.spm", "target.spm",
+                             "vocab.json", "tokenizer_config.json"})
+      CHECK(fs::exists(out / file));
+    heed::Translator back = heed::Translator::from_marian(out.string());
+    const auto a = translator.visit([](auto& net) { return net.state_dict(); });
+    const auto b = back.visit([](auto& net) { return net.state_dict(); });
+    REQUIRE(a.size() == b.size());
+    for (const auto& [name, tensor] : a) {
+      INFO(name << " in " << dtype);
+      CHECK(tensor.to_vector() == b.at(name).to_vector());  // the weights sit on a grid F16 holds
+    }
+    CHECK(back.marian_config()->bad_words_ids == translator.marian_config()->bad_words_ids);
+    CHECK(back.src_vocab().idx_to_token() == translator.src_vocab().idx_to_token());
+    CHECK(read_text((out / "source.spm").string()) == read_text(kData + "/marian_tiny/source.spm"));
+  }
+  heed::Translator d2l(heed::TranslatorConfig{}, heed::Vocab({{"a"}}, 0, {"<pad>", "<bos>", "<eos>"}),
+                       heed::Vocab({{"b"}}, 0, {"<pad>", "<bos>", "<eos>"}));
+  CHECK_THROWS_AS(d2l.save_marian((fs::temp_directory_path() / "heed_marian_d2l").string()), heed::ValueError);
+  CHECK_THROWS_AS(translator.save((fs::temp_directory_path() / "heed_marian.safetensors").string()), heed::ValueError);
+  CHECK_THROWS_AS(translator.save_marian((fs::temp_directory_path() / "heed_marian_x").string(), "F8"),
+                  heed::ValueError);
+}
+
+TEST_CASE("Hostile MarianMT directories are refused with FileError naming the file", "[seq2seq][marian]") {
+  const auto refused = [](const std::string& dir, const std::string& needle) {
+    INFO(dir << ": " << needle);
+    try {
+      heed::Translator::from_marian(dir);
+      FAIL("loaded");
+    } catch (const heed::FileError& e) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains(needle));
+    }
+  };
+  refused((fs::temp_directory_path() / "heed_no_such_dir").string(), "not a model directory");
+  {
+    const std::string dir = copy_of("marian_tiny", "no_config");
+    fs::remove(dir + "/config.json");
+    refused(dir, "config.json: no such file");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "bin");
+    fs::rename(dir + "/model.safetensors", dir + "/pytorch_model.bin");
+    refused(dir, "has pytorch_model.bin but no model.safetensors");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "truncated");
+    const std::string bytes = read_text(dir + "/model.safetensors");
+    write_text(dir + "/model.safetensors", bytes.substr(0, bytes.size() / 2));
+    refused(dir, "model.safetensors");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "hostile_header");
+    write_text(dir + "/model.safetensors", std::string("\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10));
+    refused(dir, "model.safetensors");
+  }
+  const auto edit_config = [](const std::string& dir, const std::string& from, const std::string& to) {
+    std::string text = read_text(dir + "/config.json");
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    write_text(dir + "/config.json", text.replace(at, from.size(), to));
+  };
+  {
+    const std::string dir = copy_of("marian_tiny", "lying_config");
+    edit_config(dir, "\"d_model\": 16", "\"d_model\": 32");
+    refused(dir, "has shape (54, 16), but config.json's vocab_size and d_model give (54, 32)");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "lying_ffn");
+    edit_config(dir, "\"encoder_ffn_dim\": 32", "\"encoder_ffn_dim\": 8");
+    refused(dir, "fc1.weight' has shape (32, 16), but config.json's sizes give (8, 16)");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "pre_norm");
+    edit_config(dir, "\"normalize_before\": false", "\"normalize_before\": true");
+    refused(dir, "normalize_before: true is not supported");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "not_marian");
+    edit_config(dir, "\"model_type\": \"marian\"", "\"model_type\": \"bart\"");
+    refused(dir, "not 'marian'");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "huge");
+    edit_config(dir, "\"vocab_size\": 54", "\"vocab_size\": 16000000");
+    refused(dir, "");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "short_vocab");
+    std::string text = read_text(dir + "/vocab.json");
+    text.replace(text.find("\"<pad>\": 53"), 11, "\"<pad>\": 52");
+    write_text(dir + "/vocab.json", text);
+    refused(dir, "vocab.json: id 52 is given to two tokens");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "vocab_size");
+    write_text(dir + "/vocab.json", "{\"</s>\": 0, \"<unk>\": 1, \"<pad>\": 2}");
+    refused(dir, "vocab.json: has 3 tokens, but config.json's vocab_size is 54");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "not_utf8");
+    std::string text = read_text(dir + "/vocab.json");
+    text.replace(text.find("\"e\""), 3, "\"\xff\"");
+    write_text(dir + "/vocab.json", text);
+    refused(dir, "vocab.json: not valid JSON");
+  }
+  {
+    const std::string dir = copy_of("marian_tiny", "spm");
+    write_text(dir + "/source.spm", "not a model");
+    refused(dir, "source.spm: not a SentencePiece model");
+  }
+}
+
+TEST_CASE("The sinusoids of MarianMT: sines in the first half, cosines in the second", "[seq2seq][marian]") {
+  heed::PositionalEncoding<double> pe(6, 0.0, 5, heed::PositionalTable::double_precision,
+                                      heed::PositionalLayout::concatenated);
+  for (heed::index_t i = 0; i < 5; ++i)
+    for (heed::index_t j = 0; j < 3; ++j) {
+      const double angle = static_cast<double>(i) / std::pow(10000.0, 2.0 * static_cast<double>(j) / 6.0);
+      CHECK(pe.P.data()[i * 6 + j] == std::sin(angle));
+      CHECK(pe.P.data()[i * 6 + 3 + j] == std::cos(angle));
+    }
+  const auto& golden = marian_golden();
+  heed::PositionalEncoding<float> tiny(16, 0.0, 64, heed::PositionalTable::double_precision,
+                                       heed::PositionalLayout::concatenated);
+  const heed::Tensor<float> expected = golden.tensor<float>("positions");
+  REQUIRE(expected.numel() == 64 * 16);
+  for (heed::index_t k = 0; k < 64 * 16; ++k) {
+    INFO("element " << k);
+    CHECK(tiny.P.data()[k] == expected.data()[k]);
+  }
+}
