@@ -6,6 +6,7 @@
 
 #include <heed/io/checkpoint.hpp>
 #include <heed/io/crc32c.hpp>
+#include <heed/io/half.hpp>
 #include <heed/io/safetensors.hpp>
 #include <heed/io/training_checkpoint.hpp>
 
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <cstdint>
@@ -21,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -28,6 +31,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 

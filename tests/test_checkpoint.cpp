@@ -323,11 +323,11 @@ TEST_CASE("load_checkpoint refuses a damaged or mismatched file and leaves the m
     // F64 converts to the float model; I32 is no parameter's type.
     check_refused(encode(b), "tensor 'ln.weight': dtype I32, model wants F32", true);
     Built half = good;  // a dtype heed has no tensor for, of the same byte size
-    half.header["ln.weight"]["dtype"] = "BF16";
+    half.header["ln.weight"]["dtype"] = "I16";
     half.header["ln.weight"]["shape"] = {8};
     // Several differences: one per line.
     check_refused(encode(half),
-                  "2 differences from the model's parameters:\n  tensor 'ln.weight': dtype BF16, model wants F32\n  "
+                  "2 differences from the model's parameters:\n  tensor 'ln.weight': dtype I16, model wants F32\n  "
                   "tensor 'ln.weight': shape (8) in the file, model wants (4)",
                   true);
   }

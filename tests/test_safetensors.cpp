@@ -1,7 +1,7 @@
 // The safetensors format (heed/io/safetensors.hpp): the byte layout, files laid out as
 // PyTorch's writer lays them out, low-level records of any dtype, header validation,
-// hostile files (deep nesting, huge numbers, changed data, FIFOs) and the CRC-32C
-// checksums (heed/io/crc32c.hpp).
+// hostile files (deep nesting, huge numbers, changed data, FIFOs), the CRC-32C
+// checksums (heed/io/crc32c.hpp), and F16 and BF16 values (heed/io/half.hpp).
 #include "io_common.hpp"
 
 TEMPLATE_TEST_CASE("A saved file follows the safetensors layout byte for byte", "[io]", float, double) {
@@ -123,7 +123,10 @@ TEST_CASE("Low-level files hold any dtype; records convert to tensors of that dt
   CHECK(file.tensors.at("empty").to_tensor<std::int32_t>().shape() == heed::Shape{0, 3});
   CHECK(file.tensors.at("counts").to_tensor<std::int32_t>().to_vector() == std::vector<std::int32_t>{7, -8});
   CHECK_ERROR(heed::ValueError, "dtype I64, wanted F32", file.tensors.at("steps").to_tensor<float>());
-  CHECK_ERROR(heed::ValueError, "dtype BF16, wanted F32", file.tensors.at("half").to_tensor<float>());
+  CHECK(file.tensors.at("half").to_tensor<float>().to_vector() == std::vector<float>{1, 2});  // BF16 converts
+  CHECK_ERROR(heed::ValueError, "dtype BF16, wanted I32", file.tensors.at("half").to_tensor<std::int32_t>());
+  CHECK_ERROR(heed::ValueError, "dtype F32, wanted F64 (or F16, BF16) for a float64 tensor",
+              file.tensors.at("scalar").to_tensor<double>());
 
   // Larger elements first, so that each tensor starts at a multiple of its element size.
   const std::string bytes = read_file(path);
@@ -430,3 +433,354 @@ TEST_CASE("Readers refuse a FIFO or a device at once instead of blocking on it",
   CHECK(bits(net) == bits(saved));
 }
 #endif
+
+// ---- F16 and BF16 (heed/io/half.hpp) ----------------------------------------------------
+
+namespace {
+
+/// Little-endian bytes of 2-byte values, written out as a file holds them.
+std::string le16(const std::vector<std::uint16_t>& values) {
+  std::string out;
+  for (std::uint16_t v : values) {
+    out += static_cast<char>(v & 0xFF);
+    out += static_cast<char>(v >> 8);
+  }
+  return out;
+}
+
+/// Each value rounded to F16 (or BF16) and back: what a file of that dtype holds of it.
+template <typename T>
+std::vector<T> rounded(const std::vector<T>& values, bool f16) {
+  std::vector<T> out;
+  for (T v : values) out.push_back(f16 ? heed::from_f16<T>(heed::to_f16(v)) : heed::from_bf16<T>(heed::to_bf16(v)));
+  return out;
+}
+
+bool is_f16_nan(std::uint16_t bits) { return (bits & 0x7C00) == 0x7C00 && (bits & 0x03FF) != 0; }
+bool is_bf16_nan(std::uint16_t bits) { return (bits & 0x7F80) == 0x7F80 && (bits & 0x007F) != 0; }
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("F16 converts to and from float and double bit for bit, ties to even", "[io]", float, double) {
+  using T = TestType;
+  const T inf = std::numeric_limits<T>::infinity();
+  const auto p2 = [](int e) { return std::ldexp(T(1), e); };
+  struct Case {
+    T value;
+    std::uint16_t bits;
+    bool exact;  // the value is the F16 value, so it converts back
+  };
+  const std::vector<Case> cases = {{T(0), 0x0000, true},
+                                   {-T(0), 0x8000, true},
+                                   {T(1), 0x3C00, true},
+                                   {T(-2), 0xC000, true},
+                                   {T(0.5), 0x3800, true},
+                                   {T(65504), 0x7BFF, true},  // the largest F16
+                                   {T(-65504), 0xFBFF, true},
+                                   {p2(-24), 0x0001, true},  // the smallest subnormal
+                                   {-p2(-24), 0x8001, true},
+                                   {p2(-14), 0x0400, true},            // the smallest normal
+                                   {p2(-14) - p2(-24), 0x03FF, true},  // the largest subnormal
+                                   {inf, 0x7C00, true},
+                                   {-inf, 0xFC00, true},
+                                   {T(1) + p2(-10), 0x3C01, true},
+                                   {T(1) + p2(-11), 0x3C00, false},            // a tie: to the even 1
+                                   {T(1) + 3 * p2(-11), 0x3C02, false},        // a tie: to the even 1 + 2^-9
+                                   {T(1) + p2(-11) + p2(-20), 0x3C01, false},  // above the tie: up
+                                   {T(1) - p2(-12), 0x3C00, false},            // below 1, within half an ulp
+                                   {T(65519), 0x7BFF, false},                  // below the tie with inf
+                                   {T(65520), 0x7C00, false},                  // the tie with inf: to inf (even)
+                                   {T(1e9), 0x7C00, false},                    // overflows
+                                   {T(-1e9), 0xFC00, false},
+                                   {p2(-25), 0x0000, false},            // a tie between 0 and 2^-24: to 0
+                                   {-p2(-25), 0x8000, false},           // and keeps its sign
+                                   {p2(-25) + p2(-40), 0x0001, false},  // above it: up
+                                   {3 * p2(-25), 0x0002, false},        // a tie between 2^-24 and 2^-23: to 2^-23
+                                   {p2(-14) - p2(-25), 0x0400, false},  // rounds up out of the subnormals
+                                   {T(1e-8), 0x0000, false},
+                                   {T(0.1), 0x2E66, false},
+                                   {std::numeric_limits<T>::denorm_min(), 0x0000, false}};
+  for (const Case& c : cases) {
+    INFO(std::setprecision(std::numeric_limits<T>::max_digits10) << c.value << " -> 0x" << std::hex << c.bits);
+    CHECK(heed::to_f16(c.value) == c.bits);
+    if (c.exact) {
+      const T back = heed::from_f16<T>(c.bits);
+      CHECK(back == c.value);
+      CHECK(std::signbit(back) == std::signbit(c.value));
+    }
+  }
+  if (std::is_same_v<T, double>) {
+    // Rounded once: through float, 1 + 2^-11 + 2^-40 would first become the tie 1 + 2^-11, then 1.
+    CHECK(heed::to_f16(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40)) == 0x3C01);
+    CHECK(heed::to_f16(std::numeric_limits<double>::max()) == 0x7C00);
+  }
+
+  // NaN stays NaN both ways, its sign kept; what to_f16 makes is quiet.
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  CHECK(is_f16_nan(heed::to_f16(nan)));
+  CHECK((heed::to_f16(nan) & 0x0200) != 0);
+  CHECK((heed::to_f16(-nan) & 0x8000) != 0);
+  CHECK(is_f16_nan(heed::to_f16(std::numeric_limits<T>::signaling_NaN())));
+  for (std::uint16_t bits : {0x7E00, 0x7C01, 0xFE00, 0x7FFF}) {
+    CHECK(std::isnan(heed::from_f16<T>(bits)));
+    CHECK(std::signbit(heed::from_f16<T>(bits)) == ((bits & 0x8000) != 0));
+  }
+
+  // Every F16 value converts exactly and back, and every midpoint between two neighbours
+  // (exact in float too) rounds to the even one.
+  for (std::uint32_t b = 0; b <= 0xFFFF; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    if (is_f16_nan(bits)) continue;
+    const T value = heed::from_f16<T>(bits);
+    REQUIRE(heed::to_f16(value) == bits);
+    REQUIRE(static_cast<T>(heed::from_f16<float>(bits)) == value);
+    if ((bits & 0x7FFF) >= 0x7BFF) continue;  // the next one is inf
+    const T middle = value + (heed::from_f16<T>(static_cast<std::uint16_t>(bits + 1)) - value) / 2;  // no overflow
+    INFO("between 0x" << std::hex << b << " and the next");
+    REQUIRE(heed::to_f16(middle) == ((bits & 1) ? bits + 1 : bits));
+  }
+}
+
+TEMPLATE_TEST_CASE("BF16 converts to and from float and double bit for bit, ties to even", "[io]", float, double) {
+  using T = TestType;
+  const T inf = std::numeric_limits<T>::infinity();
+  const auto p2 = [](int e) { return std::ldexp(T(1), e); };
+  const T largest = (2 - p2(-7)) * p2(127);
+  CHECK(heed::to_bf16(T(0)) == 0x0000);
+  CHECK(heed::to_bf16(-T(0)) == 0x8000);
+  CHECK(heed::to_bf16(T(1)) == 0x3F80);
+  CHECK(heed::to_bf16(T(-2.5)) == 0xC020);
+  CHECK(heed::to_bf16(T(1) + p2(-7)) == 0x3F81);
+  CHECK(heed::to_bf16(T(1) + p2(-8)) == 0x3F80);      // a tie: to the even 1
+  CHECK(heed::to_bf16(T(1) + 3 * p2(-8)) == 0x3F82);  // a tie: to the even 1 + 2^-6
+  CHECK(heed::to_bf16(T(1) + p2(-8) + p2(-20)) == 0x3F81);
+  CHECK(heed::to_bf16(largest) == 0x7F7F);
+  CHECK(heed::to_bf16(largest + p2(119)) == 0x7F80);  // the tie with inf: to inf
+  CHECK(heed::to_bf16(static_cast<T>(std::numeric_limits<float>::max())) == 0x7F80);
+  CHECK(heed::to_bf16(-static_cast<T>(std::numeric_limits<float>::max())) == 0xFF80);
+  CHECK(heed::to_bf16(p2(-133)) == 0x0001);  // the smallest subnormal
+  CHECK(heed::to_bf16(p2(-134)) == 0x0000);  // a tie with 0: to 0
+  CHECK(heed::to_bf16(p2(-126)) == 0x0080);  // the smallest normal
+  CHECK(heed::to_bf16(inf) == 0x7F80);
+  CHECK(heed::to_bf16(-inf) == 0xFF80);
+  CHECK(heed::from_bf16<T>(0x7F7F) == largest);
+  CHECK(heed::from_bf16<T>(0x0001) == p2(-133));
+  CHECK(heed::from_bf16<T>(0xFF80) == -inf);
+  CHECK(std::signbit(heed::from_bf16<T>(0x8000)));
+  if (std::is_same_v<T, double>) {
+    CHECK(heed::to_bf16(1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40)) == 0x3F81);  // rounded once
+    CHECK(heed::to_bf16(1e300) == 0x7F80);
+    CHECK(heed::to_bf16(1e-300) == 0x0000);
+  }
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  CHECK(is_bf16_nan(heed::to_bf16(nan)));
+  CHECK((heed::to_bf16(nan) & 0x0040) != 0);  // quiet
+  CHECK((heed::to_bf16(-nan) & 0x8000) != 0);
+  CHECK(is_bf16_nan(heed::to_bf16(std::numeric_limits<T>::signaling_NaN())));
+  for (std::uint16_t bits : {0x7FC0, 0x7F81, 0xFFC0}) CHECK(std::isnan(heed::from_bf16<T>(bits)));
+
+  for (std::uint32_t b = 0; b <= 0xFFFF; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    if (is_bf16_nan(bits)) continue;
+    const T value = heed::from_bf16<T>(bits);
+    REQUIRE(heed::to_bf16(value) == bits);
+    if ((bits & 0x7FFF) >= 0x7F7F) continue;
+    const T middle = value + (heed::from_bf16<T>(static_cast<std::uint16_t>(bits + 1)) - value) / 2;  // no overflow
+    INFO("between 0x" << std::hex << b << " and the next");
+    REQUIRE(heed::to_bf16(middle) == ((bits & 1) ? bits + 1 : bits));
+  }
+}
+
+TEST_CASE("Records convert to and from F16 and BF16 for float and double tensors only", "[io]") {
+  // 1, -2, 65504, 2^-24 as F16; 1, -2, 2.5, 2^-133 as BF16, written out by hand.
+  const heed::TensorRecord f16{"F16", {2, 2}, {0x00, 0x3C, 0x00, 0xC0, 0xFF, 0x7B, 0x01, 0x00}};
+  const heed::TensorRecord bf16{"BF16", {4}, {0x80, 0x3F, 0x00, 0xC0, 0x20, 0x40, 0x01, 0x00}};
+  CHECK(f16.to_tensor<float>().to_vector() == std::vector<float>{1, -2, 65504, std::ldexp(1.0f, -24)});
+  CHECK(f16.to_tensor<float>().shape() == heed::Shape{2, 2});
+  CHECK(f16.to_tensor<double>().to_vector() == std::vector<double>{1, -2, 65504, std::ldexp(1.0, -24)});
+  CHECK(bf16.to_tensor<float>().to_vector() == std::vector<float>{1, -2, 2.5f, std::ldexp(1.0f, -133)});
+  CHECK(bf16.to_tensor<double>().to_vector() == std::vector<double>{1, -2, 2.5, std::ldexp(1.0, -133)});
+  CHECK(heed::TensorRecord{"F16", {0}, {}}.to_tensor<float>().numel() == 0);
+  CHECK_ERROR(heed::ValueError, "dtype F16, wanted I64 for a int64 tensor", f16.to_tensor<std::int64_t>());
+  CHECK_ERROR(heed::ValueError, "TensorRecord::to_tensor: 3 bytes for shape (2) of BF16 (4 expected)",
+              (heed::TensorRecord{"BF16", {2}, {1, 2, 3}}.to_tensor<float>()));
+
+  const heed::Tensorf values({1, -2, 65504, 0.1f}, {2, 2});
+  const heed::TensorRecord as_f16 = heed::TensorRecord::from_tensor(values, "F16");
+  CHECK(as_f16.dtype == "F16");
+  CHECK(as_f16.shape == std::vector<index_t>{2, 2});
+  CHECK(as_f16.data == std::vector<unsigned char>{0x00, 0x3C, 0x00, 0xC0, 0xFF, 0x7B, 0x66, 0x2E});
+  const heed::TensorRecord as_bf16 = heed::TensorRecord::from_tensor(heed::Tensord({1, -2.5}, {2}), "BF16");
+  CHECK(as_bf16.data == std::vector<unsigned char>{0x80, 0x3F, 0x20, 0xC0});
+  // The tensor's own dtype is the one-argument overload's record.
+  CHECK(heed::TensorRecord::from_tensor(values, "F32").data == heed::TensorRecord::from_tensor(values).data);
+  CHECK_ERROR(heed::ValueError, "TensorRecord::from_tensor: dtype 'F64': a float32 tensor saves as F32, F16 or BF16",
+              heed::TensorRecord::from_tensor(values, "F64"));
+  CHECK_ERROR(heed::ValueError, "dtype 'F16': a int64 tensor saves as I64 only",
+              heed::TensorRecord::from_tensor(heed::IndexTensor({1}, {1}), "F16"));
+  CHECK_ERROR(heed::ValueError, "the tensor is undefined", heed::TensorRecord::from_tensor(heed::Tensorf(), "F16"));
+  // Out of range: refused, naming the element and every digit of the value, not made inf.
+  CHECK_ERROR(heed::ValueError,
+              "TensorRecord::from_tensor: element 1 is -65520, out of F16's range (its largest value is 65504)",
+              heed::TensorRecord::from_tensor(heed::Tensorf({1, -65520}, {2}), "F16"));
+  CHECK_ERROR(heed::ValueError, "element 0 is 65520.5",
+              heed::TensorRecord::from_tensor(heed::Tensord({65520.5}, {1}), "F16"));
+  CHECK_ERROR(heed::ValueError, "element 0 is 1e+300, out of BF16's range",
+              heed::TensorRecord::from_tensor(heed::Tensord({1e300}, {1}), "BF16"));
+  // Infinities and NaN are values F16 holds, and save as themselves.
+  const float inf = std::numeric_limits<float>::infinity();
+  const heed::TensorRecord special =
+      heed::TensorRecord::from_tensor(heed::Tensorf({inf, -inf, std::nanf("")}, {3}), "F16");
+  const std::vector<float> back = special.to_tensor<float>().to_vector();
+  CHECK(back[0] == inf);
+  CHECK(back[1] == -inf);
+  CHECK(std::isnan(back[2]));
+}
+
+TEMPLATE_TEST_CASE("A module saved as F16 or BF16 loads back as its values rounded", "[io]", float, double) {
+  using T = TestType;
+  TempDir dir;
+  const std::string path = dir.file("half.safetensors");
+  heed::Generator gen(0);
+  TinyNet<T> net(gen);
+  randomize(net, 3);
+  {
+    heed::NoGradGuard no_grad;
+    net.fc.bias.copy_(heed::Tensor<T>({T(1000.1), T(-0.0001), T(1e-6), T(3)}, {4}));  // a subnormal in F16
+  }
+  const std::string dtype = GENERATE(as<std::string>{}, "F16", "BF16");
+  INFO(dtype);
+  const bool f16 = dtype == "F16";
+  heed::save_checkpoint(net, path, {{"epochs", "3"}}, dtype);
+
+  // Every tensor is 2 bytes an element, with its checksum.
+  const heed::SafetensorsHeader header = heed::read_safetensors_header(path);
+  CHECK(header.metadata == Metadata{{"epochs", "3"}});
+  for (const auto& [name, info] : header.tensors) CHECK(info.dtype == dtype);
+  const std::string bytes = read_file(path);
+  CHECK(bytes.size() == 8 + read_le64(bytes, 0) + 2 * (12 + 4 + 4 + 4));
+
+  heed::Generator gen2(1);
+  TinyNet<T> loaded(gen2);
+  CHECK(heed::load_checkpoint(loaded, path) == Metadata{{"epochs", "3"}});
+  const auto want = net.named_parameters();
+  const auto got = loaded.named_parameters();
+  REQUIRE(want.size() == got.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO(want[i].first);
+    CHECK(got[i].second.to_vector() == rounded(want[i].second.to_vector(), f16));
+    CHECK(got[i].second.to_vector() != want[i].second.to_vector());  // it did round
+  }
+  // The other floating type loads the same values, and read_safetensors the same bits.
+  using Other = std::conditional_t<std::is_same_v<T, float>, double, float>;
+  heed::Generator gen3(2);
+  TinyNet<Other> other(gen3);
+  heed::load_checkpoint(other, path);
+  for (const auto& [name, value] : other.named_parameters()) {
+    INFO(name);
+    const heed::TensorRecord record = heed::read_safetensors(path).tensors.at(name);
+    CHECK(record.dtype == dtype);
+    CHECK(value.to_vector() == record.to_tensor<Other>().to_vector());
+  }
+
+  // save_safetensors takes the dtype too, and its records are from_tensor's.
+  heed::save_safetensors(path, std::vector<std::pair<std::string, heed::Tensor<T>>>{{"b", net.fc.bias}}, {}, dtype);
+  const heed::TensorRecord saved = heed::read_safetensors(path).tensors.at("b");
+  CHECK(saved.data == heed::TensorRecord::from_tensor(net.fc.bias, dtype).data);
+  CHECK(saved.to_tensor<T>().to_vector() == rounded(net.fc.bias.to_vector(), f16));
+  // The module's own dtype saves as the overload without it does.
+  heed::save_checkpoint(net, path, {}, heed::detail::safetensors_dtype<T>());
+  const std::string own = read_file(path);
+  heed::save_checkpoint(net, path);
+  CHECK(read_file(path) == own);
+}
+
+TEST_CASE("A hand-written F16 and BF16 file loads into float and double models", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("pretrained.safetensors");
+  // As a HuggingFace F16 or BF16 checkpoint: fc.bias [10, 11, 12, 13] and ln.weight
+  // [1, 1.5, 2, 2.5] spelt out, the others rounded by to_f16 (all exact in both).
+  std::vector<std::uint16_t> weight, ln_bias;
+  for (float v : kFcWeight) weight.push_back(heed::to_bf16(v));
+  for (float v : kLnBias) ln_bias.push_back(heed::to_f16(v));
+  Built b = lay_out({{"fc.weight", "BF16", {4, 3}, le16(weight)},
+                     {"fc.bias", "F16", {4}, le16({0x4900, 0x4980, 0x4A00, 0x4A80})},
+                     {"ln.weight", "BF16", {4}, le16({0x3F80, 0x3FC0, 0x4000, 0x4020})},
+                     {"ln.bias", "F16", {4}, le16(ln_bias)}});
+  b.header["__metadata__"] = {{"format", "pt"}};
+  const std::string good = encode(b, 3);
+  write_file(path, good);
+
+  heed::Generator gen(0);
+  TinyNet<float> net(gen);
+  CHECK(heed::load_checkpoint(net, path) == Metadata{{"format", "pt"}});
+  CHECK(net.fc.weight.to_vector() == kFcWeight);
+  CHECK(net.fc.bias.to_vector() == kFcBias);
+  CHECK(net.ln.weight.to_vector() == kLnWeight);
+  CHECK(net.ln.bias.to_vector() == kLnBias);
+  TinyNet<double> net_d(gen);
+  heed::load_checkpoint(net_d, path);
+  CHECK(net_d.fc.bias.to_vector() == std::vector<double>{10, 11, 12, 13});
+  CHECK(net_d.ln.weight.to_vector() == std::vector<double>{1, 1.5, 2, 2.5});
+
+  // Damaged or hostile: refused with FileError, the model untouched.
+  SECTION("a span that does not fit the F16 shape") {
+    Built bad = b;
+    bad.header["fc.bias"]["shape"] = {3};
+    check_refused(encode(bad), "tensor 'fc.bias': shape (3) of F16 needs 6 bytes, but data_offsets");
+  }
+  SECTION("a shape the model does not have") {
+    Built bad = lay_out({{"fc.weight", "BF16", {4, 3}, le16(weight)},
+                         {"fc.bias", "F16", {2, 2}, le16({0x4900, 0x4980, 0x4A00, 0x4A80})},
+                         {"ln.weight", "BF16", {4}, le16({0x3F80, 0x3FC0, 0x4000, 0x4020})},
+                         {"ln.bias", "F16", {4}, le16(ln_bias)}});
+    check_refused(encode(bad), "tensor 'fc.bias': shape (2, 2) in the file, model wants (4)", true);
+  }
+  SECTION("every truncation") {
+    for (std::size_t size = 0; size < good.size(); size += 3) {
+      INFO("truncated to " << size << " bytes");
+      CHECK_THAT(load_error(good.substr(0, size)), Contains("load_checkpoint: "));
+    }
+    check_refused(good.substr(0, good.size() - 1), "the file is truncated?");
+  }
+  SECTION("a changed byte of a checkpoint saved as F16") {
+    heed::save_checkpoint(net, path, {}, "F16");
+    std::string bytes = read_file(path);
+    bytes[bytes.size() - 1] = static_cast<char>(bytes[bytes.size() - 1] ^ 0x01);
+    CHECK_THAT(load_error(bytes), Contains("tensor 'ln.weight': its bytes do not match their checksum"));
+  }
+}
+
+TEST_CASE("A value out of F16's range is refused before a file is made, not saved as inf", "[io]") {
+  TempDir dir;
+  const std::string path = dir.file("range.safetensors");
+  heed::Generator gen(0);
+  TinyNet<float> net(gen);
+  randomize(net, 5);
+  {
+    heed::NoGradGuard no_grad;
+    net.ln.bias.copy_(heed::Tensorf({0, 1, 70000, 2}, {4}));
+  }
+  CHECK_ERROR(heed::ValueError,
+              "save_checkpoint: " + path +
+                  ": tensor 'ln.bias': element 2 is 70000, out of F16's range (its largest "
+                  "value is 65504): saved as F16 it would become inf",
+              heed::save_checkpoint(net, path, {}, "F16"));
+  CHECK(dir.listing().empty());  // nothing written, not even a temporary
+  // BF16 holds it; an existing file stays as it was when a later save is refused.
+  heed::save_checkpoint(net, path, {}, "BF16");
+  const std::string before = read_file(path);
+  CHECK_THROWS_AS(heed::save_checkpoint(net, path, {}, "F16"), heed::ValueError);
+  CHECK(read_file(path) == before);
+  CHECK(dir.listing() == std::vector<std::string>{"range.safetensors"});
+  CHECK_ERROR(
+      heed::ValueError, "save_safetensors: " + path + ": tensor 'x': element 2 is 70000, out of F16's range",
+      heed::save_safetensors(path, std::vector<std::pair<std::string, heed::Tensorf>>{{"x", net.ln.bias}}, {}, "F16"));
+  // A dtype no float tensor saves as.
+  CHECK_ERROR(heed::ValueError,
+              "save_checkpoint: " + path + ": dtype 'F8_E4M3': a float32 tensor saves as F32, F16 or BF16",
+              heed::save_checkpoint(net, path, {}, "F8_E4M3"));
+  CHECK_ERROR(heed::ValueError, "dtype 'F32': a float64 tensor saves as F64, F16 or BF16",
+              heed::save_checkpoint(TinyNet<double>(gen), path, {}, "F32"));
+  CHECK(read_file(path) == before);
+}

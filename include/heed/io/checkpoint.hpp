@@ -8,7 +8,9 @@
 //
 // A checkpoint holds the module's named_parameters(), not its buffers (d2l's state_dict()
 // has no positional-encoding table either), under their dotted names, which are the keys
-// of d2l's state_dict(): float models save F32, double models F64.
+// of d2l's state_dict(): float models save F32, double models F64, or either F16 or BF16
+// where asked (half the file of F32; pretrained HuggingFace checkpoints often come so).
+// load converts F32, F64, F16 and BF16 to the model's type.
 //
 // save is atomic as save_safetensors is, so a checkpoint is never half-written; load
 // reads and checks everything before it touches a parameter, so a failed load leaves the
@@ -63,10 +65,32 @@ void save_checkpoint(const Module<T>& module, const std::string& path,
   detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
 }
 
+/// As above, every parameter saved as `dtype`: the module's own ("F32" for float, "F64"
+/// for double, as the overload without it saves), or "F16" or "BF16", each value rounded
+/// to nearest-even (heed/io/half.hpp). A finite value beyond the dtype's range (magnitude
+/// 65520 or more for F16) throws ValueError naming the parameter and the value, before
+/// any file is created, rather than be saved as inf; ±inf and NaN are kept. Any other
+/// dtype throws ValueError. load_checkpoint reads the file into a float or double model.
+template <typename T>
+void save_checkpoint(const Module<T>& module, const std::string& path,
+                     const std::map<std::string, std::string>& metadata, const std::string& dtype) {
+  detail::check_save_dtype<T>("save_checkpoint: " + path, dtype);
+  const auto parameters = module.named_parameters();
+  std::vector<detail::SafetensorsItem> items;
+  std::vector<Tensor<T>> on_host;  // parameters on a device copied out, alive until written
+  std::vector<std::vector<unsigned char>> converted(parameters.size());  // F16 or BF16 bytes, alive until written
+  for (std::size_t i = 0; i < parameters.size(); ++i) {
+    on_host.push_back(detail::on_host(parameters[i].second));
+    items.push_back(
+        detail::safetensors_item("save_checkpoint", path, parameters[i].first, on_host.back(), dtype, converted[i]));
+  }
+  detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
+}
+
 namespace detail {
 
 /// Reads the tensors of `reader` that `expected` names (name → shape), all of them with
-/// T's type, into new host tensors (F32 and F64 convert to T). The file must hold exactly
+/// T's type, into new host tensors (F32, F64, F16 and BF16 convert to T). The file must hold exactly
 /// those names: a missing or extra name, another dtype or a shape that differs, or damage
 /// throws FileError naming the file and what differs, before anything outside is touched.
 template <typename T>
@@ -90,10 +114,11 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
                 !missing.empty() && !unexpected.empty() ? "; " : "",
                 unexpected.empty() ? "" : concat("not ", what, " of the model: ", format_names(unexpected)));
 
-  // A float file loads into a double model and back, converted as PyTorch's
-  // load_state_dict converts; any other dtype, or a shape that differs, is a problem.
+  // A float file loads into a double model and back, and an F16 or BF16 one (pretrained
+  // weights often come so) into either, converted as PyTorch's load_state_dict converts;
+  // any other dtype, or a shape that differs, is a problem.
   const std::string dtype = safetensors_dtype<T>();
-  const auto is_floating = [](const std::string& d) { return d == "F32" || d == "F64"; };
+  const auto is_floating = [](const std::string& d) { return d == "F32" || d == "F64" || is_half_dtype(d); };
   std::vector<std::string> problems;
   for (const auto& [name, shape] : expected) {
     const Entry& e = *in_file.at(name);
@@ -140,6 +165,11 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
       continue;
     }
     std::vector<unsigned char>& bytes = found->second;
+    const std::string& source = in_file.at(named.first)->dtype;
+    if (is_half_dtype(source)) {  // read as little-endian: no swap
+      from_half_bytes(bytes.data(), static_cast<std::size_t>(value.numel()), source, value.data());
+      continue;
+    }
     const auto convert = [&](auto source) {
       using S = decltype(source);
       if (swap) swap_bytes(bytes.data(), static_cast<std::size_t>(value.numel()), sizeof(S));
@@ -149,7 +179,7 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
         value.data()[i] = static_cast<T>(v);
       }
     };
-    if (in_file.at(named.first)->dtype == "F32")
+    if (source == "F32")
       convert(float());
     else
       convert(double());
@@ -161,8 +191,8 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
 
 /// Loads every parameter of `module` from a safetensors file (heed's or PyTorch's) and
 /// returns the file's metadata. The file must hold exactly the module's parameter names,
-/// each F32 or F64 (converted to T, as PyTorch's load_state_dict converts) with the
-/// parameter's shape. Any
+/// each F32, F64, F16 or BF16 (converted to T, as PyTorch's load_state_dict converts)
+/// with the parameter's shape. Any
 /// difference or damage throws FileError naming the file and saying what differs, and
 /// leaves the module bit-for-bit as it was: everything is read and checked first.
 template <typename T>

@@ -16,6 +16,11 @@
 //   {"__metadata__": {"epochs": "200"},   (optional; values are strings)
 //    "fc.weight": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]}, ...}
 //
+// float and double tensors also convert to and from F16 and BF16, the 2-byte floats of
+// many pretrained checkpoints (HuggingFace's MarianMT among them): to_tensor and
+// load_checkpoint read them, and from_tensor, save_safetensors and save_checkpoint write
+// them where asked, rounding to nearest-even (heed/io/half.hpp).
+//
 // The reader accepts any valid file (any key order, any safetensors dtype in the low-level
 // read_safetensors) and checks what safetensors' own validator checks: the header is at
 // most 100 MB and an object; every entry has a known dtype, a shape of non-negative
@@ -42,13 +47,17 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <new>
 #include <set>
+#include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -56,6 +65,7 @@
 #include "heed/detail/files.hpp"
 #include "heed/detail/inline.hpp"
 #include "heed/io/crc32c.hpp"
+#include "heed/io/half.hpp"
 #include "heed/io/safetensors_reader.hpp"
 #include "heed/ops/elementwise.hpp"
 
@@ -73,7 +83,16 @@ struct TensorRecord {
   /// std::int64_t → I64, std::int32_t → I32.
   template <typename T>
   static TensorRecord from_tensor(const Tensor<T>& tensor);
-  /// A new tensor holding the record; dtype must be T's (no conversion) and the rank at most 6.
+  /// The tensor as a record of `dtype`: T's own, or "F16" or "BF16" for a float or double
+  /// tensor, each value rounded to nearest-even (heed/io/half.hpp). A finite value beyond
+  /// the dtype's range (magnitude 65520 or more for F16) throws ValueError naming it and
+  /// its index rather than be stored as inf; ±inf and NaN are kept. Any other dtype
+  /// throws ValueError.
+  template <typename T>
+  static TensorRecord from_tensor(const Tensor<T>& tensor, const std::string& dtype);
+  /// A new tensor holding the record; the rank at most 6. dtype must be T's, or F16 or
+  /// BF16 for float and double, whose values convert exactly; anything else (F32 for a
+  /// double tensor included) throws ValueError.
   template <typename T>
   Tensor<T> to_tensor() const;
 };
@@ -118,6 +137,85 @@ SafetensorsItem safetensors_item(const std::string& op, const std::string& path,
           true};
 }
 
+// ---- F16 and BF16 ---------------------------------------------------------------------
+
+/// The 2-byte float dtypes that float and double tensors convert to and from.
+inline bool is_half_dtype(const std::string& dtype) { return dtype == "F16" || dtype == "BF16"; }
+
+/// Throws ValueError unless a tensor of T can be saved as `dtype`: its own, or F16 or
+/// BF16 for float and double. `where` starts the message ("save_checkpoint: path").
+template <typename T>
+void check_save_dtype(const std::string& where, const std::string& dtype) {
+  const bool floating = std::is_floating_point_v<T>;
+  HEED_CHECK(dtype == safetensors_dtype<T>() || (floating && is_half_dtype(dtype)), ValueError, where, ": dtype '",
+             dtype, "': a ", Tensor<T>::dtype(), " tensor saves as ", safetensors_dtype<T>(),
+             floating ? ", F16 or BF16" : " only");
+}
+
+/// `value` in the fewest digits that read back as it: 65520.5, 1e+300.
+template <typename T>
+std::string shortest_text(T value) {
+  std::string text;
+  for (int digits = std::numeric_limits<T>::digits10; digits <= std::numeric_limits<T>::max_digits10; ++digits) {
+    std::ostringstream out;
+    out << std::setprecision(digits) << value;
+    text = out.str();
+    std::istringstream in(text);
+    T back = 0;
+    if (in >> back && back == value) break;
+  }
+  return text;
+}
+
+/// The values of a CPU tensor as little-endian F16 or BF16 bytes, rounded to
+/// nearest-even. A finite value that would round to infinity throws ValueError naming it:
+/// a checkpoint must not turn a weight into inf without a word. `where` names the tensor.
+template <typename T>
+std::vector<unsigned char> to_half_bytes(const std::string& where, const Tensor<T>& host, const std::string& dtype) {
+  const bool f16 = dtype == "F16";
+  const std::size_t n = static_cast<std::size_t>(host.numel());
+  std::vector<unsigned char> bytes(2 * n);
+  const T* values = host.data();
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint16_t bits = f16 ? to_f16(values[i]) : to_bf16(values[i]);
+    const bool infinite = (bits & 0x7FFFu) == (f16 ? 0x7C00u : 0x7F80u);
+    if (infinite && std::isfinite(values[i])) {
+      // Digits enough to tell the value from the largest one (65520 against 65504).
+      const float largest = f16 ? from_f16<float>(0x7BFF) : from_bf16<float>(0x7F7F);
+      throw ValueError(concat(where, ": element ", i, " is ", shortest_text(values[i]), ", out of ", dtype,
+                              "'s range (its largest value is ", shortest_text(largest), "): saved as ", dtype,
+                              " it would become inf"));
+    }
+    bytes[2 * i] = static_cast<unsigned char>(bits & 0xFFu);  // little-endian on any host
+    bytes[2 * i + 1] = static_cast<unsigned char>(bits >> 8);
+  }
+  return bytes;
+}
+
+/// Converts `count` little-endian F16 or BF16 values to T, exactly.
+template <typename T>
+void from_half_bytes(const unsigned char* bytes, std::size_t count, const std::string& dtype, T* out) {
+  const bool f16 = dtype == "F16";
+  for (std::size_t i = 0; i < count; ++i) {
+    const auto bits = static_cast<std::uint16_t>(bytes[2 * i] | bytes[2 * i + 1] << 8);
+    out[i] = f16 ? from_f16<T>(bits) : from_bf16<T>(bits);
+  }
+}
+
+/// A tensor to write as `dtype`: its own bytes, or for F16 and BF16 its values converted
+/// into `converted`, which must outlive the item. Throws ValueError as to_half_bytes.
+template <typename T>
+SafetensorsItem safetensors_item(const std::string& op, const std::string& path, const std::string& name,
+                                 const Tensor<T>& tensor, const std::string& dtype,
+                                 std::vector<unsigned char>& converted) {
+  if (dtype == safetensors_dtype<T>()) return safetensors_item(op, path, name, tensor);
+  HEED_CHECK(tensor.defined(), ValueError, op, ": ", path, ": tensor '", name, "' is undefined");
+  check_save_dtype<T>(concat(op, ": ", path), dtype);
+  if constexpr (std::is_floating_point_v<T>)
+    converted = to_half_bytes(concat(op, ": ", path, ": tensor '", name, "'"), tensor, dtype);
+  return {name, dtype, tensor.shape().to_vector(), converted.data(), converted.size(), 2, false};
+}
+
 /// Throws ValueError unless `text` is valid UTF-8, which the JSON header must be.
 void check_utf8(const std::string& op, const std::string& path, const char* what, const std::string& text);
 
@@ -127,6 +225,19 @@ void write_safetensors(const std::string& op, const std::string& path, std::vect
 }  // namespace detail
 
 // ---- TensorRecord -------------------------------------------------------------------
+
+template <typename T>
+TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor, const std::string& dtype) {
+  if (dtype == detail::safetensors_dtype<T>()) return from_tensor(tensor);
+  detail::check_save_dtype<T>("TensorRecord::from_tensor", dtype);
+  HEED_CHECK(tensor.defined(), ValueError, "TensorRecord::from_tensor: the tensor is undefined");
+  TensorRecord record;
+  record.dtype = dtype;
+  record.shape = tensor.shape().to_vector();
+  if constexpr (std::is_floating_point_v<T>)
+    record.data = detail::to_half_bytes("TensorRecord::from_tensor", detail::on_host(tensor), dtype);
+  return record;
+}
 
 template <typename T>
 TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
@@ -144,13 +255,23 @@ TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
 
 template <typename T>
 Tensor<T> TensorRecord::to_tensor() const {
-  HEED_CHECK(dtype == detail::safetensors_dtype<T>(), ValueError, "TensorRecord::to_tensor: dtype ", dtype, ", wanted ",
-             detail::safetensors_dtype<T>(), " for a ", Tensor<T>::dtype(), " tensor");
+  constexpr bool floating = std::is_floating_point_v<T>;
+  const bool half = floating && detail::is_half_dtype(dtype);
+  HEED_CHECK(dtype == detail::safetensors_dtype<T>() || half, ValueError, "TensorRecord::to_tensor: dtype ", dtype,
+             ", wanted ", detail::safetensors_dtype<T>(), floating ? " (or F16, BF16)" : "", " for a ",
+             Tensor<T>::dtype(), " tensor");
   const index_t n = numel();
-  HEED_CHECK(data.size() == static_cast<std::size_t>(n) * sizeof(T), ValueError,
+  const std::size_t element_size = half ? 2 : sizeof(T);
+  HEED_CHECK(data.size() == static_cast<std::size_t>(n) * element_size, ValueError,
              "TensorRecord::to_tensor: ", data.size(), " bytes for shape ", detail::format_shape(shape), " of ", dtype,
-             " (", static_cast<std::size_t>(n) * sizeof(T), " expected)");
+             " (", static_cast<std::size_t>(n) * element_size, " expected)");
   Tensor<T> out = Tensor<T>::empty(Shape(shape));
+  if constexpr (floating) {
+    if (half) {
+      detail::from_half_bytes(data.data(), static_cast<std::size_t>(n), dtype, out.data());
+      return out;
+    }
+  }
   if (n != 0) std::memcpy(out.data(), data.data(), data.size());
   if (!detail::host_is_little_endian())
     detail::swap_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<std::size_t>(n), sizeof(T));
@@ -203,6 +324,25 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (const auto& [name, tensor] : tensors) {
     on_host.push_back(detail::on_host(tensor));
     items.push_back(detail::safetensors_item("save_safetensors", path, name, on_host.back()));
+  }
+  detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
+}
+
+/// As above, every tensor saved as `dtype`: T's own, or "F16" or "BF16" for float and
+/// double, rounded to nearest-even. A finite value beyond the dtype's range (magnitude
+/// 65520 or more for F16) throws ValueError naming the tensor and the value, before any
+/// file is created, rather than be saved as inf.
+template <typename T>
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
+                      const std::map<std::string, std::string>& metadata, const std::string& dtype) {
+  detail::check_save_dtype<T>("save_safetensors: " + path, dtype);
+  std::vector<detail::SafetensorsItem> items;
+  std::vector<Tensor<T>> on_host;                                     // device tensors copied out, alive until written
+  std::vector<std::vector<unsigned char>> converted(tensors.size());  // F16 or BF16 bytes, alive until written
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    on_host.push_back(detail::on_host(tensors[i].second));
+    items.push_back(
+        detail::safetensors_item("save_safetensors", path, tensors[i].first, on_host.back(), dtype, converted[i]));
   }
   detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
 }

@@ -438,10 +438,10 @@ void load_marian_weights(MarianNet<T>& net, const MarianConfig& config, const st
 /// (atomically), in F32, or in F16 / BF16 when `dtype` says so.
 template <typename T>
 void save_marian_weights(const MarianNet<T>& net, const MarianConfig& config, const std::string& path,
-                         [[maybe_unused]] const std::string& dtype = "F32") {
+                         const std::string& dtype = "F32") {
   std::vector<std::pair<std::string, TensorRecord>> records;
   const auto add = [&](const std::string& name, const Tensor<T>& t, const Shape& shape) {
-    records.emplace_back(detail::marian_name(name), TensorRecord::from_tensor(t.reshape(shape)));
+    records.emplace_back(detail::marian_name(name), TensorRecord::from_tensor(t.reshape(shape), dtype));
   };
   for (const auto& [name, parameter] : net.named_parameters())
     add(name, parameter.detach(), name == "decoder.dense.bias" ? Shape{1, config.vocab_size} : parameter.shape());
