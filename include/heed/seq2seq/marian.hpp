@@ -434,7 +434,7 @@ void load_marian_weights(MarianNet<T>& net, const MarianConfig& config, const st
 }
 
 /// Writes a net's weights as transformers' MarianMTModel names (model.shared.weight once,
-/// final_logits_bias (1, V), the positional tables) to a safetensors file at `path`
+/// final_logits_bias (1, V), the positional tables in F32) to a safetensors file at `path`
 /// (atomically), in F32, or in F16 / BF16 when `dtype` says so.
 template <typename T>
 void save_marian_weights(const MarianNet<T>& net, const MarianConfig& config, const std::string& path,
@@ -445,8 +445,12 @@ void save_marian_weights(const MarianNet<T>& net, const MarianConfig& config, co
   };
   for (const auto& [name, parameter] : net.named_parameters())
     add(name, parameter.detach(), name == "decoder.dense.bias" ? Shape{1, config.vocab_size} : parameter.shape());
-  for (const auto& [name, buffer] : net.named_buffers())
-    add(name, buffer, Shape{config.max_position_embeddings, config.d_model});
+  // The positional tables only in F32: rounded to 2-byte floats they would no longer be
+  // the sinusoids, and a file without them gets the exact ones computed (heed and
+  // transformers alike).
+  if (dtype == "F32")
+    for (const auto& [name, buffer] : net.named_buffers())
+      add(name, buffer, Shape{config.max_position_embeddings, config.d_model});
   save_safetensors(path, records, {{"format", "pt"}});
 }
 
