@@ -37,4 +37,8 @@ TEST_CASE("ActivationLayer prints as PyTorch's ReLU and GELU", "[nn]") {
   CHECK(heed::ActivationLayer<float>(heed::Activation::relu).repr() == "ReLU()");
   CHECK(heed::ActivationLayer<float>(heed::Activation::gelu).repr() == "GELU(approximate='none')");
   CHECK(heed::ActivationLayer<float>(heed::Activation::gelu).type_name() == "GELU");
+  CHECK(heed::ActivationLayer<float>(heed::Activation::silu).type_name() == "SiLU");
+  CHECK(std::string(heed::to_string(heed::Activation::silu)) == "silu");
+  const auto x = heed::tensor<float>({-2.0f, 0.5f, 3.0f});
+  CHECK(heed::activate(x, heed::Activation::silu).to_vector() == heed::silu(x).to_vector());
 }

@@ -46,7 +46,7 @@ template <typename T>
 class ActivationLayer : public Module<T> {
  public:
   explicit ActivationLayer(Activation activation = Activation::relu)
-      : Module<T>(type_name(activation)), activation_(activation) {}
+      : Module<T>(class_name(activation)), activation_(activation) {}
 
   // x: any shape -> same shape
   Tensor<T> forward(const Tensor<T>& x) const { return activate(x, activation_); }
@@ -56,7 +56,7 @@ class ActivationLayer : public Module<T> {
   std::string extra_repr() const override { return activation_ == Activation::gelu ? "approximate='none'" : ""; }
 
  private:
-  static const char* type_name(Activation activation) {  // PyTorch's class names
+  static const char* class_name(Activation activation) {  // PyTorch's class names
     return activation == Activation::relu ? "ReLU" : activation == Activation::gelu ? "GELU" : "SiLU";
   }
   Activation activation_;

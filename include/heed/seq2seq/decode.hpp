@@ -112,10 +112,13 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
   // sample continues with one.
   const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K, V));
-  std::vector<index_t> never = {tgt_vocab.pad_index()};
-  if (tgt_vocab.bos_index() != never[0]) never.push_back(tgt_vocab.bos_index());
-  for (const index_t id : options.forbidden_tokens)
+  std::vector<index_t> never;  // <pad>, the start token and the forbidden tokens, once each
+  const auto never_emit = [&never](index_t id) {
     if (std::find(never.begin(), never.end(), id) == never.end()) never.push_back(id);
+  };
+  never_emit(tgt_vocab.pad_index());
+  never_emit(tgt_vocab.bos_index());
+  for (const index_t id : options.forbidden_tokens) never_emit(id);
   std::vector<detail::TopToken<T>> top;
   std::vector<std::size_t> found;
   std::vector<std::vector<index_t>> forbidden;  // per row
