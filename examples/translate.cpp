@@ -50,8 +50,8 @@ const std::string kUsage =
     "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
     "  --marian         load a MarianMT (OPUS-MT) model directory as transformers writes it\n"
     "                   (config.json, model.safetensors, source.spm, target.spm, vocab.json);\n"
-    "                   sentences are read as written (cased), and --beam defaults to the\n"
-    "                   model's num_beams\n"
+    "                   sentences are read as written (cased), --beam and --length-penalty\n"
+    "                   default to the model's, and beam search follows transformers'\n"
     "  --heatmaps       write the attention heatmaps of each translation (SVG) into DIR\n"
     "  --alignments     write 'source ||| translation ||| i-j links' per sentence to FILE\n"
     "  --evaluate       translate the English side of a fra.txt-format FILE in batches and print\n"
@@ -75,7 +75,7 @@ struct UsageError : std::runtime_error {
 };
 
 struct Args : heed::TranslateRunOptions {
-  bool model_given = false, help = false, beam_given = false;
+  bool model_given = false, help = false, beam_given = false, length_penalty_given = false;
 };
 
 /// The command line; a bad flag or value is a UsageError (exit status 2, with the usage).
@@ -143,7 +143,10 @@ Args parse_args(int argc, char** argv) try {
     throw UsageError("--n-best " + std::to_string(a.decoding.n_best) + " is more than --beam " +
                      std::to_string(a.decoding.beam_size));
   a.decoding.micro_batches = a.micro_batches;
-  for (int i = 1; i < argc; ++i) a.beam_given = a.beam_given || std::string(argv[i]) == "--beam";
+  for (int i = 1; i < argc; ++i) {
+    a.beam_given = a.beam_given || std::string(argv[i]) == "--beam";
+    a.length_penalty_given = a.length_penalty_given || std::string(argv[i]) == "--length-penalty";
+  }
   return a;
 } catch (const heed::ValueError& e) {  // a flag's value, as heed's readers of flags say it
   throw UsageError(e.what());
@@ -211,8 +214,10 @@ int main(int argc, char** argv) {
                                       "");
     args.check_model = [&args](const heed::Translator& translator) {
       // transformers' generate() takes the beam size from the model's configuration.
-      if (const auto& marian = translator.marian_config(); marian && !args.beam_given)
-        args.decoding.beam_size = std::max(args.decoding.n_best, marian->num_beams);
+      if (const auto& marian = translator.marian_config()) {
+        if (!args.beam_given) args.decoding.beam_size = std::max(args.decoding.n_best, marian->num_beams);
+        if (!args.length_penalty_given) args.decoding.length_penalty = marian->length_penalty;
+      }
       check_lengths(translator, args);
     };
     return heed::run_translate(args, std::cout);

@@ -319,3 +319,26 @@ TEST_CASE("The sinusoids of MarianMT: sines in the first half, cosines in the se
     CHECK(tiny.P.data()[k] == expected.data()[k]);
   }
 }
+
+TEST_CASE("Beam search of a MarianMT model gives transformers' beam-4 tokens and scores", "[seq2seq][marian]") {
+  for (const char* dir : {"marian_tiny", "marian_tiny_f16"}) {
+    heed::Translator translator = heed::Translator::from_marian(kData + "/" + dir);
+    const auto sentences = marian_sentences();
+    heed::PredictOptions options;
+    options.beam_size = translator.marian_config()->num_beams;
+    options.length_penalty = translator.marian_config()->length_penalty;
+    options.save_attention_weights = false;
+    const auto translations = translator.translate(sentences, options);
+    const heed::IndexTensor beam = marian_golden().tensor<std::int64_t>("beam4");
+    const heed::Tensor<double> scores = marian_golden().tensor<double>("beam4_scores");
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+      std::vector<std::int64_t> expected;
+      for (const std::int64_t id : row(beam, static_cast<heed::index_t>(i)))
+        if (id > 0) expected.push_back(id);
+      const auto& tokens = translations[i].tokens;
+      INFO(dir << ", sentence " << i);
+      CHECK(std::vector<std::int64_t>(tokens.begin(), tokens.end()) == expected);
+      CHECK(translations[i].score == Approx(scores.data()[i]).margin(1e-5));
+    }
+  }
+}

@@ -29,6 +29,18 @@ namespace heed {
 
 namespace detail {
 
+/// Keeps the `count` best of the finished hypotheses by score (transformers' beam
+/// hypotheses: the worst leaves when one more comes), the earlier one at a tie (a newcomer
+/// no better than the worst is not kept).
+template <typename Live, typename Score>
+void keep_best(std::vector<Live>& ended, index_t count, const Score& score_of) {
+  if (static_cast<index_t>(ended.size()) <= count) return;
+  std::size_t worst = 0;
+  for (std::size_t i = 1; i < ended.size(); ++i)
+    if (score_of(ended[i], ended[i].length()) <= score_of(ended[worst], ended[worst].length())) worst = i;
+  ended.erase(ended.begin() + static_cast<long>(worst));
+}
+
 /// predict_seq2seq's work for the sentences [first, last) of all_sources (tokens, without
 /// <eos>), into the
 /// same places of all_results, under the caller's settings (no grad, eval mode, packed
@@ -103,6 +115,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     for (std::size_t k = 0; k < beams.size(); ++k) beams[k].sample = static_cast<index_t>(k);
   }
   std::vector<index_t> active(static_cast<std::size_t>(batch));
+  std::vector<bool> search_done(static_cast<std::size_t>(batch), false);  // stopped before max_length
   for (index_t b = 0; b < batch; ++b) active[static_cast<std::size_t>(b)] = b;
   auto score_of = [&](const Live& h, index_t length) {
     return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
@@ -111,7 +124,9 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   const index_t V = tgt_vocab.size();
   // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
   // sample continues with one.
-  const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K, V));
+  // transformers' rule reads one more: the K best continuations other than <eos>.
+  const bool transformers = options.beam_search_rule == BeamSearchRule::transformers && !sampling;
+  const auto per_row = static_cast<std::size_t>(sampling ? 1 : std::min(K + (transformers ? 1 : 0), V));
   std::vector<index_t> never;  // <pad>, the start token and the forbidden tokens, once each
   const auto never_emit = [&never](index_t id) {
     if (std::find(never.begin(), never.end(), id) == never.end()) never.push_back(id);
@@ -179,12 +194,14 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       };
       std::vector<Candidate> candidates;
       const auto num_live = static_cast<index_t>(beams.size());
+      // transformers counts a forced <eos> as log P 0 (its processed score).
+      const bool forced_zero = transformers && options.force_eos_at_max_length && step == max_steps - 1;
       for (index_t k = 0; k < num_live; ++k) {
         const auto row = static_cast<std::size_t>(i * K + k);
         for (std::size_t j = 0; j < found[row]; ++j) {
           const detail::TopToken<T>& t = top[row * per_row + j];
-          candidates.push_back(
-              {beams[static_cast<std::size_t>(k)].log_prob + static_cast<double>(t.log_prob), k, t.token});
+          const double log_prob = forced_zero ? 0.0 : static_cast<double>(t.log_prob);
+          candidates.push_back({beams[static_cast<std::size_t>(k)].log_prob + log_prob, k, t.token});
         }
       }
       // Samples each go on with their own draw, in order; beams compete.
@@ -196,15 +213,20 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
         if (found[static_cast<std::size_t>(i * K + k)] == 0)
           finished[static_cast<std::size_t>(b)].push_back(beams[static_cast<std::size_t>(k)]);
       std::vector<Live> next;
-      for (const Candidate& c : candidates) {
+      auto& ended = finished[static_cast<std::size_t>(b)];
+      for (std::size_t rank = 0; rank < candidates.size(); ++rank) {
+        const Candidate& c = candidates[rank];
         if (static_cast<index_t>(next.size()) == K) break;
+        // transformers keeps an <eos> only among the K best candidates.
+        if (transformers && c.token == eos && static_cast<index_t>(rank) >= K) continue;
         Live h = beams[static_cast<std::size_t>(c.beam)];
         h.log_prob = c.log_prob;
         if (!cross.empty()) h.cross.push_back(detail::rows_of(cross, i * K + c.beam));
         if (!self.empty()) h.self.push_back(detail::rows_of(self, i * K + c.beam));
         if (c.token == eos) {
           h.ended = true;
-          finished[static_cast<std::size_t>(b)].push_back(std::move(h));
+          ended.push_back(std::move(h));
+          if (transformers) keep_best(ended, K, score_of);
           if (K == 1) break;  // greedy: the sentence is done
           continue;
         }
@@ -221,9 +243,17 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       // Done when n_best hypotheses have ended and no live one can beat the worst of
       // them (log P only falls; with α > 0 the length term can still help it, so
       // compare against the best score a live hypothesis could reach by num_steps).
-      auto& ended = finished[static_cast<std::size_t>(b)];
+      // transformers: when K have ended and, unless early_stopping, the worst of them
+      // beats the best candidate's log P over this step's length (its heuristic).
       bool done = next.empty();
-      if (!done && !sampling && static_cast<index_t>(ended.size()) >= options.n_best) {
+      if (!done && transformers && K > 1) {
+        if (static_cast<index_t>(ended.size()) >= K) {
+          double worst = score_of(ended.front(), ended.front().length());
+          for (const Live& h : ended) worst = std::min(worst, score_of(h, h.length()));
+          done = options.early_stopping ||
+                 worst >= candidates.front().log_prob / std::pow(static_cast<double>(step + 1), options.length_penalty);
+        }
+      } else if (!done && !sampling && static_cast<index_t>(ended.size()) >= options.n_best) {
         std::vector<double> scores;
         for (const Live& h : ended) scores.push_back(score_of(h, h.length()));
         std::sort(scores.rbegin(), scores.rend());
@@ -238,6 +268,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       }
       beams = std::move(next);
       if (!done) still_active.push_back(i);
+      search_done[static_cast<std::size_t>(b)] = done;
     }
     // The next step's rows: the beams of the sentences still decoding, each row's state
     // taken from its parent.
@@ -262,7 +293,9 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   // ---- collect: finished hypotheses, else the live ones cut at num_steps ----
   for (index_t b = 0; b < batch; ++b) {
     auto& ended = finished[static_cast<std::size_t>(b)];
-    if (static_cast<index_t>(ended.size()) < options.n_best)
+    // transformers' finalize adds every live beam of a sentence not done.
+    if (static_cast<index_t>(ended.size()) < options.n_best ||
+        (transformers && !search_done[static_cast<std::size_t>(b)]))
       for (Live& h : live[static_cast<std::size_t>(b)]) ended.push_back(std::move(h));
     std::vector<std::pair<double, std::size_t>> ranked;
     for (std::size_t i = 0; i < ended.size(); ++i)

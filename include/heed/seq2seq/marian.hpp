@@ -243,7 +243,7 @@ inline void MarianConfig::read_generation_config(const std::string& text, const 
   f.token_lists("bad_words_ids", bad_words_ids, vocab_size);
   f.integer("num_beams", num_beams, 1, 1 << 10);
   f.integer("max_length", max_length, 1, 1 << 16);
-  f.number("length_penalty", length_penalty, -10.0, 10.0);
+  f.number("length_penalty", length_penalty, 0.0, 10.0);  // heed's range (predict_seq2seq)
   if (const nlohmann::json* v = detail::json_field(parsed, "early_stopping"); v && v->is_string())
     f.fail("early_stopping", "'" + v->get<std::string>().substr(0, 20) + "' is not supported (true or false)");
   f.boolean("early_stopping", early_stopping);

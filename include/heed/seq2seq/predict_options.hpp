@@ -14,6 +14,15 @@
 
 namespace heed {
 
+/// How beam search keeps its finished hypotheses and when it stops (predict.hpp):
+/// heed's rule stops only when no live hypothesis can still beat the n_best finished ones
+/// by max_length; transformers' is its generate()'s, for models trained and tuned with
+/// it (MarianMT): <eos> taken only among the beam_size best candidates, the beam_size best
+/// finished hypotheses kept, a forced <eos> counted log P 0, and the search stopped once
+/// beam_size have finished and the worst of them beats the best candidate's log P over
+/// the current length (early_stopping: once beam_size have finished).
+enum class BeamSearchRule { heed, transformers };
+
 struct PredictOptions {
   /// The most steps decoded (max_length, or num_steps when it is 0) for a decoder with no
   /// limit of its own (the GRU); the Transformer's is its positional table's max_len.
@@ -44,6 +53,8 @@ struct PredictOptions {
   // ends (Hugging Face's forced_eos_token_id; its max_length counts the start token, one
   // more than heed's). log P stays the model's own.
   bool force_eos_at_max_length = false;
+  BeamSearchRule beam_search_rule = BeamSearchRule::heed;
+  bool early_stopping = false;  // BeamSearchRule::transformers: stop once beam_size hypotheses end
 };
 
 template <typename T>

@@ -504,7 +504,8 @@ class Translator {
   const std::optional<MarianConfig>& marian_config() const { return marian_; }
 
   /// `options` with what the model requires of decoding: a MarianMT model's bad_words_ids
-  /// among the forbidden tokens, its max_length (when options give none) and forced <eos>.
+  /// among the forbidden tokens, its max_length (when options give none), forced <eos>,
+  /// and transformers' beam search rule with the model's early_stopping.
   PredictOptions decoding_options(PredictOptions options) const {
     if (!marian_) return options;
     for (const index_t id : marian_->bad_words_ids) options.forbidden_tokens.push_back(id);
@@ -512,6 +513,8 @@ class Translator {
     // them <eos> when the model forces it.
     if (options.max_length == 0) options.max_length = std::max<index_t>(1, marian_->max_length - 1);
     options.force_eos_at_max_length = marian_->forced_eos_token_id == marian_->eos_token_id;
+    options.beam_search_rule = BeamSearchRule::transformers;
+    options.early_stopping = marian_->early_stopping;
     return options;
   }
 
