@@ -37,6 +37,7 @@ const std::string kUsage =
     "                 [--top-k K] [--top-p P] [--min-length N] [--max-length N] [--no-repeat-ngram N]\n"
     "                 [--save FILE] [--load FILE] [--marian DIR] [--heatmaps DIR] [--alignments FILE]\n"
     "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
+    "                 [--stream] [--target-prefix TEXT]\n"
     "                 [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"
@@ -60,6 +61,8 @@ const std::string kUsage =
     "                   translations, instead of d2l's four test sentences, and warns of\n"
     "                   sentences the model trained on (train_translator's checkpoints say)\n"
     "  --worst          how many of the worst translations --evaluate prints (default 5)\n"
+    "  --stream         print each translation's words as they are decoded (greedy: --beam 1)\n"
+    "  --target-prefix  every translation starts with TEXT (forced, then decoded on)\n"
     "  --micro-batches  split each batch into K parts trained on parallel threads (1 to 1024,\n"
     "                   default 1; K = the thread count trains fastest; K, not the threads, sets\n"
     "                   the bits)\n"
@@ -107,6 +110,7 @@ Args parse_args(int argc, char** argv) try {
       {"--save", path(a.save, "a file name")},
       {"--load", path(a.load, "a file name")},
       {"--marian", path(a.marian, "a MarianMT model directory")},
+      {"--target-prefix", path(a.target_prefix, "the text every translation starts with")},
       {"--heatmaps", path(a.heatmaps, "a directory")},
       {"--alignments", path(a.alignments, "a file name")},
       {"--evaluate", path(a.evaluate, "a file name")},
@@ -116,8 +120,8 @@ Args parse_args(int argc, char** argv) try {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto it = with_value.find(arg);
-    if (arg == "--sample" || arg == "--quiet") {
-      (arg == "--sample" ? a.decoding.sample : a.quiet) = true;
+    if (arg == "--sample" || arg == "--quiet" || arg == "--stream") {
+      (arg == "--sample" ? a.decoding.sample : arg == "--quiet" ? a.quiet : a.stream) = true;
     } else if (it != with_value.end() || heed::is_predict_flag(arg)) {
       if (i + 1 >= argc) throw UsageError(arg + " needs a value");
       if (it != with_value.end())
@@ -139,6 +143,9 @@ Args parse_args(int argc, char** argv) try {
   if (!a.load.empty() && !a.data.empty()) throw UsageError("--load and --data exclude each other");
   if (!a.marian.empty() && (!a.load.empty() || !a.data.empty() || !a.save.empty()))
     throw UsageError("--marian excludes --load, --data and --save");
+  if (a.stream && a.decoding.beam_size > 1)
+    throw UsageError("--stream prints greedy decoding as it goes: it excludes --beam " +
+                     std::to_string(a.decoding.beam_size));
   if (a.decoding.n_best > a.decoding.beam_size)
     throw UsageError("--n-best " + std::to_string(a.decoding.n_best) + " is more than --beam " +
                      std::to_string(a.decoding.beam_size));
@@ -215,7 +222,8 @@ int main(int argc, char** argv) {
     args.check_model = [&args](const heed::Translator& translator) {
       // transformers' generate() takes the beam size from the model's configuration.
       if (const auto& marian = translator.marian_config()) {
-        if (!args.beam_given) args.decoding.beam_size = std::max(args.decoding.n_best, marian->num_beams);
+        if (!args.beam_given && !args.stream)
+          args.decoding.beam_size = std::max(args.decoding.n_best, marian->num_beams);
         if (!args.length_penalty_given) args.decoding.length_penalty = marian->length_penalty;
       }
       check_lengths(translator, args);

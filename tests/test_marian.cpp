@@ -342,3 +342,46 @@ TEST_CASE("Beam search of a MarianMT model gives transformers' beam-4 tokens and
     }
   }
 }
+
+TEST_CASE("A target prefix starts every hypothesis; greedy decoding streams its tokens", "[seq2seq][marian]") {
+  heed::Translator translator = heed::Translator::from_marian(kData + "/marian_tiny");
+  const auto sentences = marian_sentences();
+  heed::PredictOptions options;
+  options.save_attention_weights = false;
+  const auto plain = translator.translate(sentences, options);
+  // Forcing the greedy translation's own first two tokens changes nothing.
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    const auto& tokens = plain[i].tokens;
+    REQUIRE(tokens.size() >= 2);
+    options.target_prefix.push_back(translator.tgt_vocab().to_tokens({tokens[0], tokens[1]}));
+  }
+  const auto same = translator.translate(sentences, options);
+  for (std::size_t i = 0; i < sentences.size(); ++i) CHECK(same[i].tokens == plain[i].tokens);
+  // Another prefix is obeyed, under beam search too.
+  const std::vector<std::string> prefix = {"\xe2\x96\x81le", "s"};
+  options.target_prefix.assign(sentences.size(), prefix);
+  options.beam_size = 4;
+  for (const auto& t : translator.translate(sentences, options)) {
+    REQUIRE(t.tokens.size() >= 2);
+    CHECK(translator.tgt_vocab().to_tokens({t.tokens[0], t.tokens[1]}) == prefix);
+  }
+  // Streaming: every token, in order, then the end.
+  heed::PredictOptions stream;
+  stream.save_attention_weights = false;
+  std::vector<std::vector<heed::index_t>> seen(sentences.size());
+  std::vector<int> ends(sentences.size(), 0);
+  stream.on_token = [&](std::size_t sentence, heed::index_t token, bool last) {
+    if (token != translator.tgt_vocab().eos_index()) seen[sentence].push_back(token);
+    ends[sentence] += last ? 1 : 0;
+  };
+  translator.translate(sentences, stream);
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    CHECK(seen[i] == plain[i].tokens);
+    CHECK(ends[i] == 1);
+  }
+  stream.beam_size = 2;
+  CHECK_THROWS_AS(translator.translate(sentences, stream), heed::ValueError);
+  heed::PredictOptions wrong;
+  wrong.target_prefix = {{"a"}};
+  CHECK_THROWS_AS(translator.translate(sentences, wrong), heed::ValueError);
+}

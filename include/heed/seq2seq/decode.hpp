@@ -115,7 +115,10 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     for (std::size_t k = 0; k < beams.size(); ++k) beams[k].sample = static_cast<index_t>(k);
   }
   std::vector<index_t> active(static_cast<std::size_t>(batch));
-  std::vector<bool> search_done(static_cast<std::size_t>(batch), false);  // stopped before max_length
+  std::vector<bool> search_done(static_cast<std::size_t>(batch), false);          // stopped before max_length
+  std::vector<std::vector<index_t>> prefix_ids(static_cast<std::size_t>(batch));  // the forced first tokens
+  for (std::size_t b = 0; b < prefix_ids.size() && !options.target_prefix.empty(); ++b)
+    prefix_ids[b] = tgt_vocab[options.target_prefix[first + b]];
   for (index_t b = 0; b < batch; ++b) active[static_cast<std::size_t>(b)] = b;
   auto score_of = [&](const Live& h, index_t length) {
     return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
@@ -157,11 +160,19 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     for (index_t row = 0; row < num_active * K; ++row) {
       std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
       f.clear();
-      if (const Live* h = hypothesis(row)) detail::forbidden_tokens(h->tokens, options, eos, never, f);
-      if (options.force_eos_at_max_length && step == max_steps - 1) {
+      const Live* h = hypothesis(row);
+      if (h) detail::forbidden_tokens(h->tokens, options, eos, never, f);
+      // A forced token (the prefix's next, or <eos> at the last step): every other one forbidden.
+      const std::vector<index_t>& prefix =
+          prefix_ids[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)])];
+      const auto length = h ? h->tokens.size() : 0;
+      const index_t forced = length < prefix.size()                                     ? prefix[length]
+                             : options.force_eos_at_max_length && step == max_steps - 1 ? eos
+                                                                                        : -1;
+      if (forced >= 0) {
         f.clear();
         for (index_t v = 0; v < V; ++v)
-          if (v != eos) f.push_back(v);
+          if (v != forced) f.push_back(v);
       }
     }
     const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
@@ -225,12 +236,14 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
         if (!self.empty()) h.self.push_back(detail::rows_of(self, i * K + c.beam));
         if (c.token == eos) {
           h.ended = true;
+          if (options.on_token) options.on_token(first + static_cast<std::size_t>(b), eos, true);
           ended.push_back(std::move(h));
           if (transformers) keep_best(ended, K, score_of);
           if (K == 1) break;  // greedy: the sentence is done
           continue;
         }
         h.tokens.push_back(c.token);
+        if (options.on_token) options.on_token(first + static_cast<std::size_t>(b), c.token, step == max_steps - 1);
         parents[static_cast<std::size_t>(i * K) + next.size()] = i * K + c.beam;
         tokens[static_cast<std::size_t>(i * K) + next.size()] = c.token;
         next.push_back(std::move(h));

@@ -118,6 +118,15 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
       HEED_CHECK(vocab->contains(*token), ValueError, "predict_seq2seq: the ",
                  vocab == &src_vocab ? "source" : "target", " vocabulary has no ", *token);
   }
+  HEED_CHECK(!options.on_token || options.beam_size == 1, ValueError,
+             "predict_seq2seq: on_token streams greedy decoding or one sample (beam_size 1), got beam_size ",
+             options.beam_size, ": beam search changes its best hypothesis until it ends");
+  HEED_CHECK(options.target_prefix.empty() || options.target_prefix.size() == src_tokens.size(), ValueError,
+             "predict_seq2seq: ", options.target_prefix.size(), " target prefixes for ", src_tokens.size(),
+             " sentences (one each, or none)");
+  for (const auto& prefix : options.target_prefix)
+    HEED_CHECK(static_cast<index_t>(prefix.size()) < max_steps, ValueError, "predict_seq2seq: a target prefix of ",
+               prefix.size(), " tokens leaves no room in ", max_steps, " decoded tokens (max_length)");
   for (const index_t id : options.forbidden_tokens)
     HEED_CHECK(id >= 0 && id < tgt_vocab.size(), ValueError, "predict_seq2seq: forbidden token ", id,
                " is not in the target vocabulary of ", tgt_vocab.size(), " tokens");

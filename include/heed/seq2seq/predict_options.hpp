@@ -6,6 +6,7 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,14 @@ struct PredictOptions {
   // ends (Hugging Face's forced_eos_token_id; its max_length counts the start token, one
   // more than heed's). log P stays the model's own.
   bool force_eos_at_max_length = false;
+  // Per sentence, the target tokens (the model's: words or pieces) each of its
+  // hypotheses starts with (CTranslate2's target_prefix); empty, or one per sentence
+  // (an empty one: no prefix). Their log P counts.
+  std::vector<std::vector<std::string>> target_prefix;
+  // Streaming: called as greedy decoding (beam_size 1) takes each token, with the
+  // sentence's index, the token and whether it is the sentence's last (<eos>, or the
+  // max_length-th token); from the decoding threads (several at once with micro_batches).
+  std::function<void(std::size_t sentence, index_t token, bool last)> on_token;
   BeamSearchRule beam_search_rule = BeamSearchRule::heed;
   bool early_stopping = false;  // BeamSearchRule::transformers: stop once beam_size hypotheses end
 };

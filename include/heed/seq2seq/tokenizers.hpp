@@ -226,6 +226,17 @@ class Tokenizers {
     return words;
   }
 
+  /// A target sentence (a translation's beginning: PredictOptions::target_prefix) as the
+  /// model's target tokens: d2l's words, their pieces, or a pretrained model's pieces of
+  /// the text as written.
+  std::vector<std::string> target_tokens(const std::string& text) const {
+#ifdef HEED_WITH_SENTENCEPIECE
+    if (pretrained_) return tgt_->encode(text);
+    if (subwords()) return tgt_->encode(detail::join_words(detail::split(preprocess_nmt(text), ' ')));
+#endif
+    return detail::split(preprocess_nmt(text), ' ');
+  }
+
   /// Pairs of words as the model's tokens.
   NmtTokens to_model(const NmtTokens& words) const {
     if (!subwords()) return words;

@@ -44,7 +44,9 @@ struct TranslateRunOptions {
   index_t num_examples = 600, epochs = -1, micro_batches = 1, worst = 5;
   PredictOptions decoding;
   std::uint64_t seed = 1;
-  bool quiet = false;  // no progress report
+  bool quiet = false;         // no progress report
+  bool stream = false;        // print each translation's words as they are decoded (greedy)
+  std::string target_prefix;  // every translation starts with this text; empty: none
   std::vector<std::string> sentences;
   dist::Communicator* communicator = nullptr;  // data-parallel over its ranks when it has several; rank 0 reports
   /// Called once the model is built or loaded, before training or decoding: the
@@ -161,6 +163,35 @@ inline void evaluate_file(Translator& translator, const TranslateRunOptions& arg
                      scored.hypotheses[w.sentence].c_str(), refs.references[w.sentence][w.reference].c_str());
 }
 
+/// Translates the sentences one at a time, greedily, printing each translation's text as
+/// its tokens come (the text so far, detokenised, wherever it extends what was printed).
+inline void translate_streaming(Translator& translator, const std::vector<std::string>& sentences,
+                                const PredictOptions& base, std::ostream& out) {
+  HEED_CHECK(base.beam_size == 1, ValueError, "run_translate: stream decodes greedily (beam_size 1), got beam_size ",
+             base.beam_size);
+  for (std::size_t i = 0; i < sentences.size(); ++i) {
+    out << sentences[i] << " => " << std::flush;
+    std::vector<std::string> pieces;
+    std::string shown;
+    const auto show = [&](const std::string& text) {
+      if (text.compare(0, shown.size(), shown) != 0) return;  // a detokenised text that rewrote its end
+      out << text.substr(shown.size()) << std::flush;
+      shown = text;
+    };
+    PredictOptions options = base;
+    options.save_attention_weights = false;
+    if (!base.target_prefix.empty()) options.target_prefix = {base.target_prefix[i]};
+    options.on_token = [&](std::size_t, index_t token, bool) {
+      if (token == translator.tgt_vocab().eos_index()) return;
+      pieces.push_back(translator.tgt_vocab().to_tokens(token));
+      show(translator.tokenizers().target_text(pieces));
+    };
+    const Translation<float> t = translator.translate({sentences[i]}, options).front();
+    show(t.text);
+    out << (t.text.compare(0, shown.size(), shown) == 0 ? "" : "\n  (final) " + t.text) << "\n";
+  }
+}
+
 }  // namespace detail
 
 /// Runs translate as the top of this file says; returns its exit status (0). Errors are
@@ -210,6 +241,12 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
   PredictOptions options = args.decoding;
   options.micro_batches = 1;  // attention weights are kept: one group
   if (sentences.empty()) return 0;
+  if (!args.target_prefix.empty())
+    options.target_prefix.assign(sentences.size(), translator->tokenizers().target_tokens(args.target_prefix));
+  if (args.stream) {
+    detail::translate_streaming(*translator, sentences, options, out);
+    return 0;
+  }
   const auto translations = translator->translate(sentences, options);
   std::ofstream alignments;
   if (!args.alignments.empty()) {
