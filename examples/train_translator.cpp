@@ -7,6 +7,8 @@
 //       --batch-size 128 --lr 0.001 --bucket 32 --micro-batches 2 --epochs 6 --out run
 //   train_translator ... --resume run/last.safetensors --epochs 8      two more epochs
 //   translate --load run/best.safetensors "i'm calm ."
+//   train_translator --init-marian opus-mt-en-fr --train pairs.txt --valid-fraction 0.05
+//       --lr 0.00005 --epochs 2 --out ft --save-marian opus-mt-en-fr-ft     fine-tune OPUS-MT
 //
 // Every hyper-parameter has a flag (train_translator --help); the defaults are d2l's
 // (batch 64, 10 steps, lr 0.005, 32 hidden, 2 layers, dropout 0.1, 200 epochs for the
@@ -177,6 +179,16 @@ int main(int argc, char** argv) {
   app.add_option("--out", args.out, "directory for last.safetensors and best.safetensors")->group(output);
   app.add_option("--resume", args.resume, "a last.safetensors to continue from (the same flags, more --epochs)")
       ->check(CLI::ExistingFile)
+      ->group(output);
+  app.add_option("--init-marian", args.init_marian,
+                 "fine-tune a MarianMT (OPUS-MT) model directory: its net, SentencePiece models and vocabulary "
+                 "(the model's flags are ignored but --num-steps, default 128 here); OUT/best is then a MarianMT "
+                 "directory")
+      ->check(CLI::ExistingDirectory)
+      ->group(output);
+  app.add_option("--save-marian", args.save_marian,
+                 "write the fine-tuned model as a MarianMT directory that transformers and translate --marian load")
+      ->needs("--init-marian")
       ->group(output);
   app.add_flag("--quiet", args.quiet, "no per-epoch progress line from the training loop")->group(output);
   app.add_option("--json", json,

@@ -3,12 +3,13 @@
 // layout (F32 with the positional tables and a copy of the tied embedding, F16 without
 // them), its tokens, encoder output, teacher-forced logits and greedy output computed in
 // float64 by a PyTorch port written from modeling_marian.py's equations.
-#include <heed/seq2seq/translator.hpp>
+#include <heed/seq2seq/translator_training.hpp>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -384,4 +385,71 @@ TEST_CASE("A target prefix starts every hypothesis; greedy decoding streams its 
   heed::PredictOptions wrong;
   wrong.target_prefix = {{"a"}};
   CHECK_THROWS_AS(translator.translate(sentences, wrong), heed::ValueError);
+}
+
+TEST_CASE("train_translator fine-tunes a MarianMT model, resumes it bit for bit and writes it back",
+          "[seq2seq][marian]") {
+  const fs::path dir = fs::temp_directory_path() / "heed_marian_finetune";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // Cased pairs, read as written (the model's own tokens).
+  const std::string pairs = (dir / "pairs.txt").string();
+  write_text(pairs,
+             "The cat sat on the mat.\tLe chat est assis sur le tapis.\n"
+             "I like green tea.\tJ'aime le thé vert.\n"
+             "Where is the big train station?\tOù est la grande gare ?\n"
+             "She reads a book.\tElle lit un livre.\n"
+             "Good morning.\tBonjour.\n"
+             "The dog runs.\tLe chien court.\n");
+  heed::TranslatorTrainOptions options;
+  options.init_marian = kData + "/marian_tiny";
+  options.train = pairs;
+  options.num_examples = 0;
+  options.batch_size = 2;
+  options.lr = 0.01;
+  options.epochs = 3;
+  options.valid_fraction = 0.3;
+  options.quiet = true;
+  options.out = (dir / "straight").string();
+  options.save_marian = (dir / "tuned").string();
+  std::ostringstream log;
+  const heed::TranslatorTrainReport report = heed::train_translator(options, log);
+  INFO(log.str());
+  CHECK(report.model == "marian");
+  CHECK(report.parameters == 12054);
+  REQUIRE(report.epoch_records.size() == 3);
+  CHECK(report.epoch_records.back().loss < report.epoch_records.front().loss);
+  CHECK(report.epoch_records.back().validated);
+  CHECK(fs::exists(dir / "straight" / "best" / "model.safetensors"));
+  CHECK(fs::exists(dir / "straight" / "valid.txt"));
+  // The result loads, differs from the start, and keeps the tokenizer files.
+  heed::Translator tuned = heed::Translator::from_marian((dir / "tuned").string());
+  heed::Translator start = heed::Translator::from_marian(kData + "/marian_tiny");
+  const auto tuned_state = tuned.visit([](auto& net) { return net.state_dict(); });
+  const auto start_state = start.visit([](auto& net) { return net.state_dict(); });
+  CHECK(tuned_state.at("encoder.embedding.weight").to_vector() !=
+        start_state.at("encoder.embedding.weight").to_vector());
+  CHECK(read_text((dir / "tuned" / "target.spm").string()) == read_text(kData + "/marian_tiny/target.spm"));
+  // Two epochs, then a resume to three: the same weights as three straight.
+  options.out = (dir / "resumed").string();
+  options.save_marian = (dir / "resumed_model").string();
+  options.epochs = 2;
+  heed::train_translator(options, log);
+  options.epochs = 3;
+  options.resume = (dir / "resumed" / "last.safetensors").string();
+  heed::train_translator(options, log);
+  heed::Translator resumed = heed::Translator::from_marian((dir / "resumed_model").string());
+  const auto resumed_state = resumed.visit([](auto& net) { return net.state_dict(); });
+  for (const auto& [name, tensor] : tuned_state) {
+    INFO(name);
+    CHECK(tensor.to_vector() == resumed_state.at(name).to_vector());
+  }
+  heed::TranslatorTrainOptions bad = options;
+  bad.resume.clear();
+  bad.sentencepiece = 8;
+  CHECK_THROWS_AS(heed::train_translator(bad, log), heed::ValueError);
+  bad = options;
+  bad.resume.clear();
+  bad.init_marian.clear();
+  CHECK_THROWS_AS(heed::train_translator(bad, log), heed::ValueError);
 }

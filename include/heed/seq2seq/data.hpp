@@ -304,13 +304,13 @@ HEED_INLINE NmtTokens tokenize_nmt(const std::string& text, std::optional<std::s
 HEED_INLINE NmtArray build_array_nmt(const std::vector<std::vector<std::string>>& lines, const Vocab& vocab,
                                      index_t num_steps) {
   HEED_CHECK(num_steps > 0, ValueError, "build_array_nmt: num_steps must be positive, got ", num_steps);
-  HEED_CHECK(vocab.contains("<pad>") && vocab.contains("<eos>"), ValueError,
+  HEED_CHECK(vocab.contains(vocab.special_tokens().pad) && vocab.contains(vocab.special_tokens().eos), ValueError,
              "build_array_nmt: the vocabulary needs the reserved tokens <pad> and <eos>");
-  const index_t n = static_cast<index_t>(lines.size()), pad = vocab["<pad>"];
+  const index_t n = static_cast<index_t>(lines.size()), pad = vocab.pad_index();
   NmtArray out{IndexTensor::empty({n, num_steps}), IndexTensor::empty({n})};
   for (index_t i = 0; i < n; ++i) {
     std::vector<index_t> line = vocab[lines[static_cast<std::size_t>(i)]];
-    line.push_back(vocab["<eos>"]);
+    line.push_back(vocab.eos_index());
     line = truncate_pad(std::move(line), num_steps, pad);
     std::copy(line.begin(), line.end(), out.array.data() + i * num_steps);
     out.valid_len.data()[i] = static_cast<index_t>(line.size()) - std::count(line.begin(), line.end(), pad);

@@ -49,6 +49,9 @@ struct TrainingData {
   index_t num_examples = 0;     // train's first pairs read; 0: all
   double valid_fraction = 0.0;  // of train's distinct English sentences, drawn with seed
   std::uint64_t seed = 1;
+  // d2l's preprocess_nmt before splitting on spaces (lowercased, punctuation apart); false
+  // keeps the text as written, for a pretrained model whose own tokenizer reads it.
+  bool preprocess = true;
 
   static constexpr const char* kTrainKey = "heed.train_data";
   static constexpr const char* kCrcKey = "heed.train_data_crc32c";
@@ -133,11 +136,12 @@ HEED_INLINE TrainingSplit split_training_data(const TrainingData& data) {
   if (data.num_examples > 0) limit = static_cast<std::size_t>(data.num_examples);
   TrainingSplit split;
   split.crc32c = crc32c(text.data(), text.size());
-  NmtTokens all = tokenize_nmt(preprocess_nmt(text), limit);
+  const auto prepared = [&](const std::string& pairs) { return data.preprocess ? preprocess_nmt(pairs) : pairs; };
+  NmtTokens all = tokenize_nmt(prepared(text), limit);
   if (all.source.empty()) throw FileError(name + ": holds no sentence pairs (lines 'English<TAB>French')");
   if (!data.valid.empty()) {
     split.train = std::move(all);
-    split.valid = tokenize_nmt(preprocess_nmt(read_data_nmt(data.valid)));
+    split.valid = tokenize_nmt(prepared(read_data_nmt(data.valid)));
     if (split.valid.source.empty()) throw FileError(data.valid + ": holds no sentence pairs");
     return split;
   }

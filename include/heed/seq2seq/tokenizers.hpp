@@ -177,8 +177,7 @@ class Tokenizers {
 
   /// The models as metadata, each with its checksum (nothing for words).
   std::map<std::string, std::string> metadata() const {
-    HEED_CHECK(!pretrained_, ValueError,
-               "Tokenizers::metadata: a pretrained model's tokenizers are its directory's files (save_marian)");
+    if (pretrained_) return {};  // a pretrained model's tokenizers are its directory's files (save_marian)
 #ifdef HEED_WITH_SENTENCEPIECE
     if (subwords()) {
       const auto crc = [](const std::string& bytes) { return detail::format_crc(crc32c(bytes.data(), bytes.size())); };
@@ -242,7 +241,8 @@ class Tokenizers {
     if (!subwords()) return words;
     NmtTokens out;
 #ifdef HEED_WITH_SENTENCEPIECE
-    for (const auto& w : words.source) out.source.push_back(src_->encode(detail::join_words(w)));
+    for (const auto& w : words.source)
+      out.source.push_back(pretrained_ ? sentence_tokens(detail::join_words(w)) : src_->encode(detail::join_words(w)));
     for (const auto& w : words.target) out.target.push_back(tgt_->encode(detail::join_words(w)));
 #endif
     return out;

@@ -137,7 +137,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   HEED_CHECK(options.max_seconds >= 0.0, ValueError, "train_seq2seq: max_seconds must be >= 0, got ",
              options.max_seconds);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
-  HEED_CHECK(tgt_vocab.contains("<bos>"), ValueError, "train_seq2seq: the target vocabulary has no <bos> token");
+  HEED_CHECK(tgt_vocab.contains(tgt_vocab.special_tokens().bos), ValueError,
+             "train_seq2seq: the target vocabulary has no start token ", tgt_vocab.special_tokens().bos);
   // Training runs where the net is (net.to(device) first): each batch goes there, and
   // each step's loss comes back, nothing else.
   const Device device = net.device();
@@ -155,7 +156,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
       params.size());
   const MaskedSoftmaxCELoss loss(options.label_smoothing);
   net.train();
-  const index_t bos = tgt_vocab["<bos>"];
+  const index_t bos = tgt_vocab.bos_index();
   // Data-parallel: the same model everywhere (rank 0's values), each rank its parts of
   // every batch, the gradients summed across ranks before clipping.
   std::optional<dist::DataParallel<T>> parallel;

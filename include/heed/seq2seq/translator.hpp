@@ -567,6 +567,8 @@ class Translator {
   /// metadata.
   std::map<std::string, std::string> metadata() const {
     std::map<std::string, std::string> out = config_.to_metadata();
+    // A MarianMT model's tokens and configuration are its directory's (save_marian).
+    if (marian_) return out;
     out.merge(detail::vocab_metadata(src_vocab_, tgt_vocab_));
     out.merge(tokenizers_.metadata());
     return out;

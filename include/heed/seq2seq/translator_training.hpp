@@ -46,6 +46,9 @@ namespace heed {
 struct TranslatorTrainOptions {
   TranslatorConfig model;
   std::string train, valid, out, resume, schedule = "constant";  // schedule: constant, inverse-sqrt or cosine
+  // Fine-tuning: a MarianMT directory to start from (its net, tokens and vocabulary;
+  // `model` is then ignored but for num_steps), and one to write the result to.
+  std::string init_marian, save_marian;
   index_t num_examples = 600, batch_size = 64, batch_tokens = 0, bucket = 0, min_freq = 2, epochs = -1, warmup = 0;
   index_t sentencepiece = 0;  // pieces per language; 0: d2l's words
   index_t max_steps = 0;      // updates in all, mid-epoch if so; 0: epochs alone
@@ -134,6 +137,7 @@ inline TrainingData training_data_of(const TranslatorTrainOptions& options) {
   data.num_examples = options.num_examples;
   data.valid_fraction = options.valid_fraction;
   data.seed = options.seed;
+  data.preprocess = options.init_marian.empty();  // a pretrained model reads the text as written
   return data;
 }
 
@@ -193,15 +197,16 @@ struct Validation {
 };
 
 template <typename Net>
-Validation validate_translator(Net& net, NmtDataLoader& batches, const Tokenizers& tokenizers, const References& refs,
-                               const Vocab& src_vocab, const Vocab& tgt_vocab, const TranslatorTrainOptions& options) {
+Validation validate_translator(Net& net, NmtDataLoader& batches, const Translator& translator, const References& refs,
+                               const TranslatorTrainOptions& options) {
+  const Vocab &src_vocab = translator.src_vocab(), &tgt_vocab = translator.tgt_vocab();
   Validation out;
   net.eval();
   {
     NoGradGuard no_grad;
     double loss_sum = 0.0;
     index_t tokens = 0;
-    const index_t bos = tgt_vocab["<bos>"];
+    const index_t bos = tgt_vocab.bos_index();
     for (const NmtBatch& batch : batches) {
       const Tensor<float> Y_hat = net(batch.X, shift_right(batch.Y, bos), batch.X_valid_len);
       loss_sum += sum(masked_softmax_ce_loss(Y_hat, batch.Y, batch.Y_valid_len)).item();
@@ -213,7 +218,9 @@ Validation validate_translator(Net& net, NmtDataLoader& batches, const Tokenizer
   predict.beam_size = options.beam;
   predict.save_attention_weights = false;
   predict.micro_batches = options.micro_batches;
-  out.bleu = translate_and_score(net, tokenizers, refs, src_vocab, tgt_vocab, options.model.num_steps, predict).bleu;
+  out.bleu = translate_and_score(net, translator.tokenizers(), refs, src_vocab, tgt_vocab, options.model.num_steps,
+                                 translator.decoding_options(predict))
+                 .bleu;
   net.train();
   return out;
 }
@@ -237,6 +244,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
                                            std::optional<NmtDataLoader>& valid_batches, const References& valid_refs,
                                            std::ostream& log) {
   Adam<float> optimizer(net.parameters(), options.lr);
+  const bool marian = translator.marian_config().has_value();
   const std::map<std::string, std::string> model_metadata = translator.metadata();
   const index_t epochs = options.total_epochs();
   // Batches by tokens vary in number from epoch to epoch: the schedule counts the first's.
@@ -317,7 +325,8 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   std::map<std::string, std::string> best_metadata = model_metadata;
   best_metadata.merge(training_data_of(options).to_metadata(split.crc32c));
   const auto save = [&](index_t epochs_complete, bool best, index_t epoch_batches, const std::string& loader_state) {
-    if (best) save_checkpoint(net, options.out + "/best.safetensors", best_metadata);
+    if (best && marian) translator.save_marian(options.out + "/best");
+    if (best && !marian) save_checkpoint(net, options.out + "/best.safetensors", best_metadata);
     TrainState saved = state;
     saved.epochs_done = epochs_complete;
     saved.epoch_batches_done = epoch_batches;
@@ -329,7 +338,8 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   };
   for (index_t epoch = state.epochs_done + 1; epoch <= epochs; ++epoch) {
     if (options.max_steps > 0 && state.steps_done >= options.max_steps) break;
-    train.xavier_init = epoch == 1 && state.epoch_batches_done == 0;  // a resumed or continued run keeps its parameters
+    // A resumed or continued run keeps its parameters, and a pretrained model its own.
+    train.xavier_init = epoch == 1 && state.epoch_batches_done == 0 && !marian;
     TrainState at;
     at.epochs_done = epoch - 1;
     at.steps_done = state.steps_done;
@@ -363,8 +373,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     text += line;
     // "validation loss L, BLEU B", with " (best)" when B is the best so far.
     const auto validation = [&] {
-      const Validation v = validate_translator(net, *valid_batches, translator.tokenizers(), valid_refs,
-                                               translator.src_vocab(), translator.tgt_vocab(), options);
+      const Validation v = validate_translator(net, *valid_batches, translator, valid_refs, options);
       record.validated = true;
       record.valid_loss = v.loss;
       record.valid_bleu = v.bleu.score;
@@ -409,7 +418,12 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
                 static_cast<double>(report.tokens) / std::max(report.seconds, 1e-9));
   log << line;
   if (!options.out.empty())
-    log << "checkpoints in " << options.out << ": last.safetensors (to --resume), best.safetensors (to translate)\n";
+    log << "checkpoints in " << options.out << ": last.safetensors (to --resume), "
+        << (marian ? "best/ (a MarianMT directory: translate --marian)\n" : "best.safetensors (to translate)\n");
+  if (!options.save_marian.empty()) {
+    translator.save_marian(options.save_marian);
+    log << "saved the MarianMT model to " << options.save_marian << "\n";
+  }
   return report;
 }
 
@@ -442,15 +456,34 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
              "train_translator: valid_fraction must be in [0, 0.9], got ", options.valid_fraction);
   HEED_CHECK(options.valid.empty() || options.valid_fraction == 0.0, ValueError,
              "train_translator: valid and valid_fraction exclude each other");
+  const bool marian = !options.init_marian.empty();
+  HEED_CHECK(!marian || options.sentencepiece == 0, ValueError,
+             "train_translator: a MarianMT model (init_marian) keeps its own SentencePiece models: no sentencepiece");
+  HEED_CHECK(!options.save_marian.empty() <= marian, ValueError,
+             "train_translator: save_marian writes a model started from init_marian");
   heed::manual_seed(options.seed);
-  const TrainingSplit words = detail::read_translator_pairs(options);
-  // The model's tokens: the words, or SentencePiece's pieces of them (sentencepiece).
-  const Tokenizers tokenizers =
-      options.sentencepiece > 0 ? Tokenizers::train(words.train, options.sentencepiece) : Tokenizers();
+  std::optional<Translator> pretrained;
+  TranslatorTrainOptions run = options;  // with a pretrained model's configuration
+  if (marian) {
+    pretrained.emplace(Translator::from_marian(options.init_marian));
+    run.model = pretrained->config();
+    // Sentences of pieces are longer than d2l's words: 128 unless num_steps is given.
+    const index_t positions = pretrained->config().num_steps;
+    run.model.num_steps =
+        model.num_steps == TranslatorConfig().num_steps ? std::min<index_t>(128, positions) : model.num_steps;
+    HEED_CHECK(run.model.num_steps <= positions, ValueError, "train_translator: num_steps ", run.model.num_steps,
+               " is more than the ", positions, " positions of ", options.init_marian);
+  }
+  const TrainingSplit words = detail::read_translator_pairs(run);
+  // The model's tokens: the words, or SentencePiece's pieces of them (sentencepiece), or
+  // the pretrained model's.
+  const Tokenizers tokenizers = marian                      ? pretrained->tokenizers()
+                                : options.sentencepiece > 0 ? Tokenizers::train(words.train, options.sentencepiece)
+                                                            : Tokenizers();
   const TrainingSplit split{tokenizers.to_model(words.train), tokenizers.to_model(words.valid), words.crc32c};
-  Vocab src_vocab = tokenizers.vocab(split.train.source, /*target=*/false, options.min_freq);
-  Vocab tgt_vocab = tokenizers.vocab(split.train.target, /*target=*/true, options.min_freq);
-  const index_t num_steps = model.num_steps;
+  Vocab src_vocab = marian ? pretrained->src_vocab() : tokenizers.vocab(split.train.source, false, options.min_freq);
+  Vocab tgt_vocab = marian ? pretrained->tgt_vocab() : tokenizers.vocab(split.train.target, true, options.min_freq);
+  const index_t num_steps = run.model.num_steps;
   const NmtArray train_src = build_array_nmt(split.train.source, src_vocab, num_steps);
   const NmtArray train_tgt = build_array_nmt(split.train.target, tgt_vocab, num_steps);
   NmtDataLoader loader(train_src.array, train_src.valid_len, train_tgt.array, train_tgt.valid_len, options.batch_size,
@@ -465,10 +498,15 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
     valid_batches.emplace(valid_src.array, valid_src.valid_len, valid_tgt.array, valid_tgt.valid_len,
                           options.batch_size, options.seed, /*shuffle=*/false);
     valid_refs = group_references(words.valid);  // scored in words, whatever the tokens
+    // A pretrained model translates the English as written; both sides scored in d2l's words.
+    if (marian)
+      for (auto& references : valid_refs.references)
+        for (std::string& reference : references) reference = detail::d2l_words(reference);
   }
-  Translator translator(model, std::move(src_vocab), std::move(tgt_vocab), tokenizers);
+  Translator translator =
+      marian ? std::move(*pretrained) : Translator(model, std::move(src_vocab), std::move(tgt_vocab), tokenizers);
   return translator.visit([&](auto& net) {
-    return detail::train_translator_net(net, translator, options, split, words.valid, loader, valid_batches, valid_refs,
+    return detail::train_translator_net(net, translator, run, split, words.valid, loader, valid_batches, valid_refs,
                                         log);
   });
 }
