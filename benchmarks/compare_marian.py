@@ -3,7 +3,7 @@
 heed's bench_marian against a PyTorch MarianMT written here from the equations, with the
 same random weights, on the same source token ids, in one run.
 
-    nice /usr/bin/python3 benchmarks/compare_marian.py --bench build-bench/bench_marian \
+    nice /usr/bin/python3 benchmarks/compare_marian.py --bench build/release/benchmarks/bench_marian \
         --sentences 512 --length 32 --threads 1,2 --repeats 3 --json marian.json
 
 The model: Helsinki-NLP/opus-mt-en-fr's sizes (d_model 512, 6 + 6 layers, 8 heads, FFN
@@ -547,10 +547,10 @@ def read_ids(path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bench", default=os.path.join(REPO, "build-bench", "bench_marian"),
+    parser.add_argument("--bench", default=os.path.join(REPO, "build", "release", "benchmarks", "bench_marian"),
                         help="path of heed's bench_marian")
     parser.add_argument("--data", default=os.path.join(REPO, "..", "shared", "data", "fra-eng-large", "train.txt"))
-    parser.add_argument("--work-dir", default=os.path.join(REPO, "build-bench", "compare_marian"),
+    parser.add_argument("--work-dir", default=os.path.join(REPO, "build", "compare_marian"),
                         help="the model directory, the source ids and the outputs")
     parser.add_argument("--sentences", type=int, default=512)
     parser.add_argument("--length", type=int, default=32, help="tokens decoded per sentence (min = max length)")

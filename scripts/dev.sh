@@ -104,6 +104,11 @@ case "${1:-}" in
       /usr/bin/python3 benchmarks/compare_attention.py --bench build/release/benchmarks/bench_attention --threads "$threads"
     done
     /usr/bin/python3 benchmarks/compare_transformer.py --bench build/release/benchmarks/bench_transformer --threads 1,2
+    if [ -f ../shared/data/fra-eng-large/train.txt ]; then
+      # MarianMT at opus-mt-en-fr's size (random weights), beam 4, batches of 32
+      cmake --build --preset release --target bench_marian
+      /usr/bin/python3 benchmarks/compare_marian.py --bench build/release/benchmarks/bench_marian --threads 1,2
+    fi
     if [ -f ../shared/data/fra-eng/fra.txt ]; then
       cmake --build --preset release --target translate
       /usr/bin/python3 benchmarks/compare_seq2seq.py --translate build/release/examples/translate \

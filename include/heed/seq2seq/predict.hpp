@@ -27,7 +27,14 @@
 // log-probability; a hypothesis that emits <eos> is finished and scored
 // log P / L^length_penalty (L its length counting <eos>, d2l's 9.8 rule); search stops
 // when every sentence has n_best finished hypotheses that no live one can still beat,
-// or after max_length steps (num_steps unless set).
+// or after max_length steps (num_steps unless set). BeamSearchRule::transformers
+// instead keeps and stops as Hugging Face's generate() does (predict_options.hpp), for
+// models tuned with it (a MarianMT translator sets it).
+//
+// A target prefix (options.target_prefix) forces each sentence's first tokens, and
+// options.on_token streams greedy decoding token by token; the decoder starts from the
+// target vocabulary's start token (SpecialTokens::bos: d2l's <bos>, MarianMT's <pad>) and
+// never emits it, <pad> or options.forbidden_tokens.
 //
 // Sampling (options.sample) draws each token from the softmax of logits / temperature,
 // cut to the top_k most probable tokens and then to the fewest whose probabilities sum
