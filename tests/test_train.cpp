@@ -346,6 +346,53 @@ TEMPLATE_TEST_CASE("Gradient accumulation over k batches trains as batches k tim
               heed::train_seq2seq<double>(*net, data.data_iter, 0.01, 1, data.tgt_vocab, options));
 }
 
+TEST_CASE("train_seq2seq's moving average is decay·ema + (1 − decay)·param after each update (by hand)",
+          "[seq2seq][train]") {
+  // 8 pairs in batches of 16: one update an epoch, so the parameters after each update
+  // are those after each call.
+  heed::NmtData data = small_corpus(8);
+  heed::Generator gen(4);
+  auto net = transformer_net<float>(data.src_vocab.size(), data.tgt_vocab.size());
+  heed::Adam<float> adam(net->parameters(), 0.01);
+  heed::ExponentialMovingAverage ema;
+  heed::TrainOptions options;
+  options.ema_decay = 0.75;
+  options.ema = &ema;
+  const auto values_of = [&] {
+    std::vector<float> values;
+    for (const auto& p : net->parameters()) values.insert(values.end(), p.data(), p.data() + p.numel());
+    return values;
+  };
+  heed::init::xavier_init_weights(*net, gen);
+  options.xavier_init = false;
+  std::vector<float> expected = values_of();  // the average starts from the parameters before the first update
+  heed::TrainState at;
+  for (int k = 1; k <= 3; ++k) {
+    const heed::TrainResult result =
+        heed::train_seq2seq<float>(*net, data.data_iter, adam, 1, data.tgt_vocab, options, at);
+    REQUIRE(result.steps == 1);
+    ++at.epochs_done;
+    ++at.steps_done;
+    const std::vector<float> p = values_of();
+    for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = 0.75f * expected[i] + 0.25f * p[i];
+    std::vector<float> got;
+    for (const auto& t : ema.values()) got.insert(got.end(), t.data(), t.data() + t.numel());
+    CHECK(ema.updates() == k);
+    REQUIRE(got.size() == expected.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &expected[i], sizeof(float)) != 0;
+    CHECK(differ == 0);
+  }
+  // Without a caller's average, the run's own is in the result, started afresh; the
+  // parameters train as without one.
+  options.ema = nullptr;
+  const heed::TrainResult own = heed::train_seq2seq<float>(*net, data.data_iter, adam, 2, data.tgt_vocab, options, at);
+  CHECK(own.ema.updates() == 2);
+  options.ema_decay = 1.0;
+  CHECK_ERROR(heed::ValueError, "train_seq2seq: ema_decay must be in [0, 1), got 1",
+              heed::train_seq2seq<float>(*net, data.data_iter, adam, 1, data.tgt_vocab, options, at));
+}
+
 TEMPLATE_TEST_CASE("Two epochs give the bits of one, a checkpoint, a new process's resume and one more",
                    "[seq2seq][train][io]", BahdanauNet<float>, TransformerNet<float>) {
   using Net = TestType;

@@ -3,6 +3,7 @@
 // a family compile together: tests/CMakeLists.txt lists this file, not them. Their
 // shared helpers are in io_common.hpp.
 
+#include "test_average.cpp"
 #include "test_base64.cpp"
 #include "test_checkpoint.cpp"
 #include "test_safetensors.cpp"

@@ -88,6 +88,7 @@
 
 #include "heed/optim/adam.hpp"
 #include "heed/optim/clip.hpp"
+#include "heed/optim/ema.hpp"
 #include "heed/optim/lr_schedule.hpp"
 #include "heed/optim/micro_batches.hpp"
 #include "heed/optim/sgd.hpp"

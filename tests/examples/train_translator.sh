@@ -77,6 +77,43 @@ out=$("$train" "${steps[@]}" --epochs 2 --out "$dir/budget" --resume "$dir/budge
 grep -q "resumed from .* after epoch 0 and 1 batches of epoch 1, step 1" <<<"$out" || fail "no resume line: $out"
 cmp "$dir/epochs2/last.safetensors" "$dir/budget/last.safetensors" || fail "1 batch + resume differs from 2 epochs"
 
+# --average-last and --ema: the epoch checkpoints of the last N epochs only, averaged.safetensors
+# and ema.safetensors validated and loadable, and 2 epochs + resume + 2 the bytes of 4 epochs
+# (the moving average travels in last.safetensors).
+avg=(--average-last 2 --ema 0.9)
+out=$("$train" "${small[@]}" "${avg[@]}" --epochs 4 --out "$dir/avg" --json "$dir/avg.json" 2>&1) ||
+  fail "--average-last --ema: $out"
+[ "$(cd "$dir/avg" && ls epoch-*.safetensors | tr '\n' ' ')" = "epoch-3.safetensors epoch-4.safetensors " ] ||
+  fail "epoch checkpoints kept: $(ls "$dir/avg")"
+grep -Eq '^epoch 4/4: .*BLEU [0-9.]+.*; EMA: validation loss [0-9.]+, BLEU [0-9.]+' <<<"$out" || fail "no EMA validation: $out"
+grep -Eq "^averaged epochs 3 to 4 \(2 checkpoints\) into $dir/avg/averaged.safetensors: validation loss [0-9.]+, BLEU [0-9.]+ \(last [0-9.]+, best [0-9.]+, EMA [0-9.]+\)" \
+  <<<"$out" || fail "no averaged line: $out"
+grep -q '"averaged_epochs": 2' "$dir/avg.json" && grep -q '"ema_bleu": ' "$dir/avg.json" ||
+  fail "no averaged or EMA figures in --json: $(cat "$dir/avg.json")"
+for f in averaged ema last; do  # last.safetensors: a training checkpoint with its moving average
+  got=$("$translate" --load "$dir/avg/$f.safetensors" "i'm calm ." 2>&1) || fail "translate --load $f: $got"
+done
+cmp "$dir/avg/last.safetensors" "$dir/straight/last.safetensors" >/dev/null &&
+  fail "the moving average is not in last.safetensors"
+"$train" "${small[@]}" "${avg[@]}" --epochs 2 --out "$dir/avg2" >/dev/null 2>&1 || fail "the 2-epoch --ema run"
+out=$("$train" "${small[@]}" "${avg[@]}" --epochs 4 --out "$dir/avg2" --resume "$dir/avg2/last.safetensors" 2>&1) ||
+  fail "the resumed --ema run: $out"
+for f in last best ema averaged epoch-4; do
+  cmp "$dir/avg/$f.safetensors" "$dir/avg2/$f.safetensors" || fail "2 epochs + resume + 2 differ in $f.safetensors"
+done
+# Training never reads the average: the parameters are those of the run without it.
+python3 - "$dir/avg/best.safetensors" "$dir/straight/best.safetensors" <<'PY' || fail "--ema changed the training"
+import json, struct, sys
+def tensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    header.pop("__metadata__", None)
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in header.items()}
+sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
+PY
+
 # translate reads the sizes from the checkpoint, and loads a training checkpoint too.
 for f in best last; do
   out=$("$translate" --load "$dir/straight/$f.safetensors" "i'm calm ." 2>&1) || fail "translate --load $f: $out"

@@ -33,12 +33,34 @@
 #include "heed/core/generator.hpp"
 #include "heed/io/checkpoint.hpp"
 #include "heed/optim/adam.hpp"
+#include "heed/optim/ema.hpp"
 
 namespace heed {
 
 namespace detail {
 
 constexpr const char* kAdamStepsKey = "heed.adam.steps";
+constexpr const char* kEmaUpdatesKey = "heed.ema.updates";
+
+/// A token or value for a message: quoted, cut short (a hostile one may be long).
+inline std::string quoted(const std::string& text) {
+  return "'" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'";
+}
+
+/// A count as train_translator writes it (std::to_string): decimal digits alone, no
+/// sign, exponent, fraction or space, within index_t. strtod would read "0.5" or "1e15".
+inline bool parse_count(const std::string& text, index_t& out) {
+  if (text.empty()) return false;
+  index_t value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') return false;
+    const index_t digit = c - '0';
+    if (value > (std::numeric_limits<index_t>::max() - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  out = value;
+  return true;
+}
 
 /// The optimizer's parameters by their names in `module`, in the optimizer's order;
 /// `op` names the caller in the error when one is not the module's.
@@ -61,13 +83,19 @@ std::vector<std::string> optimizer_parameter_names(const Module<T>& module, cons
 /// Saves the module's parameters, the optimizer's state and `metadata` to `path`
 /// (atomically), as the top of this file says. The optimizer's parameters must be the
 /// module's (ValueError otherwise); "heed.adam.steps" is heed's key in the metadata.
+///
+/// With `ema` (started: train_seq2seq's TrainOptions::ema), its averages go too, F32, as
+/// "ema.<name>" for each of module.named_parameters() in that order, and its update count
+/// in the metadata under "heed.ema.updates"; ValueError when it has not as many averages
+/// as the module has parameters, of their shapes.
 template <typename T>
 void save_training_checkpoint(const Module<T>& module, const Adam<T>& optimizer, const std::string& path,
-                              std::map<std::string, std::string> metadata = {}) {
+                              std::map<std::string, std::string> metadata = {},
+                              const ExponentialMovingAverage* ema = nullptr) {
   constexpr const char* op = "save_training_checkpoint";
   const std::vector<std::string> names = detail::optimizer_parameter_names(module, optimizer, op);
-  HEED_CHECK(metadata.count(detail::kAdamStepsKey) == 0, ValueError, op, ": the metadata key '", detail::kAdamStepsKey,
-             "' is heed's");
+  for (const char* key : {detail::kAdamStepsKey, detail::kEmaUpdatesKey})
+    HEED_CHECK(metadata.count(key) == 0, ValueError, op, ": the metadata key '", key, "' is heed's");
   std::vector<detail::SafetensorsItem> items;
   std::vector<Tensor<T>> on_host;  // tensors on a device copied out, alive until written
   const auto add = [&](const std::string& name, const Tensor<T>& tensor) {
@@ -84,6 +112,19 @@ void save_training_checkpoint(const Module<T>& module, const Adam<T>& optimizer,
     add("optimizer.exp_avg_sq." + names[i], state.exp_avg_sq);
   }
   metadata[detail::kAdamStepsKey] = steps;
+  if (ema && ema->started()) {
+    const auto parameters = module.named_parameters();
+    HEED_CHECK(ema->values().size() == parameters.size(), ValueError, op, ": the moving average has ",
+               ema->values().size(), " tensors, the module ", parameters.size(), " parameters");
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+      const Tensor<float>& average = ema->values()[i];
+      HEED_CHECK(average.shape() == parameters[i].second.shape(), ValueError, op, ": the moving average of '",
+                 parameters[i].first, "' has shape ", to_string(average.shape()), ", the parameter ",
+                 to_string(parameters[i].second.shape()));
+      items.push_back(detail::safetensors_item(op, path, "ema." + parameters[i].first, average));
+    }
+    metadata[detail::kEmaUpdatesKey] = std::to_string(ema->updates());
+  }
   detail::write_safetensors(op, path, std::move(items), metadata);
 }
 
@@ -91,10 +132,13 @@ void save_training_checkpoint(const Module<T>& module, const Adam<T>& optimizer,
 /// the file's metadata. The file must hold exactly the module's parameters and the
 /// moments of the parameters whose step count is not 0, with the module's dtype and
 /// shapes; anything else throws FileError naming the file and what differs, before the
-/// module or the optimizer is touched.
+/// module or the optimizer is touched. A file with a moving average ("heed.ema.updates")
+/// must hold all of it; `ema`, when given, is set to it (and left as it was when the file
+/// has none); without `ema` the average is read, checked and dropped.
 template <typename T>
 std::map<std::string, std::string> load_training_checkpoint(Module<T>& module, Adam<T>& optimizer,
-                                                            const std::string& path) {
+                                                            const std::string& path,
+                                                            ExponentialMovingAverage* ema = nullptr) {
   constexpr const char* op = "load_training_checkpoint";
   const std::vector<std::string> names = detail::optimizer_parameter_names(module, optimizer, op);
   detail::SafetensorsReader reader(op, path);
@@ -112,6 +156,11 @@ std::map<std::string, std::string> load_training_checkpoint(Module<T>& module, A
   if (steps.size() != names.size())
     reader.fail("the optimizer state is for ", steps.size(), " parameters, the optimizer has ", names.size());
 
+  index_t ema_updates = -1;  // -1: no moving average in the file
+  if (const auto it = metadata.find(detail::kEmaUpdatesKey); it != metadata.end())
+    if (!detail::parse_count(it->second, ema_updates))
+      reader.fail("'", detail::kEmaUpdatesKey, "' is ", detail::quoted(it->second), ", not a count");
+
   auto parameters = module.named_parameters();
   std::map<std::string, Shape> shape_of;
   std::vector<std::pair<std::string, Shape>> expected;
@@ -124,6 +173,8 @@ std::map<std::string, std::string> load_training_checkpoint(Module<T>& module, A
     expected.emplace_back("optimizer.exp_avg." + names[i], shape_of.at(names[i]));
     expected.emplace_back("optimizer.exp_avg_sq." + names[i], shape_of.at(names[i]));
   }
+  if (ema_updates >= 0)
+    for (const auto& [name, parameter] : parameters) expected.emplace_back("ema." + name, parameter.shape());
   std::map<std::string, Tensor<T>> values =
       detail::read_checkpoint_tensors<T>(reader, expected, "parameters and optimizer state");
 
@@ -136,38 +187,24 @@ std::map<std::string, std::string> load_training_checkpoint(Module<T>& module, A
     states[i].exp_avg_sq = values.at("optimizer.exp_avg_sq." + names[i]).to(device);
   }
 
+  std::vector<Tensor<float>> averages;
+  if (ema && ema_updates >= 0)
+    for (const auto& [name, parameter] : parameters) {
+      const Tensor<T>& read = values.at("ema." + name);
+      Tensor<float> average = Tensor<float>::empty(read.shape());
+      for (index_t j = 0; j < read.numel(); ++j) average.data()[j] = static_cast<float>(read.data()[j]);
+      averages.push_back(std::move(average));
+    }
+
   // Everything is read and checked: from here on nothing can fail.
   NoGradGuard no_grad;
   for (auto& [name, parameter] : parameters) parameter.copy_(values.at(name));
   optimizer.state() = std::move(states);
+  if (ema && ema_updates >= 0) ema->set(std::move(averages), ema_updates);
   return reader.metadata();
 }
 
 // ---- where a training run stands: TrainState --------------------------------------------
-
-namespace detail {
-
-/// A token or value for a message: quoted, cut short (a hostile one may be long).
-inline std::string quoted(const std::string& text) {
-  return "'" + (text.size() > 40 ? text.substr(0, 40) + "..." : text) + "'";
-}
-
-/// A count as train_translator writes it (std::to_string): decimal digits alone, no
-/// sign, exponent, fraction or space, within index_t. strtod would read "0.5" or "1e15".
-inline bool parse_count(const std::string& text, index_t& out) {
-  if (text.empty()) return false;
-  index_t value = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return false;
-    const index_t digit = c - '0';
-    if (value > (std::numeric_limits<index_t>::max() - digit) / 10) return false;
-    value = value * 10 + digit;
-  }
-  out = value;
-  return true;
-}
-
-}  // namespace detail
 
 /// Where a training run stands, as its training checkpoint keeps it to resume from
 /// (train_translator's last.safetensors): the epochs and optimiser steps done, the
@@ -295,6 +332,103 @@ inline void check_train_state(const TrainState& p, const TrainStateLimits& limit
            "but " + std::to_string(p.epochs_done) + " epochs and " + std::to_string(p.epoch_batches_done) +
                " batches take from " + std::to_string(p.epochs_done) + " to " + std::to_string(most) + " steps (" +
                std::to_string(per_epoch) + " an epoch at most: one a training pair)");
+}
+
+// ---- checkpoint averaging --------------------------------------------------------------
+
+/// The element-wise mean of the parameters of several checkpoints (model checkpoints or
+/// training checkpoints, such as train_translator's last epochs), saved to `out`
+/// atomically as a model checkpoint: a training checkpoint's Adam moments
+/// ("optimizer.*") and moving average ("ema.*") are dropped, and the first file's
+/// metadata is kept without the training state (heed.adam.steps, heed.ema.updates and
+/// TrainState's keys), with "heed.averaged_checkpoints" = the number of files, so that
+/// load_checkpoint and Translator::load read it. Each value is summed in double in the
+/// order of `files` and divided by their number, then rounded to the tensor's dtype
+/// (F32, F64, F16 or BF16, the same in every file): the same files give the same bits.
+/// An empty list or an empty `out` throws ValueError; files whose parameter names, dtypes
+/// or shapes differ, or another dtype than those, throw FileError naming the file and
+/// the tensor; in every case `out` is left as it was. `out` may be one of `files`.
+inline void average_checkpoints(const std::vector<std::string>& files, const std::string& out) {
+  constexpr const char* op = "average_checkpoints";
+  HEED_CHECK(!files.empty(), ValueError, op, ": no checkpoints to average");
+  HEED_CHECK(!out.empty(), ValueError, op, ": the output file name is empty");
+  const auto dropped = [](const std::string& name) {
+    return name.rfind("optimizer.", 0) == 0 || name.rfind("ema.", 0) == 0;
+  };
+  struct Sum {
+    TensorRecord first;  // dtype and shape; its data replaced by the mean at the end
+    std::vector<double> values;
+  };
+  std::map<std::string, Sum> sums;
+  std::map<std::string, std::string> metadata;
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const std::string& path = files[f];
+    SafetensorsFile file = read_safetensors(path);  // FileError naming the file when damaged
+    std::vector<std::string> names;
+    for (const auto& [name, record] : file.tensors)
+      if (!dropped(name)) names.push_back(name);
+    if (f == 0) {
+      metadata = file.metadata;
+      for (const char* key : {detail::kAdamStepsKey, detail::kEmaUpdatesKey, "epochs_done", "steps_done",
+                              "epoch_batches_done", "best_bleu", "loader_generator", "default_generator"})
+        metadata.erase(key);
+      metadata["heed.averaged_checkpoints"] = std::to_string(files.size());
+      if (names.empty()) throw FileError(detail::concat(op, ": ", path, ": no parameter tensors to average"));
+    } else {
+      for (const auto& [name, sum] : sums)
+        if (file.tensors.count(name) == 0)
+          throw FileError(detail::concat(op, ": ", path, ": has no tensor '", name, "', which ", files[0], " has"));
+      if (names.size() != sums.size())
+        for (const std::string& name : names)
+          if (sums.count(name) == 0)
+            throw FileError(
+                detail::concat(op, ": ", path, ": has a tensor '", name, "', which ", files[0], " has not"));
+    }
+    for (const std::string& name : names) {
+      TensorRecord& record = file.tensors.at(name);
+      const bool floating = record.dtype == "F32" || record.dtype == "F64" || detail::is_half_dtype(record.dtype);
+      if (!floating)
+        throw FileError(detail::concat(op, ": ", path, ": tensor '", name, "' is ", record.dtype,
+                                       ", not a floating-point parameter (F32, F64, F16, BF16)"));
+      if (f == 0) {
+        sums[name].first = TensorRecord{record.dtype, record.shape, {}};
+        sums[name].values.assign(static_cast<std::size_t>(record.numel()), 0.0);
+      }
+      Sum& sum = sums.at(name);
+      if (record.dtype != sum.first.dtype)
+        throw FileError(detail::concat(op, ": ", path, ": tensor '", name, "' is ", record.dtype, ", ", files[0],
+                                       "'s is ", sum.first.dtype));
+      if (record.shape != sum.first.shape)
+        throw FileError(detail::concat(op, ": ", path, ": tensor '", name, "' has shape ",
+                                       detail::format_shape(record.shape), ", ", files[0], "'s ",
+                                       detail::format_shape(sum.first.shape)));
+      const auto add = [&sum](const auto& tensor) {
+        for (std::size_t i = 0; i < sum.values.size(); ++i) sum.values[i] += static_cast<double>(tensor.data()[i]);
+      };
+      if (record.dtype == "F64")
+        add(record.to_tensor<double>());
+      else if (record.dtype == "F32")
+        add(record.to_tensor<float>());
+      else
+        add(record.to_tensor<float>());  // F16 and BF16 are exact in float
+    }
+  }
+  std::vector<std::pair<std::string, TensorRecord>> records;
+  const double n = static_cast<double>(files.size());
+  for (auto& [name, sum] : sums) {
+    const Shape shape(sum.first.shape);
+    if (sum.first.dtype == "F64") {
+      Tensor<double> mean = Tensor<double>::empty(shape);
+      for (std::size_t i = 0; i < sum.values.size(); ++i) mean.data()[i] = sum.values[i] / n;
+      records.emplace_back(name, TensorRecord::from_tensor(mean));
+    } else {
+      Tensor<float> mean = Tensor<float>::empty(shape);
+      for (std::size_t i = 0; i < sum.values.size(); ++i) mean.data()[i] = static_cast<float>(sum.values[i] / n);
+      records.emplace_back(name, TensorRecord::from_tensor(mean, sum.first.dtype));
+    }
+    sum.values = {};
+  }
+  save_safetensors(out, records, metadata);  // atomic: a failure leaves `out` as it was
 }
 
 }  // namespace heed

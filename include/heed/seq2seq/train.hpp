@@ -64,6 +64,11 @@
 // sums. An exception on one rank ends every rank with its message
 // (Communicator::abort): the others would wait for it forever. docs/distributed.md.
 //
+// TrainOptions::ema_decay > 0 keeps an exponential moving average of the parameters
+// (Marian's exponential smoothing, heed/optim/ema.hpp), updated after every optimiser
+// step, in fp32 beside the parameters; training never reads it, so the parameters' bits
+// are those of a run without it. A run an epoch at a time carries it in TrainOptions::ema.
+//
 // The options and results are in heed/seq2seq/train_options.hpp, a batch's preparation
 // in train_batch.hpp, what data-parallel ranks compare in train_settings.hpp.
 #pragma once
@@ -136,6 +141,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
              resume.epoch_batches_done);
   HEED_CHECK(options.max_seconds >= 0.0, ValueError, "train_seq2seq: max_seconds must be >= 0, got ",
              options.max_seconds);
+  HEED_CHECK(options.ema_decay >= 0.0 && options.ema_decay < 1.0, ValueError,
+             "train_seq2seq: ema_decay must be in [0, 1), got ", options.ema_decay);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
   HEED_CHECK(tgt_vocab.contains(tgt_vocab.special_tokens().bos), ValueError,
              "train_seq2seq: the target vocabulary has no start token ", tgt_vocab.special_tokens().bos);
@@ -177,12 +184,17 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   };
   TrainResult result;
+  // The weights' moving average, from the parameters as training starts (after the
+  // initialisation and, data-parallel, rank 0's broadcast) unless the caller's has begun.
+  ExponentialMovingAverage* ema = options.ema_decay > 0.0 ? (options.ema ? options.ema : &result.ema) : nullptr;
+  if (ema && !ema->started()) ema->start(params);
   const auto update = [&] {
     if (parallel) parallel->allreduce_gradients();
     if (options.grad_clip > 0.0) clip_grad_norm_(params, options.grad_clip);  // the norm is not read back
     ++result.steps;
     if (options.lr_schedule) optimizer.set_lr((*options.lr_schedule)(resume.steps_done + result.steps));
     optimizer.step();
+    if (ema) ema->update(params, options.ema_decay);
   };
   // After an update: whether max_steps or max_seconds ends the run (a run makes one
   // update at least). The ranks' clocks differ, so they stop together when any of them

@@ -18,6 +18,7 @@
 #include "heed/core/shape.hpp"
 #include "heed/detail/deprecated.hpp"
 #include "heed/dist/communicator.hpp"
+#include "heed/optim/ema.hpp"
 #include "heed/optim/lr_schedule.hpp"
 
 namespace heed {
@@ -45,6 +46,13 @@ struct TrainOptions {
   index_t max_steps =
       0;  // stop once the TrainState's steps_done + this run's updates reach it, mid-epoch if so; 0: off
   double max_seconds = 0.0;  // stop after the update at which this run has trained this long, mid-epoch if so; 0: off
+  // Marian's exponential smoothing (heed/optim/ema.hpp): after each update, ema = ema_decay·ema +
+  // (1 − ema_decay)·param, in fp32; training never reads it. 0: off; e.g. 0.9999. The average
+  // lives in *ema when given (started from the parameters after the initialisation unless
+  // it has been: a caller running an epoch at a time, or resuming, keeps it there), else
+  // in TrainResult::ema, started afresh.
+  double ema_decay = 0.0;
+  ExponentialMovingAverage* ema = nullptr;
   std::function<void(const EpochStats&)> on_epoch;  // called after each epoch (heed/seq2seq/progress.hpp); rank 0 only
   dist::Communicator* communicator = nullptr;       // data-parallel over its ranks when it has several (see above)
 
@@ -85,7 +93,8 @@ struct TrainResult {
   // loss is of those batches, and on_epoch is not called for it).
   index_t epoch_batches = 0;
   bool stopped_mid_epoch = false;
-  bool out_of_time = false;  // max_seconds stopped it (on any rank: the ranks stop together)
+  bool out_of_time = false;      // max_seconds stopped it (on any rank: the ranks stop together)
+  ExponentialMovingAverage ema;  // the weights' moving average, when ema_decay > 0 and TrainOptions::ema is null
 };
 
 }  // namespace heed

@@ -63,6 +63,7 @@ std::map<std::string, std::string> data_parallel_settings(index_t num_epochs, co
       {"max_steps", std::to_string(options.max_steps)},
       {"grad_clip", text(options.grad_clip)},
       {"label_smoothing", text(options.label_smoothing)},
+      {"ema_decay", text(options.ema_decay)},
       {"trim_padding", options.trim_padding ? "true" : "false"},
       {"fuse_output_loss", options.fuse_output_loss ? "true" : "false"},
       {"lr", text(optimizer.lr())},

@@ -175,10 +175,10 @@ inline void check_tensors_fit(const SafetensorsHeader& header, const TranslatorC
                       std::to_string(tgt.size()) + " tokens, num_hiddens " + std::to_string(config.num_hiddens) +
                       ") has " + detail::format_shape(shape));
   }
-  // The parameters' tensors, not Adam's moments of a training checkpoint.
+  // The parameters' tensors, not Adam's moments nor the moving average of a training checkpoint.
   std::uint64_t in_file = 0;
   for (const auto& [name, info] : header.tensors) {
-    if (name.rfind("optimizer.", 0) == 0) continue;
+    if (name.rfind("optimizer.", 0) == 0 || name.rfind("ema.", 0) == 0) continue;
     std::uint64_t n = 1;
     for (const index_t d : info.shape) n *= static_cast<std::uint64_t>(d);  // the reader checked the product fits
     in_file += n;

@@ -27,6 +27,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -56,6 +57,13 @@ struct TranslatorTrainOptions {
   double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
   std::uint64_t seed = 1;
   bool quiet = false;  // no per-epoch progress line from the training loop
+  // Checkpoint averaging: keep out/epoch-K.safetensors of the last `average_last` epochs
+  // and write out/averaged.safetensors, their mean (average_checkpoints), at the end,
+  // validated beside last and best. 0: off.
+  index_t average_last = 0;
+  // Marian's exponential smoothing (TrainOptions::ema_decay): validate with the moving
+  // average too and save it as out/ema.safetensors. 0: off.
+  double ema = 0.0;
 
   /// The epochs in all: `epochs`, or d2l's for the model (250 Bahdanau, 200 Transformer).
   index_t total_epochs() const { return epochs >= 0 ? epochs : (model.model == "bahdanau" ? 250 : 200); }
@@ -69,7 +77,9 @@ struct TranslatorEpoch {
   bool stopped_mid_epoch = false;
   bool validated = false;
   double valid_loss = 0.0, valid_bleu = 0.0;
-  bool best = false;  // the best validation BLEU so far
+  bool best = false;           // the best validation BLEU so far
+  bool ema_validated = false;  // with --ema: the moving average's validation
+  double ema_valid_loss = 0.0, ema_valid_bleu = 0.0;
 };
 
 /// What a train_translator run did: its data and model, and every epoch.
@@ -82,6 +92,10 @@ struct TranslatorTrainReport {
   index_t tokens = 0;      // target tokens this run trained on
   double seconds = 0.0;    // this run's training
   double best_bleu = -1.0;
+  double last_bleu = -1.0;      // the last validation's BLEU (-1: none)
+  double averaged_bleu = -1.0;  // averaged.safetensors' (--average-last; -1: none)
+  index_t averaged_epochs = 0;  // the epochs averaged.safetensors averages
+  double ema_bleu = -1.0;       // the moving average's at the last validation (--ema; -1: none)
   // The epoch in which the time budget stopped it (after its last batch or in mid-epoch);
   // 0: it did not.
   index_t stopped_after = 0;
@@ -103,6 +117,7 @@ struct TranslatorTrainReport {
           {"epoch", e.epoch},     {"loss", e.loss},       {"tokens_per_second", e.tokens_per_second},
           {"seconds", e.seconds}, {"batches", e.batches}, {"stopped_mid_epoch", e.stopped_mid_epoch}};
       if (e.validated) record.update({{"valid_loss", e.valid_loss}, {"valid_bleu", e.valid_bleu}, {"best", e.best}});
+      if (e.ema_validated) record.update({{"ema_valid_loss", e.ema_valid_loss}, {"ema_valid_bleu", e.ema_valid_bleu}});
       epochs_json.push_back(std::move(record));
     }
     nlohmann::json out = {{"model", model},
@@ -120,6 +135,10 @@ struct TranslatorTrainReport {
                           {"seconds", seconds},
                           {"tokens_per_second", static_cast<double>(tokens) / std::max(seconds, 1e-9)},
                           {"best_bleu", best_bleu},
+                          {"last_bleu", last_bleu},
+                          {"averaged_bleu", averaged_bleu},
+                          {"averaged_epochs", averaged_epochs},
+                          {"ema_bleu", ema_bleu},
                           {"stopped_after", stopped_after},
                           {"epoch_records", std::move(epochs_json)}};
     // A NaN loss (a diverged run) is written as null: JSON has no NaN.
@@ -235,6 +254,54 @@ inline std::optional<LrSchedule> schedule_of(const TranslatorTrainOptions& optio
   return std::nullopt;
 }
 
+/// --average-last: out/averaged.safetensors, the mean of the epoch checkpoints of the
+/// last average_last epochs that are there (a run resumed in another directory may have
+/// fewer), validated as the run's own validation, its BLEU in the report.
+inline void average_last_epochs(const Translator& translator, const TranslatorTrainOptions& options,
+                                std::optional<NmtDataLoader>& valid_batches, const References& valid_refs,
+                                TranslatorTrainReport& report, std::ostream& log) {
+  index_t last_epoch = 0;  // the last complete epoch
+  for (const TranslatorEpoch& e : report.epoch_records)
+    if (!e.stopped_mid_epoch) last_epoch = e.epoch;
+  std::vector<std::string> files;
+  index_t first = last_epoch + 1;
+  for (index_t epoch = last_epoch; epoch >= 1 && epoch > last_epoch - options.average_last; --epoch) {
+    const std::string file = options.out + "/epoch-" + std::to_string(epoch) + ".safetensors";
+    if (!std::filesystem::exists(file)) break;
+    files.insert(files.begin(), file);
+    first = epoch;
+  }
+  if (files.empty()) {
+    log << "--average-last " << options.average_last << ": no epoch checkpoints in " << options.out << " to average\n";
+    return;
+  }
+  const std::string out = options.out + "/averaged.safetensors";
+  average_checkpoints(files, out);
+  report.averaged_epochs = static_cast<index_t>(files.size());
+  char line[256];
+  std::snprintf(line, sizeof line, "averaged epochs %lld to %lld (%zu checkpoints) into %s",
+                static_cast<long long>(first), static_cast<long long>(last_epoch), files.size(), out.c_str());
+  log << line;
+  if (!valid_batches) {
+    log << "\n";
+    return;
+  }
+  // The average validated in a net of its own: the trained one stays as it is.
+  Translator averaged = Translator::load(out);
+  const Validation v = averaged.visit([&](auto& averaged_net) {
+    return validate_translator(averaged_net, *valid_batches, averaged, valid_refs, options);
+  });
+  report.averaged_bleu = v.bleu.score;
+  std::snprintf(line, sizeof line, ": validation loss %.4f, BLEU %.2f (last %.2f, best %.2f", v.loss, v.bleu.score,
+                report.last_bleu, report.best_bleu);
+  log << line;
+  if (report.ema_bleu >= 0.0) {
+    std::snprintf(line, sizeof line, ", EMA %.2f", report.ema_bleu);
+    log << line;
+  }
+  log << ")\n";
+}
+
 /// train_translator's epochs on the net of `translator` (its own type), from the data
 /// train_translator set up.
 template <typename Net>
@@ -245,6 +312,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
                                            std::ostream& log) {
   Adam<float> optimizer(net.parameters(), options.lr);
   const bool marian = translator.marian_config().has_value();
+  ExponentialMovingAverage ema;  // --ema: carried from epoch to epoch and in last.safetensors
   const std::map<std::string, std::string> model_metadata = translator.metadata();
   const index_t epochs = options.total_epochs();
   // Batches by tokens vary in number from epoch to epoch: the schedule counts the first's.
@@ -265,7 +333,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     resumed_epoch.begin();
     check_train_state(point, {epochs, resumed_epoch.num_batches(), static_cast<index_t>(split.train.source.size())},
                       options.resume);
-    load_training_checkpoint(net, optimizer, options.resume);
+    load_training_checkpoint(net, optimizer, options.resume, options.ema > 0.0 ? &ema : nullptr);
     state = point;
     loader.generator().set_state(point.loader_generator);
     default_generator().set_state(point.default_generator);
@@ -301,6 +369,8 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   train.grad_clip = options.grad_clip;
   train.label_smoothing = options.label_smoothing;
   train.max_steps = options.max_steps;
+  train.ema_decay = options.ema;
+  train.ema = &ema;
   train.lr_schedule = schedule_of(options, options.max_steps > 0 ? std::min(options.max_steps, epochs * steps_per_epoch)
                                                                  : epochs * steps_per_epoch);
   // train_seq2seq runs an epoch at a time here: the progress line counts the run's epochs
@@ -324,6 +394,9 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   // Both checkpoints record the training data, for translate --evaluate's overlap check.
   std::map<std::string, std::string> best_metadata = model_metadata;
   best_metadata.merge(training_data_of(options).to_metadata(split.crc32c));
+  const auto epoch_checkpoint = [&](index_t epoch) {
+    return options.out + "/epoch-" + std::to_string(epoch) + ".safetensors";
+  };
   const auto save = [&](index_t epochs_complete, bool best, index_t epoch_batches, const std::string& loader_state) {
     if (best && marian) translator.save_marian(options.out + "/best");
     if (best && !marian) save_checkpoint(net, options.out + "/best.safetensors", best_metadata);
@@ -334,7 +407,28 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
     saved.default_generator = default_generator().get_state();
     std::map<std::string, std::string> metadata = best_metadata;
     for (auto& [key, value] : saved.to_metadata()) metadata[key] = value;
-    save_training_checkpoint(net, optimizer, options.out + "/last.safetensors", metadata);
+    save_training_checkpoint(net, optimizer, options.out + "/last.safetensors", metadata,
+                             options.ema > 0.0 ? &ema : nullptr);
+    if (options.ema > 0.0 && ema.started()) {
+      std::map<std::string, std::string> ema_metadata = best_metadata;
+      ema_metadata["heed.ema_decay"] = std::to_string(options.ema);
+      ema.swap_into(net.parameters());
+      try {
+        save_checkpoint(net, options.out + "/ema.safetensors", ema_metadata);
+      } catch (...) {
+        ema.swap_into(net.parameters());
+        throw;
+      }
+      ema.swap_into(net.parameters());
+    }
+    // --average-last N: this epoch's parameters, and the one N epochs before removed.
+    if (options.average_last > 0 && epoch_batches == 0) {
+      save_checkpoint(net, epoch_checkpoint(epochs_complete), best_metadata);
+      if (epochs_complete > options.average_last) {
+        std::error_code ignored;
+        std::filesystem::remove(epoch_checkpoint(epochs_complete - options.average_last), ignored);
+      }
+    }
   };
   for (index_t epoch = state.epochs_done + 1; epoch <= epochs; ++epoch) {
     if (options.max_steps > 0 && state.steps_done >= options.max_steps) break;
@@ -383,11 +477,32 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
                     record.best ? " (best)" : "");
       return std::string(line);
     };
-    if (validate_now) text += "; " + validation();
+    // With --ema, the moving average's validation too (the parameters swapped and back).
+    const auto ema_validation = [&] {
+      if (options.ema <= 0.0 || !ema.started()) return std::string();
+      ema.swap_into(net.parameters());
+      Validation v;
+      try {
+        v = validate_translator(net, *valid_batches, translator, valid_refs, options);
+      } catch (...) {
+        ema.swap_into(net.parameters());
+        throw;
+      }
+      ema.swap_into(net.parameters());
+      record.ema_validated = true;
+      record.ema_valid_loss = v.loss;
+      record.ema_valid_bleu = v.bleu.score;
+      std::snprintf(line, sizeof line, "; EMA: validation loss %.4f, BLEU %.2f", v.loss, v.bleu.score);
+      return std::string(line);
+    };
+    if (validate_now) text += "; " + validation() + ema_validation();
     log << text << std::endl;
     const bool out_of_time =
         result.out_of_time || (options.time_budget > 0.0 && report.seconds >= 60.0 * options.time_budget);
-    if (out_of_time && valid_batches && !validate_now) log << "epoch " << epoch << " " << validation() << "\n";
+    if (out_of_time && valid_batches && !validate_now)
+      log << "epoch " << epoch << " " << validation() << ema_validation() << "\n";
+    if (record.validated) report.last_bleu = record.valid_bleu;
+    if (record.ema_validated) report.ema_bleu = record.ema_valid_bleu;
     report.epoch_records.push_back(record);
     if (!options.out.empty()) {
       if (result.stopped_mid_epoch)
@@ -417,9 +532,12 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
                 static_cast<long long>(report.epochs_run), static_cast<long long>(report.steps), report.seconds,
                 static_cast<double>(report.tokens) / std::max(report.seconds, 1e-9));
   log << line;
+  if (options.average_last > 0) average_last_epochs(translator, options, valid_batches, valid_refs, report, log);
   if (!options.out.empty())
     log << "checkpoints in " << options.out << ": last.safetensors (to --resume), "
-        << (marian ? "best/ (a MarianMT directory: translate --marian)\n" : "best.safetensors (to translate)\n");
+        << (marian ? "best/ (a MarianMT directory: translate --marian)" : "best.safetensors (to translate)")
+        << (options.ema > 0.0 && ema.started() ? ", ema.safetensors (the moving average)" : "")
+        << (report.averaged_epochs > 0 ? ", averaged.safetensors" : "") << "\n";
   if (!options.save_marian.empty()) {
     translator.save_marian(options.save_marian);
     log << "saved the MarianMT model to " << options.save_marian << "\n";
@@ -452,6 +570,11 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
       options.accumulation_steps >= 1 && options.micro_batches >= 1 && options.valid_every >= 1 && options.beam >= 1,
       ValueError, "train_translator: accumulation_steps, micro_batches, valid_every and beam must be >= 1, got ",
       options.accumulation_steps, ", ", options.micro_batches, ", ", options.valid_every, " and ", options.beam);
+  HEED_CHECK(options.average_last >= 0 && (options.average_last == 0 || !options.out.empty()), ValueError,
+             "train_translator: average_last must be >= 0, and needs out (the epoch checkpoints' directory), got ",
+             options.average_last, options.out.empty() ? " without out" : "");
+  HEED_CHECK(options.ema >= 0.0 && options.ema < 1.0, ValueError, "train_translator: ema must be in [0, 1), got ",
+             options.ema);
   HEED_CHECK(options.valid_fraction >= 0.0 && options.valid_fraction <= 0.9, ValueError,
              "train_translator: valid_fraction must be in [0, 0.9], got ", options.valid_fraction);
   HEED_CHECK(options.valid.empty() || options.valid_fraction == 0.0, ValueError,
@@ -461,6 +584,9 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
              "train_translator: a MarianMT model (init_marian) keeps its own SentencePiece models: no sentencepiece");
   HEED_CHECK(!options.save_marian.empty() <= marian, ValueError,
              "train_translator: save_marian writes a model started from init_marian");
+  HEED_CHECK(!marian || (options.average_last == 0 && options.ema == 0.0), ValueError,
+             "train_translator: average_last and ema write heed checkpoints, not yet MarianMT directories: not with "
+             "init_marian");
   heed::manual_seed(options.seed);
   std::optional<Translator> pretrained;
   TranslatorTrainOptions run = options;  // with a pretrained model's configuration
