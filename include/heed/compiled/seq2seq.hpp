@@ -67,13 +67,13 @@
   EXT template Svg show_heatmaps<T>(const Tensor<T> &, const HeatmapOptions &);
 
 // Checkpoints: only where heed/io/safetensors.hpp is (it needs nlohmann/json).
-#define HEED_COMPILED_IO(EXT, T)                                                                                     \
-  EXT template void save_safetensors<T>(const std::string &, const std::vector<std::pair<std::string, Tensor<T>>> &, \
-                                        const std::map<std::string, std::string> &);                                 \
-  EXT template void save_checkpoint<T>(const Module<T> &, const std::string &,                                       \
-                                       const std::map<std::string, std::string> &);                                  \
-  EXT template std::map<std::string, std::string> load_checkpoint<T>(Module<T> &, const std::string &);              \
-  EXT template void save_training_checkpoint<T>(const Module<T> &, const Adam<T> &, const std::string &,             \
-                                                std::map<std::string, std::string>);                                 \
-  EXT template std::map<std::string, std::string> load_training_checkpoint<T>(Module<T> &, Adam<T> &,                \
-                                                                              const std::string &);
+#define HEED_COMPILED_IO(EXT, T)                                                                                       \
+  EXT template void save_safetensors<T>(const std::string &, const std::vector<std::pair<std::string, Tensor<T>>> &,   \
+                                        const std::map<std::string, std::string> &);                                   \
+  EXT template void save_checkpoint<T>(const Module<T> &, const std::string &,                                         \
+                                       const std::map<std::string, std::string> &);                                    \
+  EXT template std::map<std::string, std::string> load_checkpoint<T>(Module<T> &, const std::string &);                \
+  EXT template void save_training_checkpoint<T>(const Module<T> &, const Adam<T> &, const std::string &,               \
+                                                std::map<std::string, std::string>, const ExponentialMovingAverage *); \
+  EXT template std::map<std::string, std::string> load_training_checkpoint<T>(                                         \
+      Module<T> &, Adam<T> &, const std::string &, ExponentialMovingAverage *);

@@ -257,9 +257,8 @@ inline std::optional<LrSchedule> schedule_of(const TranslatorTrainOptions& optio
 /// --average-last: out/averaged.safetensors, the mean of the epoch checkpoints of the
 /// last average_last epochs that are there (a run resumed in another directory may have
 /// fewer), validated as the run's own validation, its BLEU in the report.
-inline void average_last_epochs(const Translator& translator, const TranslatorTrainOptions& options,
-                                std::optional<NmtDataLoader>& valid_batches, const References& valid_refs,
-                                TranslatorTrainReport& report, std::ostream& log) {
+inline void average_last_epochs(const TranslatorTrainOptions& options, std::optional<NmtDataLoader>& valid_batches,
+                                const References& valid_refs, TranslatorTrainReport& report, std::ostream& log) {
   index_t last_epoch = 0;  // the last complete epoch
   for (const TranslatorEpoch& e : report.epoch_records)
     if (!e.stopped_mid_epoch) last_epoch = e.epoch;
@@ -532,7 +531,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
                 static_cast<long long>(report.epochs_run), static_cast<long long>(report.steps), report.seconds,
                 static_cast<double>(report.tokens) / std::max(report.seconds, 1e-9));
   log << line;
-  if (options.average_last > 0) average_last_epochs(translator, options, valid_batches, valid_refs, report, log);
+  if (options.average_last > 0) average_last_epochs(options, valid_batches, valid_refs, report, log);
   if (!options.out.empty())
     log << "checkpoints in " << options.out << ": last.safetensors (to --resume), "
         << (marian ? "best/ (a MarianMT directory: translate --marian)" : "best.safetensors (to translate)")
