@@ -74,17 +74,7 @@ void save_checkpoint(const Module<T>& module, const std::string& path,
 template <typename T>
 void save_checkpoint(const Module<T>& module, const std::string& path,
                      const std::map<std::string, std::string>& metadata, const std::string& dtype) {
-  detail::check_save_dtype<T>("save_checkpoint: " + path, dtype);
-  const auto parameters = module.named_parameters();
-  std::vector<detail::SafetensorsItem> items;
-  std::vector<Tensor<T>> on_host;  // parameters on a device copied out, alive until written
-  std::vector<std::vector<unsigned char>> converted(parameters.size());  // F16 or BF16 bytes, alive until written
-  for (std::size_t i = 0; i < parameters.size(); ++i) {
-    on_host.push_back(detail::on_host(parameters[i].second));
-    items.push_back(
-        detail::safetensors_item("save_checkpoint", path, parameters[i].first, on_host.back(), dtype, converted[i]));
-  }
-  detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
+  detail::save_tensors_as("save_checkpoint", path, module.named_parameters(), metadata, dtype);
 }
 
 namespace detail {

@@ -278,6 +278,28 @@ Tensor<T> TensorRecord::to_tensor() const {
   return out;
 }
 
+namespace detail {
+
+/// Writes named tensors as `dtype` (T's own, or F16 / BF16 for float and double), for
+/// save_safetensors and save_checkpoint (`op` names the caller in errors): device
+/// tensors copied to the host, 2-byte floats converted, both kept alive until written.
+template <typename T>
+void save_tensors_as(const char* op, const std::string& path,
+                     const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
+                     const std::map<std::string, std::string>& metadata, const std::string& dtype) {
+  check_save_dtype<T>(concat(op, ": ", path), dtype);
+  std::vector<SafetensorsItem> items;
+  std::vector<Tensor<T>> host;
+  std::vector<std::vector<unsigned char>> converted(tensors.size());
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    host.push_back(on_host(tensors[i].second));
+    items.push_back(safetensors_item(op, path, tensors[i].first, host.back(), dtype, converted[i]));
+  }
+  write_safetensors(op, path, std::move(items), metadata);
+}
+
+}  // namespace detail
+
 // ---- files --------------------------------------------------------------------------
 
 /// Reads and validates a whole safetensors file; tensors of any safetensors dtype come
@@ -335,16 +357,7 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 template <typename T>
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
                       const std::map<std::string, std::string>& metadata, const std::string& dtype) {
-  detail::check_save_dtype<T>("save_safetensors: " + path, dtype);
-  std::vector<detail::SafetensorsItem> items;
-  std::vector<Tensor<T>> on_host;                                     // device tensors copied out, alive until written
-  std::vector<std::vector<unsigned char>> converted(tensors.size());  // F16 or BF16 bytes, alive until written
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    on_host.push_back(detail::on_host(tensors[i].second));
-    items.push_back(
-        detail::safetensors_item("save_safetensors", path, tensors[i].first, on_host.back(), dtype, converted[i]));
-  }
-  detail::write_safetensors("save_safetensors", path, std::move(items), metadata);
+  detail::save_tensors_as("save_safetensors", path, tensors, metadata, dtype);
 }
 
 #if HEED_IO_DEFINITIONS
