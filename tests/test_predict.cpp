@@ -241,6 +241,41 @@ TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's value
   CHECK(std::isnan(best[0].log_prob) == std::isnan(general[0].log_prob));
 }
 
+TEST_CASE("top_log_probs over long rows equals a stable sort of the log-probabilities", "[seq2seq][predict]") {
+  // Rows longer than the scan's blocks, with ties, forbidden tokens, infinities and the
+  // best tokens late in the row (each block then holds a new best).
+  heed::Generator gen(3);
+  for (const index_t V : {index_t(1), index_t(31), index_t(32), index_t(33), index_t(100), index_t(1000)})
+    for (const std::size_t count : {std::size_t(1), std::size_t(2), std::size_t(5), std::size_t(40)})
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<float> logits(static_cast<std::size_t>(V));
+        for (index_t v = 0; v < V; ++v)
+          logits[static_cast<std::size_t>(v)] =
+              pattern == 0   ? std::round(heed::randn<float>({1}, gen).item() * 4.0f)  // many ties
+              : pattern == 1 ? static_cast<float>(v) * 0.01f                           // rising: every block wins
+                             : heed::randn<float>({1}, gen).item();
+        if (V > 40) logits[7] = -std::numeric_limits<float>::infinity();
+        const std::vector<index_t> forbidden = V > 40 ? std::vector<index_t>{3, V - 1} : std::vector<index_t>{};
+        const float normaliser = heed::detail::log_normaliser(logits.data(), V);
+        std::vector<std::pair<float, index_t>> expected;
+        for (index_t v = 0; v < V; ++v)
+          if (std::find(forbidden.begin(), forbidden.end(), v) == forbidden.end() &&
+              logits[static_cast<std::size_t>(v)] != -std::numeric_limits<float>::infinity())
+            expected.emplace_back(logits[static_cast<std::size_t>(v)] - normaliser, v);
+        std::stable_sort(expected.begin(), expected.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
+        std::vector<heed::detail::TopToken<float>> top(count);
+        std::vector<float> row = logits;
+        const std::size_t found = heed::detail::top_log_probs(row.data(), V, top.data(), count, forbidden);
+        INFO("V " << V << ", count " << count << ", pattern " << pattern);
+        REQUIRE(found == std::min(count, expected.size()));
+        for (std::size_t j = 0; j < found; ++j) {
+          CHECK(top[j].token == expected[j].second);
+          CHECK(top[j].log_prob == expected[j].first);
+        }
+      }
+}
+
 namespace {
 
 /// Whether `tokens` holds the n-gram that `tokens` + `next` would end with (n >= 1).

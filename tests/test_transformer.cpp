@@ -304,7 +304,7 @@ void check_incremental_decoding(const TransformerOptions& options, index_t chunk
     pieces.push_back(decoder(tokens.narrow(1, start, n), state));
     CHECK(state.num_steps == start + n);
     CHECK(state.key_values.at(1).num_steps() == start + n);
-    CHECK(state.key_values.at(1).keys.shape() ==
+    CHECK(state.key_values.at(1).used().keys.shape() ==
           Shape{batch, decoder.blks[1].attention1.num_kv_heads(), start + n, kHiddens / kHeads});
     CHECK(state.cross_key_values.at(0).num_steps() == num_enc_steps);
   }
@@ -332,6 +332,81 @@ TEMPLATE_TEST_CASE("Incremental decoding equals the full causal pass", "[transfo
     options.num_kv_heads = 1;
     check_incremental_decoding<T>(options, 1, margin);
   }
+}
+
+TEMPLATE_TEST_CASE("A KVCache appends in place, copies on write and reorders rows without changing attention",
+                   "[transformer]", float, double) {
+  using T = TestType;
+  heed::Generator gen(21);
+  const index_t batch = 3, hiddens = 8, heads = 2;
+  heed::MultiHeadAttention<T> attention(hiddens, hiddens, hiddens, hiddens, heads, 0.0, true, 0, gen);
+  attention.eval();
+  attention.keep_attention_weights(false);  // the fused kernel, reading the cache in place
+  const heed::NoGradGuard no_grad;
+  heed::KVCache<T> cache;
+  std::vector<Tensor<T>> keys, values;
+  bool grew_in_place = false;
+  for (index_t step = 0; step < 6; ++step) {
+    const Tensor<T> X = heed::randn<T>({batch, step == 2 ? index_t(2) : index_t(1), hiddens}, gen);
+    const heed::KVCache<T> more = attention.project_kv(X, X);
+    keys.push_back(more.keys);
+    values.push_back(more.values);
+    const Tensor<T> before = cache.keys;
+    cache.append(more);
+    grew_in_place = grew_in_place || (before.defined() && cache.keys.data() == before.data());
+    const heed::KVCache<T> exact(heed::cat(keys, 2), heed::cat(values, 2));
+    REQUIRE(cache.num_steps() == exact.num_steps());
+    CHECK(cache.capacity() >= cache.num_steps());
+    CHECK(cache.used().keys.to_vector() == exact.keys.to_vector());
+    CHECK(cache.used().values.to_vector() == exact.values.to_vector());
+    const Tensor<T> q = heed::randn<T>({batch, 1, hiddens}, gen);
+    CHECK(attention.attend(q, cache, AttentionMask<T>::causal()).to_vector() ==
+          attention.attend(q, exact, AttentionMask<T>::causal()).to_vector());
+    const IndexTensor valid = lens({1, 2, 3}, {batch});
+    CHECK(attention.attend(q, cache, AttentionMask<T>(valid)).to_vector() ==
+          attention.attend(q, exact, AttentionMask<T>(valid)).to_vector());
+  }
+  CHECK(grew_in_place);
+  CHECK(cache.capacity() > cache.num_steps());
+  const index_t room = cache.capacity() + 5;
+  cache.reserve(room);
+  CHECK(cache.capacity() == room);
+  const T* reserved = cache.keys.data();
+
+  // A copy shares the tensors until one appends: neither sees the other's steps.
+  heed::KVCache<T> copy = cache;
+  const std::vector<T> kept = cache.used().keys.to_vector();
+  const Tensor<T> X = heed::randn<T>({batch, 1, hiddens}, gen);
+  copy.append(attention.project_kv(X, X));
+  cache.append(attention.project_kv(X * T(2), X * T(2)));
+  // The copy appended first, to tensors of its own; the cache, alone again, in place.
+  CHECK(copy.keys.data() != reserved);
+  CHECK(cache.keys.data() == reserved);
+  CHECK(copy.num_steps() == cache.num_steps());
+  CHECK(copy.used().keys.narrow(2, 0, copy.num_steps() - 1).to_vector() == kept);
+  CHECK(cache.used().keys.narrow(2, 0, cache.num_steps() - 1).to_vector() == kept);
+  CHECK(copy.used().keys.to_vector() != cache.used().keys.to_vector());
+
+  // Beam search's reorder: rows picked, repeated, dropped.
+  const IndexTensor index = lens({2, 0, 0, 1}, {4});
+  const heed::KVCache<T> whole = cache.used();
+  cache.reorder(index);
+  CHECK(cache.num_steps() == whole.num_steps());
+  CHECK(cache.used().keys.to_vector() == heed::index_select(whole.keys, 0, index).to_vector());
+  CHECK(cache.used().values.to_vector() == heed::index_select(whole.values, 0, index).to_vector());
+  cache.append(attention.project_kv(heed::randn<T>({4, 1, hiddens}, gen), heed::randn<T>({4, 1, hiddens}, gen)));
+  CHECK(cache.used().keys.narrow(2, 0, whole.num_steps()).to_vector() ==
+        heed::index_select(whole.keys, 0, index).to_vector());
+
+  CHECK_ERROR(heed::IndexError, "KVCache::reorder: index 4 out of range for a batch of 4",
+              cache.reorder(lens({4}, {1})));
+  CHECK_ERROR(
+      heed::ShapeError, "KVCache::append: keys (2, 2, 1, 4) do not fit the cache's (4, 2,",
+      cache.append(attention.project_kv(heed::randn<T>({2, 1, hiddens}, gen), heed::randn<T>({2, 1, hiddens}, gen))));
+  CHECK_ERROR(heed::ValueError, "KVCache::append: nothing to append", cache.append(heed::KVCache<T>()));
+  CHECK_ERROR(heed::ValueError, "KVCache::reserve: steps must be >= 0, got -1", cache.reserve(-1));
+  CHECK_ERROR(heed::ShapeError, "KVCache: keys and values must both be (batch, num_kv_heads, steps, head_dim)",
+              heed::KVCache<T>(heed::zeros<T>({1, 2, 3, 4}), heed::zeros<T>({1, 2, 2, 4})));
 }
 
 // ---- options: grouped-query attention, pre-LayerNorm, GELU, kept weights ------------------------

@@ -66,6 +66,25 @@ class DotProductAttention : public Module<T> {
     return forward(queries, keys, values, mask);
   }
 
+  /// forward over the first num_keys steps of keys and values, (batch, heads, capacity,
+  /// features) with capacity ≥ num_keys: a KVCache's, with room to grow. Without weights
+  /// to keep, dropout or gradients, the fused kernel reads the prefix where it lies;
+  /// otherwise the prefix is copied out first.
+  Tensor<T> forward_prefix(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values, index_t num_keys,
+                           const AttentionMask<T>& mask = {}) {
+    detail::check_attention_inputs(queries, keys, values, "DotProductAttention", true, true);
+    HEED_CHECK(num_keys >= 0 && num_keys <= keys.shape()[-2], ValueError, "DotProductAttention: num_keys = ", num_keys,
+               " outside the keys' ", keys.shape()[-2], " steps");
+    if (num_keys == keys.shape()[-2]) return forward(queries, keys, values, mask);
+    if (!keep_weights_ && queries.dim() == 4 && num_keys > 0 && !mask.uniform_when_fully_masked() &&
+        !(dropout_.is_training() && dropout_.p() > 0.0) && !autograd::needs_grad(queries, keys, values) &&
+        queries.is_cpu() && keys.is_cpu() && values.is_cpu()) {
+      record(Tensor<T>());
+      return detail::attend_to_prefix(queries, keys, values, num_keys, mask);
+    }
+    return forward(queries, narrow(keys, -2, 0, num_keys), narrow(values, -2, 0, num_keys), mask);
+  }
+
   /// The weights of the last forward (before dropout), cut from the graph; undefined
   /// when keeping them is off.
   const Tensor<T>& attention_weights() const { return attention_weights_; }

@@ -33,8 +33,11 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "heed/attention/dot_product.hpp"
 #include "heed/nn/linear.hpp"
@@ -80,24 +83,128 @@ Tensor<T> transpose_output(const Tensor<T>& X, index_t num_heads) {
   return merge_heads(X.reshape({s[0] / num_heads, num_heads, s[1], s[2]}));
 }
 
-/// Projected keys and values of the steps attended to so far, per head.
+/// Projected keys and values of the steps attended to so far, per head. The tensors keep
+/// room for more steps (capacity() ≥ num_steps()), so that decoding's append writes the
+/// new step alone: appending by cat copied every step before it, on every step, and that
+/// copy (and the fresh memory it faulted in) was a third of MarianMT's beam search.
+/// Copies of a cache share its tensors until one of them appends (it then writes to a
+/// copy of its own); the capacity past num_steps() holds nothing meaningful.
 template <typename T>
 struct KVCache {
-  Tensor<T> keys;    // (batch, num_kv_heads, steps, head_dim)
-  Tensor<T> values;  // (batch, num_kv_heads, steps, head_dim)
+  Tensor<T> keys;    // (batch, num_kv_heads, capacity, head_dim): steps [0, num_steps()) in use
+  Tensor<T> values;  // (batch, num_kv_heads, capacity, head_dim)
+
+  KVCache() = default;
+  /// A cache of every step of `k` and `v`, (batch, num_kv_heads, steps, head_dim).
+  KVCache(Tensor<T> k, Tensor<T> v)
+      : keys(std::move(k)), values(std::move(v)), steps_(keys.defined() ? keys.shape()[2] : 0) {
+    HEED_CHECK(keys.defined() == values.defined() &&
+                   (!keys.defined() || (keys.dim() == 4 && values.dim() == 4 && keys.shape()[0] == values.shape()[0] &&
+                                        keys.shape()[1] == values.shape()[1] && keys.shape()[2] == values.shape()[2])),
+               ShapeError, "KVCache: keys and values must both be (batch, num_kv_heads, steps, head_dim), got ",
+               keys.defined() ? to_string(keys.shape()) : std::string("(none)"), " and ",
+               values.defined() ? to_string(values.shape()) : std::string("(none)"));
+  }
 
   bool empty() const { return !keys.defined(); }
-  index_t num_steps() const { return empty() ? 0 : keys.shape()[2]; }
+  index_t num_steps() const { return empty() ? 0 : steps_; }
+  index_t capacity() const { return empty() ? 0 : keys.shape()[2]; }
+
+  /// The steps in use as tensors of their own, (batch, num_kv_heads, num_steps(), head_dim).
+  KVCache used() const {
+    if (empty() || steps_ == capacity()) return *this;
+    return KVCache(narrow(keys, 2, 0, steps_), narrow(values, 2, 0, steps_));
+  }
+
   /// Appends the steps of `more` after those already cached.
   void append(const KVCache& more) {
+    HEED_CHECK(!more.empty(), ValueError, "KVCache::append: nothing to append (an empty cache)");
     if (empty()) {
-      *this = more;
+      *this = more.used();
+      writer_.reset();
       return;
     }
-    keys = cat({keys, more.keys}, 2);
-    values = cat({values, more.values}, 2);
+    const Shape &s = keys.shape(), &m = more.keys.shape();
+    HEED_CHECK(m[0] == s[0] && m[1] == s[1] && m[3] == s[3] && more.values.shape()[3] == values.shape()[3], ShapeError,
+               "KVCache::append: keys ", to_string(m), " do not fit the cache's ", to_string(s));
+    const index_t n = more.num_steps();
+    if (autograd::needs_grad(keys, values, more.keys, more.values) || !keys.is_cpu() || !more.keys.is_cpu()) {
+      const KVCache all = used(), add = more.used();  // recorded for autograd, or on a device: as cat does
+      *this = KVCache(cat({all.keys, add.keys}, 2), cat({all.values, add.values}, 2));
+      return;
+    }
+    if (steps_ + n > capacity() || !writer_ || writer_.use_count() > 1) grow(std::max(steps_ + n, 2 * capacity()));
+    copy_steps(more.keys, more.capacity(), 0, keys, steps_, n);
+    copy_steps(more.values, more.capacity(), 0, values, steps_, n);
+    steps_ += n;
   }
-  void clear() { keys = values = Tensor<T>(); }
+
+  /// Room for `steps` steps in all (appends up to them write in place), where the cache
+  /// appends in place at all: on the CPU, with nothing recorded for autograd.
+  void reserve(index_t steps) {
+    HEED_CHECK(steps >= 0, ValueError, "KVCache::reserve: steps must be >= 0, got ", steps);
+    if (!empty() && steps > capacity() && keys.is_cpu() && !autograd::needs_grad(keys, values)) grow(steps);
+  }
+
+  /// Keeps the batch rows `index` (1-D, repeats allowed), in that order: beam search's
+  /// reorder of the cache to the surviving beams.
+  void reorder(const Tensor<std::int64_t>& index) {
+    if (empty()) return;
+    HEED_CHECK(index.defined() && index.dim() == 1, ShapeError, "KVCache::reorder: index must be 1-D, got ",
+               index.defined() ? to_string(index.shape()) : std::string("(none)"));
+    const index_t batch = keys.shape()[0];
+    for (index_t i = 0; i < index.numel(); ++i)
+      HEED_CHECK(index.data()[i] >= 0 && index.data()[i] < batch, IndexError, "KVCache::reorder: index ",
+                 index.data()[i], " out of range for a batch of ", batch);
+    if (autograd::needs_grad(keys, values) || !keys.is_cpu()) {
+      const KVCache all = used();
+      *this = KVCache(index_select(all.keys, 0, index), index_select(all.values, 0, index));
+      return;
+    }
+    keys = select_rows(keys, index);
+    values = select_rows(values, index);
+    writer_ = std::make_shared<int>();
+  }
+
+  void clear() { *this = KVCache(); }
+
+ private:
+  /// New tensors of `capacity` steps holding the steps in use, written by this cache alone.
+  void grow(index_t capacity) {
+    Shape k = keys.shape(), v = values.shape();
+    k[2] = v[2] = capacity;
+    Tensor<T> new_keys = detail::make_tensor<T>(k, Device::cpu(), "KVCache"),
+              new_values = detail::make_tensor<T>(v, Device::cpu(), "KVCache");
+    copy_steps(keys, this->capacity(), 0, new_keys, 0, steps_);
+    copy_steps(values, this->capacity(), 0, new_values, 0, steps_);
+    keys = new_keys;
+    values = new_values;
+    writer_ = std::make_shared<int>();
+  }
+  /// Steps [from, from + n) of each (row, head) of `src` (capacity src_capacity) to steps
+  /// [to, to + n) of `dst`; both (batch, heads, capacity, features).
+  static void copy_steps(const Tensor<T>& src, index_t src_capacity, index_t from, Tensor<T>& dst, index_t to,
+                         index_t n) {
+    const index_t blocks = dst.shape()[0] * dst.shape()[1], features = dst.shape()[3], dst_capacity = dst.shape()[2];
+    for (index_t b = 0; b < blocks; ++b)
+      std::copy_n(src.data() + (b * src_capacity + from) * features, n * features,
+                  dst.data() + (b * dst_capacity + to) * features);
+  }
+  /// The rows `index` of x (batch, heads, capacity, features), their steps in use.
+  Tensor<T> select_rows(const Tensor<T>& x, const Tensor<std::int64_t>& index) const {
+    Shape shape = x.shape();
+    shape[0] = index.numel();
+    Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "KVCache");
+    const index_t heads = shape[1], capacity = shape[2], features = shape[3];
+    for (index_t r = 0; r < shape[0]; ++r)
+      for (index_t h = 0; h < heads; ++h)
+        std::copy_n(x.data() + ((index.data()[r] * heads + h) * capacity) * features, steps_ * features,
+                    out.data() + ((r * heads + h) * capacity) * features);
+    return out;
+  }
+
+  index_t steps_ = 0;
+  std::shared_ptr<int> writer_;  // shared with copies: a cache writes in place only when it holds it alone
 };
 
 template <typename T>
@@ -156,7 +263,8 @@ class MultiHeadAttention : public Module<T> {
                kv.empty() ? std::string("(none)") : to_string(kv.keys.shape()), " and values ",
                kv.empty() ? std::string("(none)") : to_string(kv.values.shape()), " do not fit queries ",
                to_string(queries.shape()), " with ", num_kv_heads_, " key/value heads of ", head_dim_, " features");
-    const Tensor<T> out = attention(split_heads(W_q(queries), num_heads_), kv.keys, kv.values, per_head(mask, batch));
+    const Tensor<T> out = attention.forward_prefix(split_heads(W_q(queries), num_heads_), kv.keys, kv.values,
+                                                   kv.num_steps(), per_head(mask, batch));
     return W_o(merge_heads(out));
   }
 

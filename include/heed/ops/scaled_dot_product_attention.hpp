@@ -90,6 +90,7 @@ constexpr index_t kAttentionKeyTile = 256;
 template <typename T>
 struct FusedAttention {
   index_t batch = 0, heads = 1, kv_heads = 1, group = 1, num_queries = 0, num_keys = 0, d = 0, value_dim = 0;
+  index_t key_capacity = 0;  // steps from one (b, kv head)'s keys and values to the next's: num_keys or more
   T scale = T(1);
   std::vector<index_t> limits;  // per row: keys at or past it are masked; empty for none
   const bool* allowed = nullptr;
@@ -356,8 +357,9 @@ std::pair<Tensor<T>, Tensor<T>> fused_attention_forward(const FusedAttention<T>&
     const index_t nq = std::min(kAttentionQueryTile, rows - q0);
     const index_t r = a.block_row0(block / a.kv_heads, block % a.kv_heads) + q0;
     const SerialGemmScope serial(true);
-    fused_attention_forward_tile(a, r, ConstTileMap<T>(Q + r * d, nq, d), ConstTileMap<T>(K + block * nk * d, nk, d),
-                                 ConstTileMap<T>(V + block * nk * dv, nk, dv), TileMap<T>(O + r * dv, nq, dv), L + r);
+    fused_attention_forward_tile(
+        a, r, ConstTileMap<T>(Q + r * d, nq, d), ConstTileMap<T>(K + block * a.key_capacity * d, nk, d),
+        ConstTileMap<T>(V + block * a.key_capacity * dv, nk, dv), TileMap<T>(O + r * dv, nq, dv), L + r);
   });
   return {out, lse};
 }
@@ -368,6 +370,7 @@ template <typename T>
 autograd::Grads<T> fused_attention_backward(const FusedAttention<T>& a, const Tensor<T>& scaled_queries,
                                             const Tensor<T>& keys, const Tensor<T>& values, const Tensor<T>& out,
                                             const Tensor<T>& lse, const Tensor<T>& grad) {
+  HEED_CHECK(a.key_capacity == a.num_keys, ShapeError, "fused_attention_backward: keys with spare capacity");
   Tensor<T> dq = make_tensor<T>(scaled_queries.shape()), dk = make_tensor<T>(keys.shape()),
             dv = make_tensor<T>(values.shape());
   const index_t rows = a.block_rows(), d = a.d, vd = a.value_dim, nk = a.num_keys;
@@ -392,7 +395,8 @@ autograd::Grads<T> fused_attention_backward(const FusedAttention<T>& a, const Te
 /// The sizes, mask and dropout of one call, checked.
 template <typename T>
 FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
-                                       const AttentionMask<T>& mask, double dropout, Generator& gen) {
+                                       const AttentionMask<T>& mask, double dropout, Generator& gen,
+                                       index_t num_keys = -1) {
   const Shape &q = queries.shape(), &k = keys.shape();
   FusedAttention<T> a;
   const bool four_d = q.rank() == 4;
@@ -401,7 +405,8 @@ FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>
   a.kv_heads = four_d ? k[1] : 1;
   a.group = a.heads / a.kv_heads;
   a.num_queries = q[-2];
-  a.num_keys = k[-2];
+  a.key_capacity = k[-2];
+  a.num_keys = num_keys < 0 ? k[-2] : num_keys;
   a.d = q[-1];
   a.value_dim = values.shape()[-1];
   a.scale = T(1) / static_cast<T>(std::sqrt(static_cast<double>(a.d)));
@@ -433,6 +438,21 @@ FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>
     }
   }
   return a;
+}
+
+/// scaled_dot_product_attention's output over the first num_keys (> 0) steps of keys and
+/// values (batch, kv_heads, capacity, d): a KVCache with room to grow, read in place.
+/// Inference only: no dropout, nothing recorded for autograd.
+template <typename T>
+Tensor<T> attend_to_prefix(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values, index_t num_keys,
+                           const AttentionMask<T>& mask) {
+  check_attention_inputs(queries, keys, values, "attend_to_prefix", true, true);
+  HEED_CHECK(num_keys > 0 && num_keys <= keys.shape()[-2] && !mask.uniform_when_fully_masked(), ValueError,
+             "attend_to_prefix: num_keys = ", num_keys, " outside (0, ", keys.shape()[-2], "]");
+  Generator unused(0);
+  const FusedAttention<T> a = plan_fused_attention(queries, keys, values, mask, 0.0, unused, num_keys);
+  const NoGradGuard no_grad;
+  return fused_attention_forward(a, queries * a.scale, keys, values).first;
 }
 
 }  // namespace detail

@@ -142,6 +142,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   std::vector<std::vector<index_t>> forbidden;  // per row
   for (index_t step = 0; step < max_steps && !active.empty(); ++step) {
     Tensor<T> logits = net.decoder()(dec_X, state);  // (rows, 1, V)
+    if (step == 0) detail::reserve_steps(state, max_steps);
     if (!logits.device().is_cpu()) logits = logits.to(Device::cpu());
     const std::vector<Tensor<T>> cross =
         options.save_attention_weights ? detail::step_cross_attention(net.decoder()) : std::vector<Tensor<T>>();
@@ -300,7 +301,9 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     std::vector<index_t> next_active;
     for (const index_t i : still_active) next_active.push_back(active[static_cast<std::size_t>(i)]);
     active = std::move(next_active);
-    if (!active.empty() && !identity) detail::reorder_state(state, index);
+    // Each beam's parent is of its own sentence; while no sentence leaves, the rows
+    // from the encoder need no reorder.
+    if (!active.empty() && !identity) detail::reorder_state(state, index, rows == num_active * K);
   }
 
   // ---- collect: finished hypotheses, else the live ones cut at num_steps ----

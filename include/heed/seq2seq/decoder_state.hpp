@@ -67,25 +67,34 @@ std::vector<Tensor<T>> encoder_attention(const TransformerEncoder<T>& encoder) {
   return encoder.attention_weights();  // per layer (batch, heads, steps, steps)
 }
 
-/// Keeps the rows `index` of the batch, in that order: beams follow their parents.
+/// Keeps the rows `index` of the batch, in that order: beams follow their parents. With
+/// `same_sources`, each row's parent decodes the same source sentence as the row (beams
+/// within their sentence, no sentence leaving the batch): the rows of what the encoder
+/// gave are equal among a sentence's beams, so they stay where they are.
 template <typename T>
-void reorder_state(Seq2SeqAttentionState<T>& state, const IndexTensor& index) {
-  state.enc_outputs = index_select(state.enc_outputs, 0, index);
+void reorder_state(Seq2SeqAttentionState<T>& state, const IndexTensor& index, bool same_sources = false) {
   state.hidden_state = index_select(state.hidden_state, 1, index);
+  if (same_sources) return;
+  state.enc_outputs = index_select(state.enc_outputs, 0, index);
   if (state.enc_valid_lens.defined()) state.enc_valid_lens = index_select(state.enc_valid_lens, 0, index);
   state.projected_keys = index_select(state.projected_keys, 0, index);
 }
 template <typename T>
-void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index) {
+void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index, bool same_sources = false) {
+  for (KVCache<T>& cache : state.key_values) cache.reorder(index);
+  if (same_sources) return;
   state.enc_outputs = index_select(state.enc_outputs, 0, index);
   if (state.enc_valid_lens.valid_lens().defined())
     state.enc_valid_lens.with_valid_lens(index_select(state.enc_valid_lens.valid_lens(), 0, index));
-  for (auto* caches : {&state.key_values, &state.cross_key_values})
-    for (KVCache<T>& cache : *caches)
-      if (!cache.empty()) {
-        cache.keys = index_select(cache.keys, 0, index);
-        cache.values = index_select(cache.values, 0, index);
-      }
+  for (KVCache<T>& cache : state.cross_key_values) cache.reorder(index);
+}
+
+/// Room in the state's caches for `steps` decoded steps, so that they never grow again.
+template <typename T>
+void reserve_steps(Seq2SeqAttentionState<T>&, index_t) {}
+template <typename T>
+void reserve_steps(TransformerDecoderState<T>& state, index_t steps) {
+  for (KVCache<T>& cache : state.key_values) cache.reserve(steps);
 }
 
 /// Row `row` of each layer's (batch, heads, 1, k) weights, as (layers, heads, k).

@@ -54,6 +54,7 @@ bool forbid(T* logits, const std::vector<index_t>& forbidden) {
 template <typename T>
 std::size_t top_log_probs(T* logits, index_t V, TopToken<T>* top, std::size_t count,
                           const std::vector<index_t>& forbidden = {}) {
+  if (count == 0 || V == 0) return 0;
   const ConstVecMap<T> row(logits, V);
   const T max = row.maxCoeff();
   const T normaliser = max + std::log((row - max).exp().sum());
@@ -68,14 +69,28 @@ std::size_t top_log_probs(T* logits, index_t V, TopToken<T>* top, std::size_t co
     }
   }
   std::size_t n = 0;
-  for (index_t v = 0; v < V; ++v) {
-    if (any_forbidden && logits[v] == -std::numeric_limits<T>::infinity()) continue;
+  const auto consider = [&](index_t v) {
+    if (any_forbidden && logits[v] == -std::numeric_limits<T>::infinity()) return;
     const T log_prob = logits[v] - normaliser;
-    if (n == count && !(log_prob > top[n - 1].log_prob)) continue;
+    if (n == count && !(log_prob > top[n - 1].log_prob)) return;
     std::size_t at = n < count ? n++ : n - 1;  // the last slot is dropped when full
     for (; at > 0 && log_prob > top[at - 1].log_prob; --at) top[at] = top[at - 1];
     top[at] = {log_prob, v};
+  };
+  // Once `count` are found, few tokens beat the worst of them: blocks in which none does
+  // are passed over by one vectorised test (the scan token by token was a tenth of
+  // MarianMT's beam search over 59,514 tokens). The test is consider's own comparison.
+  constexpr index_t kBlock = 32;
+  index_t v = 0;
+  for (; v < V && n < count; ++v) consider(v);
+  for (; v + kBlock <= V; v += kBlock) {
+    const T worst = top[n - 1].log_prob;
+    bool any = false;
+    for (index_t j = 0; j < kBlock; ++j) any |= logits[v + j] - normaliser > worst;
+    if (any)
+      for (index_t j = 0; j < kBlock; ++j) consider(v + j);
   }
+  for (; v < V; ++v) consider(v);
   return n;
 }
 
