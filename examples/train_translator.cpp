@@ -21,7 +21,8 @@
 // (heed/seq2seq/translator_training.hpp): this program is its command line.
 // --average-last N writes DIR/averaged.safetensors, the mean of the last N epochs'
 // parameters; --ema DECAY keeps a moving average of the weights (DIR/ema.safetensors);
-// both are validated beside the last and best.
+// both are validated beside the last and best (with --init-marian, DIR/averaged and
+// DIR/ema are MarianMT directories).
 // --resume continues from a last.safetensors: the same command line with a larger
 // --epochs gives the parameters an uninterrupted run gives, bit for bit (with --schedule
 // cosine, whose length is --epochs, the same --epochs).
@@ -195,13 +196,15 @@ int main(int argc, char** argv) {
       ->group(output);
   app.add_option("--average-last", args.average_last,
                  "keep OUT/epoch-K.safetensors of the last N epochs and write OUT/averaged.safetensors, their mean, "
-                 "at the end, validated beside last and best (0: off)")
+                 "at the end, validated beside last and best (0: off; with --init-marian also OUT/averaged, a MarianMT "
+                 "directory)")
       ->check(CLI::Range(index_t(0), index_t(1) << 20))
       ->needs("--out")
       ->group(output);
   app.add_option("--ema", args.ema,
                  "keep an exponential moving average of the weights with this decay (Marian's exponential smoothing, "
-                 "e.g. 0.9999), validate with it too and save it as OUT/ema.safetensors (0: off)")
+                 "e.g. 0.9999), validate with it too and save it as OUT/ema.safetensors (with --init-marian OUT/ema, a "
+                 "MarianMT directory; 0: off)")
       ->check(CLI::Range(0.0, 0.999999999))
       ->group(output);
   app.add_flag("--quiet", args.quiet, "no per-epoch progress line from the training loop")->group(output);

@@ -444,6 +444,49 @@ TEST_CASE("train_translator fine-tunes a MarianMT model, resumes it bit for bit 
     INFO(name);
     CHECK(tensor.to_vector() == resumed_state.at(name).to_vector());
   }
+  // The moving average and the last epochs' average, as MarianMT directories.
+  heed::TranslatorTrainOptions smoothed = options;
+  smoothed.resume.clear();
+  smoothed.save_marian.clear();
+  smoothed.out = (dir / "smoothed").string();
+  smoothed.ema = 0.5;
+  smoothed.average_last = 2;
+  const heed::TranslatorTrainReport smoothed_report = heed::train_translator(smoothed, log);
+  CHECK(smoothed_report.ema_bleu >= 0.0);
+  CHECK(smoothed_report.averaged_epochs == 2);
+  CHECK(smoothed_report.averaged_bleu >= 0.0);
+  heed::Translator ema = heed::Translator::from_marian((dir / "smoothed" / "ema").string());
+  heed::Translator averaged = heed::Translator::from_marian((dir / "smoothed" / "averaged").string());
+  const auto averaged_state = averaged.visit([](auto& net) { return net.state_dict(); });
+  const auto ema_state = ema.visit([](auto& net) { return net.state_dict(); });
+  // The directory holds the averaged checkpoint's weights; the mean of epochs 2 and 3.
+  auto mean = heed::Translator::from_marian(kData + "/marian_tiny");
+  const auto mean_state = mean.visit([&](auto& net) {
+    heed::load_checkpoint(net, (dir / "smoothed" / "averaged.safetensors").string());
+    return net.state_dict();
+  });
+  heed::Translator epoch2 = heed::Translator::from_marian(kData + "/marian_tiny");
+  heed::Translator epoch3 = heed::Translator::from_marian(kData + "/marian_tiny");
+  const auto epoch2_state = epoch2.visit([&](auto& net) {
+    heed::load_checkpoint(net, (dir / "smoothed" / "epoch-2.safetensors").string());
+    return net.state_dict();
+  });
+  const auto epoch3_state = epoch3.visit([&](auto& net) {
+    heed::load_checkpoint(net, (dir / "smoothed" / "epoch-3.safetensors").string());
+    return net.state_dict();
+  });
+  CHECK_FALSE(fs::exists(dir / "smoothed" / "epoch-1.safetensors"));
+  for (const auto& [name, tensor] : averaged_state) {
+    INFO(name);
+    CHECK(tensor.to_vector() == mean_state.at(name).to_vector());
+    const auto a = epoch2_state.at(name).to_vector(), b = epoch3_state.at(name).to_vector(), m = tensor.to_vector();
+    for (std::size_t i = 0; i < m.size(); ++i)
+      CHECK(m[i] == static_cast<float>((static_cast<double>(a[i]) + static_cast<double>(b[i])) / 2.0));
+  }
+  CHECK(ema_state.at("encoder.embedding.weight").to_vector() !=
+        epoch3_state.at("encoder.embedding.weight").to_vector());
+  CHECK(ema_state.at("encoder.embedding.weight").to_vector() != start_state.at("encoder.embedding.weight").to_vector());
+
   heed::TranslatorTrainOptions bad = options;
   bad.resume.clear();
   bad.sentencepiece = 8;

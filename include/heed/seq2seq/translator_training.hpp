@@ -285,8 +285,15 @@ inline void average_last_epochs(const TranslatorTrainOptions& options, std::opti
     log << "\n";
     return;
   }
-  // The average validated in a net of its own: the trained one stays as it is.
-  Translator averaged = Translator::load(out);
+  // The average validated in a net of its own: the trained one stays as it is. A
+  // MarianMT model's is the pretrained translator with the averaged weights, written as a
+  // MarianMT directory beside the checkpoint.
+  const bool marian = !options.init_marian.empty();
+  Translator averaged = marian ? Translator::from_marian(options.init_marian) : Translator::load(out);
+  if (marian) {
+    averaged.visit([&](auto& averaged_net) { load_checkpoint(averaged_net, out); });
+    averaged.save_marian(options.out + "/averaged");
+  }
   const Validation v = averaged.visit([&](auto& averaged_net) {
     return validate_translator(averaged_net, *valid_batches, averaged, valid_refs, options);
   });
@@ -413,7 +420,10 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
       ema_metadata["heed.ema_decay"] = std::to_string(options.ema);
       ema.swap_into(net.parameters());
       try {
-        save_checkpoint(net, options.out + "/ema.safetensors", ema_metadata);
+        if (marian)
+          translator.save_marian(options.out + "/ema");
+        else
+          save_checkpoint(net, options.out + "/ema.safetensors", ema_metadata);
       } catch (...) {
         ema.swap_into(net.parameters());
         throw;
@@ -535,8 +545,10 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
   if (!options.out.empty())
     log << "checkpoints in " << options.out << ": last.safetensors (to --resume), "
         << (marian ? "best/ (a MarianMT directory: translate --marian)" : "best.safetensors (to translate)")
-        << (options.ema > 0.0 && ema.started() ? ", ema.safetensors (the moving average)" : "")
-        << (report.averaged_epochs > 0 ? ", averaged.safetensors" : "") << "\n";
+        << (options.ema > 0.0 && ema.started()
+                ? (marian ? ", ema/ (the moving average)" : ", ema.safetensors (the moving average)")
+                : "")
+        << (report.averaged_epochs > 0 ? (marian ? ", averaged/" : ", averaged.safetensors") : "") << "\n";
   if (!options.save_marian.empty()) {
     translator.save_marian(options.save_marian);
     log << "saved the MarianMT model to " << options.save_marian << "\n";
@@ -583,9 +595,6 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
              "train_translator: a MarianMT model (init_marian) keeps its own SentencePiece models: no sentencepiece");
   HEED_CHECK(!options.save_marian.empty() <= marian, ValueError,
              "train_translator: save_marian writes a model started from init_marian");
-  HEED_CHECK(!marian || (options.average_last == 0 && options.ema == 0.0), ValueError,
-             "train_translator: average_last and ema write heed checkpoints, not yet MarianMT directories: not with "
-             "init_marian");
   heed::manual_seed(options.seed);
   std::optional<Translator> pretrained;
   TranslatorTrainOptions run = options;  // with a pretrained model's configuration
