@@ -398,6 +398,24 @@ TEMPLATE_TEST_CASE("A KVCache appends in place, copies on write and reorders row
   CHECK(cache.used().keys.narrow(2, 0, whole.num_steps()).to_vector() ==
         heed::index_select(whole.keys, 0, index).to_vector());
 
+  // The same rows in another order (beams within their sentences): rewritten in place,
+  // through swaps, chains and repeats.
+  for (const std::vector<std::int64_t>& order :
+       {std::vector<std::int64_t>{1, 0, 3, 2}, {1, 2, 3, 0}, {0, 0, 0, 3}, {3, 3, 1, 1}, {0, 1, 2, 3}}) {
+    const heed::KVCache<T> before = cache.used();
+    const T* storage = cache.keys.data();
+    const IndexTensor permutation = lens(order, {4});
+    cache.reorder(permutation);
+    CHECK(cache.keys.data() == storage);
+    CHECK(cache.used().keys.to_vector() == heed::index_select(before.keys, 0, permutation).to_vector());
+    CHECK(cache.used().values.to_vector() == heed::index_select(before.values, 0, permutation).to_vector());
+  }
+  // A copy shares the tensors: the reorder writes to new ones, the copy keeps its rows.
+  const heed::KVCache<T> shared = cache;
+  const std::vector<T> shared_keys = shared.used().keys.to_vector();
+  cache.reorder(lens({1, 0, 3, 2}, {4}));
+  CHECK(cache.keys.data() != shared.keys.data());
+  CHECK(shared.used().keys.to_vector() == shared_keys);
   CHECK_ERROR(heed::IndexError, "KVCache::reorder: index 4 out of range for a batch of 4",
               cache.reorder(lens({4}, {1})));
   CHECK_ERROR(

@@ -38,6 +38,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "heed/attention/dot_product.hpp"
 #include "heed/nn/linear.hpp"
@@ -161,6 +162,17 @@ struct KVCache {
       *this = KVCache(index_select(all.keys, 0, index), index_select(all.values, 0, index));
       return;
     }
+    if (index.numel() == batch && writer_ && writer_.use_count() == 1) {
+      // The same rows, in another order (a beam search in which no sentence ended): only
+      // the rows that change are written, in place, their sources saved first where they
+      // change too.
+      std::vector<std::uint8_t> changed(static_cast<std::size_t>(batch)), source(changed.size());
+      for (index_t r = 0; r < batch; ++r)
+        if (index.data()[r] != r) changed[static_cast<std::size_t>(r)] = source[index.data()[r]] = 1;
+      reorder_in_place(keys, index.data(), changed, source);
+      reorder_in_place(values, index.data(), changed, source);
+      return;
+    }
     keys = select_rows(keys, index);
     values = select_rows(values, index);
     writer_ = std::make_shared<int>();
@@ -201,6 +213,33 @@ struct KVCache {
         std::copy_n(x.data() + ((index.data()[r] * heads + h) * capacity) * features, steps_ * features,
                     out.data() + ((r * heads + h) * capacity) * features);
     return out;
+  }
+
+  /// x's rows r = index[r] where changed[r], in place; rows that are both changed and a
+  /// source are copied aside first.
+  void reorder_in_place(Tensor<T>& x, const std::int64_t* index, const std::vector<std::uint8_t>& changed,
+                        const std::vector<std::uint8_t>& source) const {
+    const index_t batch = x.shape()[0], heads = x.shape()[1], block = x.shape()[2] * x.shape()[3],
+                  used = steps_ * x.shape()[3];
+    T* data = x.data();
+    thread_local std::vector<T> saved;
+    std::vector<index_t> slot(static_cast<std::size_t>(batch), -1);
+    index_t count = 0;
+    for (index_t r = 0; r < batch; ++r)
+      if (changed[static_cast<std::size_t>(r)] && source[static_cast<std::size_t>(r)]) slot[r] = count++;
+    saved.resize(static_cast<std::size_t>(count * heads * used));
+    for (index_t r = 0; r < batch; ++r)
+      if (slot[r] >= 0)
+        for (index_t h = 0; h < heads; ++h)
+          std::copy_n(data + (r * heads + h) * block, used, saved.data() + (slot[r] * heads + h) * used);
+    for (index_t r = 0; r < batch; ++r) {
+      if (!changed[static_cast<std::size_t>(r)]) continue;
+      const index_t from = index[r];
+      for (index_t h = 0; h < heads; ++h)
+        std::copy_n(
+            slot[from] >= 0 ? saved.data() + (slot[from] * heads + h) * used : data + (from * heads + h) * block, used,
+            data + (r * heads + h) * block);
+    }
   }
 
   index_t steps_ = 0;
