@@ -265,7 +265,7 @@ class SafetensorsReader {
   }
 
   /// Reads each tensor's bytes (little-endian, as in the file) in order, a chunk of at
-  /// most 1 MiB at a time, into consume(entry, bytes, offset, size) (offset and size in
+  /// most 4 MiB at a time, into consume(entry, bytes, offset, size) (offset and size in
   /// bytes within the tensor): memory for one chunk whatever the tensors' sizes. Checks
   /// each tensor against its checksum once all of it is consumed, and at the end that
   /// the file was not changed meanwhile. Call once, instead of read_data.
@@ -273,12 +273,16 @@ class SafetensorsReader {
   void read_chunks(Consume&& consume) {
     std::uint64_t largest = 0;
     for (const Entry& e : entries_) largest = std::max(largest, e.end - e.begin);
-    std::vector<unsigned char> chunk(static_cast<std::size_t>(std::min(kChunk, largest)));
+    // 4 MiB rather than read_data's 1: freeing it raises glibc's mmap threshold as far as
+    // read_safetensors' whole tensors did (Transformer weights of 4 MiB), and so keeps
+    // buffers of 1 to 4 MiB allocated afterwards (decoding's) off fresh, faulted pages.
+    constexpr std::uint64_t kStreamChunk = std::uint64_t(4) << 20;
+    std::vector<unsigned char> chunk(static_cast<std::size_t>(std::min(kStreamChunk, largest)));
     for (const Entry& e : entries_) {
       const std::string what = "tensor '" + e.name + "'";
       std::uint32_t crc = 0;
       for (std::uint64_t done = 0, size = e.end - e.begin; done < size;) {
-        const std::uint64_t n = std::min(kChunk, size - done);
+        const std::uint64_t n = std::min(kStreamChunk, size - done);
         read_exact(chunk.data(), n, what);
         if (e.has_crc) crc = crc32c(chunk.data(), static_cast<std::size_t>(n), crc);
         consume(e, static_cast<const unsigned char*>(chunk.data()), static_cast<std::size_t>(done),
@@ -290,7 +294,7 @@ class SafetensorsReader {
     check_unchanged();
   }
 
-  /// How much read_data reads at a time, and read_chunks passes on.
+  /// How much read_data reads (and checksums) at a time.
   static constexpr std::uint64_t kChunk = std::uint64_t(1) << 20;
 
   template <typename... Args>

@@ -5,7 +5,8 @@
 // save_marian's, in heed/seq2seq/translator.hpp.
 //
 //   heed::MarianConfig config = heed::MarianConfig::from_json(text, "opus-mt-en-fr/config.json");
-//   auto net = heed::make_marian_net<float>(config);
+//   auto net = heed::marian_from_pretrained<float>(config, "opus-mt-en-fr/model.safetensors");
+//   // or into a net you hold, which changes only if the whole file loads:
 //   heed::load_marian_weights(*net, config, "opus-mt-en-fr/model.safetensors");
 //
 // The model (transformers' modeling_marian.py): post-LayerNorm blocks with SiLU ("swish"),
@@ -406,8 +407,7 @@ std::map<std::string, MarianSlot<T>> marian_slots(MarianNet<T>& net, const Maria
                       ", but config.json's sizes give " + format_shape(shape));
     if (!marian_loads<T>(e.dtype))
       throw FileError(path + ": tensor '" + e.name + "': dtype " + e.dtype + ", wanted " + safetensors_dtype<T>() +
-                      (std::is_floating_point_v<T> ? " (or F16, BF16)" : "") + " for a " + Tensor<T>::dtype() +
-                      " net");
+                      (std::is_floating_point_v<T> ? " (or F16, BF16)" : "") + " for a " + Tensor<T>::dtype() + " net");
   };
   Tensor<T>& embedding = net.encoder().embedding.weight;
   for (const std::string& name : marian_embedding_names()) {
@@ -432,8 +432,8 @@ std::map<std::string, MarianSlot<T>> marian_slots(MarianNet<T>& net, const Maria
     const auto it = file.find(hf);
     if (it == file.end())
       throw FileError(path + ": has no tensor '" + hf + "', which a MarianMT model of its config.json has");
-    check(*it->second, name == "decoder.dense.bias" ? std::vector<index_t>{1, config.vocab_size}
-                                                    : parameter.shape().to_vector());
+    check(*it->second,
+          name == "decoder.dense.bias" ? std::vector<index_t>{1, config.vocab_size} : parameter.shape().to_vector());
     slots.emplace(hf, MarianSlot<T>{name, parameter, ""});
   }
   for (const auto& [name, buffer] : net.named_buffers()) {
@@ -466,8 +466,8 @@ void read_marian_weights(MarianNet<T>& net, const MarianConfig& config, Safetens
   std::map<std::string, MarianSlot<T>> slots = marian_slots(net, config, reader.entries(), path);
   std::map<std::string, Tensor<T>> state;
   for (auto& [hf, slot] : slots) {
-    HEED_CHECK(slot.target.is_cpu() || !in_place, ValueError, "load_marian_weights: '", slot.name,
-               "' is on ", to_string(slot.target.device()), "; a net loaded in place must be on the CPU");
+    HEED_CHECK(slot.target.is_cpu() || !in_place, ValueError, "load_marian_weights: '", slot.name, "' is on ",
+               to_string(slot.target.device()), "; a net loaded in place must be on the CPU");
     if (in_place || !slot.first.empty()) continue;
     slot.target = make_tensor<T>(slot.target.shape(), Device::cpu(), "load_marian_weights");
     state.emplace(slot.name, slot.target);
@@ -475,17 +475,17 @@ void read_marian_weights(MarianNet<T>& net, const MarianConfig& config, Safetens
   for (auto& [hf, slot] : slots)
     if (!slot.first.empty()) slot.target = slots.at(slot.first).target;
   std::vector<T> copy;  // a chunk of a tied copy of the embedding, converted
-  reader.read_chunks([&](const SafetensorsReader::Entry& e, const unsigned char* bytes, std::size_t offset,
-                         std::size_t size) {
-    MarianSlot<T>& slot = slots.at(e.name);
-    const std::size_t element = safetensors_dtype_size(e.dtype), count = size / element;
-    T* target = slot.target.data() + offset / element;
-    if (slot.first.empty()) return marian_convert(bytes, count, e.dtype, target);
-    copy.resize(count);
-    marian_convert(bytes, count, e.dtype, copy.data());
-    if (!std::equal(copy.begin(), copy.end(), target))
-      throw FileError(path + ": tensor '" + e.name + "' differs from '" + slot.first + "': MarianMT ties them");
-  });
+  reader.read_chunks(
+      [&](const SafetensorsReader::Entry& e, const unsigned char* bytes, std::size_t offset, std::size_t size) {
+        MarianSlot<T>& slot = slots.at(e.name);
+        const std::size_t element = safetensors_dtype_size(e.dtype), count = size / element;
+        T* target = slot.target.data() + offset / element;
+        if (slot.first.empty()) return marian_convert(bytes, count, e.dtype, target);
+        copy.resize(count);
+        marian_convert(bytes, count, e.dtype, copy.data());
+        if (!std::equal(copy.begin(), copy.end(), target))
+          throw FileError(path + ": tensor '" + e.name + "' differs from '" + slot.first + "': MarianMT ties them");
+      });
   if (!in_place) {
     net.load_state_dict(state, false);
     return;
