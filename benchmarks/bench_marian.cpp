@@ -2,7 +2,7 @@
 // decoding with an opus-mt-en-fr-shaped MarianMT net (d_model 512, 6 + 6 layers, 8 heads,
 // FFN 2048, vocabulary 59,514, SiLU, 512 positions: 74.67 M parameters), random weights
 // or a MarianMT directory's (--dir: config.json, generation_config.json when present,
-// model.safetensors, loaded with load_marian_weights).
+// model.safetensors, loaded with marian_from_pretrained).
 //
 //   OMP_NUM_THREADS=1 build-bench/bench_marian --src src_ids.txt --length 32 [--dir DIR]
 //       [--beam 4] [--batch 32] [--micro-batches 1] [--sentences N] [--out hyp_ids.txt]
@@ -155,8 +155,8 @@ int main(int argc, char** argv) {
       if (std::ifstream(generation)) config.read_generation_config(read_text(generation), generation);
     }
     heed::Generator gen(args.seed);
-    auto net = heed::make_marian_net<float>(config, &gen);
-    if (!args.dir.empty()) heed::load_marian_weights(*net, config, args.dir + "/model.safetensors");
+    auto net = args.dir.empty() ? heed::make_marian_net<float>(config, &gen)
+                                : heed::marian_from_pretrained<float>(config, args.dir + "/model.safetensors");
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const index_t V = config.vocab_size;
 

@@ -14,7 +14,7 @@ and N(0, 0.1), the <pad> row zero). The script writes them once into --work-dir 
 MarianMT directory (config.json and generation_config.json as a converted OPUS-MT
 checkpoint carries them, model.safetensors in F32 with transformers' names, without the
 positional tables, which both sides compute); bench_marian loads it with --dir
-(load_marian_weights) and the PyTorch side reads the same file into its parameters.
+(marian_from_pretrained) and the PyTorch side reads the same file into its parameters.
 
 The input: --sentences English sentences of --data (fra-eng-large/train.txt's first
 column), evenly spaced (line i * n // N), lowercased, punctuation split off, each word

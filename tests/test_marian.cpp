@@ -7,11 +7,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "check.hpp"
@@ -495,4 +498,166 @@ TEST_CASE("train_translator fine-tunes a MarianMT model, resumes it bit for bit 
   bad.resume.clear();
   bad.init_marian.clear();
   CHECK_THROWS_AS(heed::train_translator(bad, log), heed::ValueError);
+}
+
+namespace {
+
+heed::MarianConfig config_of(const std::string& dir) {
+  heed::MarianConfig c = heed::MarianConfig::from_json(read_text(dir + "/config.json"), dir + "/config.json");
+  if (fs::exists(dir + "/generation_config.json"))
+    c.read_generation_config(read_text(dir + "/generation_config.json"), dir + "/generation_config.json");
+  return c;
+}
+
+/// Every parameter and positional table of a net, copied out.
+std::map<std::string, std::vector<float>> values_of(heed::MarianNet<float>& net) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, tensor] : net.state_dict()) out[name] = tensor.to_vector();
+  return out;
+}
+
+/// Bit for bit (-0 is not +0, a NaN is itself).
+void check_same_bits(const std::map<std::string, std::vector<float>>& a,
+                     const std::map<std::string, std::vector<float>>& b) {
+  REQUIRE(a.size() == b.size());
+  for (const auto& [name, values] : a) {
+    INFO(name);
+    REQUIRE(b.count(name) == 1);
+    REQUIRE(values.size() == b.at(name).size());
+    CHECK(std::memcmp(values.data(), b.at(name).data(), values.size() * sizeof(float)) == 0);
+  }
+}
+
+/// marian_tiny's tensors as records, to change and write back with save_safetensors (which
+/// adds heed's checksums).
+std::map<std::string, heed::TensorRecord> tiny_records() {
+  return heed::read_safetensors(kData + "/marian_tiny/model.safetensors").tensors;
+}
+
+std::string write_records(const std::map<std::string, heed::TensorRecord>& records, const std::string& name) {
+  const std::string path = (fs::temp_directory_path() / ("heed_marian_" + name + ".safetensors")).string();
+  heed::save_safetensors(path, std::vector<std::pair<std::string, heed::TensorRecord>>(records.begin(), records.end()),
+                         {{"format", "pt"}});
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("marian_from_pretrained and from_marian load what load_marian_weights loads, bit for bit",
+          "[seq2seq][marian]") {
+  for (const char* name : {"marian_tiny", "marian_tiny_f16"}) {
+    INFO(name);
+    const std::string dir = kData + "/" + name, path = dir + "/model.safetensors";
+    const heed::MarianConfig config = config_of(dir);
+    heed::Generator gen(7);
+    auto reference = heed::make_marian_net<float>(config, &gen);
+    heed::load_marian_weights(*reference, config, path);
+    const auto expected = values_of(*reference);
+    auto streamed = heed::marian_from_pretrained<float>(config, path);
+    check_same_bits(values_of(*streamed), expected);
+    CHECK(streamed->encoder().embedding.weight.is_same(streamed->decoder().dense.weight));
+    heed::Translator translator = heed::Translator::from_marian(dir);
+    with_net(translator, [&](auto& net) { check_same_bits(values_of(net), expected); });
+    // Into a net already built (and drawn): every parameter is overwritten.
+    auto in_place = heed::make_marian_net<float>(config, &gen);
+    heed::detail::load_marian_weights_in_place(*in_place, config, path);
+    check_same_bits(values_of(*in_place), expected);
+  }
+}
+
+TEST_CASE("A MarianMT file its header shows wrong is refused before any weight is written", "[seq2seq][marian]") {
+  const heed::MarianConfig config = config_of(kData + "/marian_tiny");
+  const auto refused = [&](const std::map<std::string, heed::TensorRecord>& records, const std::string& name,
+                           const std::string& needle) {
+    INFO(name << ": " << needle);
+    const std::string path = write_records(records, name);
+    heed::Generator gen(3);
+    auto net = heed::make_marian_net<float>(config, &gen);
+    const auto before = values_of(*net);
+    CHECK_ERROR(heed::FileError, needle, heed::detail::load_marian_weights_in_place(*net, config, path));
+    CHECK_ERROR(heed::FileError, path, heed::detail::load_marian_weights_in_place(*net, config, path));
+    check_same_bits(values_of(*net), before);
+    CHECK_ERROR(heed::FileError, needle, heed::load_marian_weights(*net, config, path));
+    check_same_bits(values_of(*net), before);
+    CHECK_ERROR(heed::FileError, needle, heed::marian_from_pretrained<float>(config, path));
+  };
+  const std::string fc1 = "model.encoder.layers.0.fc1.weight";
+  {
+    auto records = tiny_records();
+    records.erase("model.decoder.layers.1.fc2.bias");
+    refused(records, "missing", "has no tensor 'model.decoder.layers.1.fc2.bias'");
+  }
+  {
+    auto records = tiny_records();
+    records.emplace("model.extra.weight", records.at("final_logits_bias"));
+    refused(records, "unexpected", "does not have ('model.extra.weight')");
+  }
+  {
+    auto records = tiny_records();
+    std::swap(records.at(fc1).shape[0], records.at(fc1).shape[1]);
+    refused(records, "shape", "'" + fc1 + "' has shape (16, 32), but config.json's sizes give (32, 16)");
+  }
+  {
+    auto records = tiny_records();
+    records.at(fc1).dtype = "I32";
+    refused(records, "dtype", "'" + fc1 + "': dtype I32, wanted F32 (or F16, BF16)");
+  }
+  {
+    auto records = tiny_records();
+    records.at("lm_head.weight").shape = {16, 54};
+    refused(records, "copy_shape", "'lm_head.weight' has shape (16, 54)");
+  }
+  {
+    auto records = tiny_records();
+    records.erase("model.shared.weight");
+    records.erase("lm_head.weight");
+    refused(records, "no_embedding", "has no embedding table");
+  }
+  {
+    auto records = tiny_records();
+    records.at("model.encoder.embed_positions.weight").shape = {32, 32};
+    refused(records, "positions", "'model.encoder.embed_positions.weight' has shape (32, 32)");
+  }
+}
+
+TEST_CASE("A damaged MarianMT file past its header is refused naming the file", "[seq2seq][marian]") {
+  const heed::MarianConfig config = config_of(kData + "/marian_tiny");
+  const auto check_refused = [&](const std::string& path, const std::string& needle) {
+    INFO(path << ": " << needle);
+    CHECK_ERROR(heed::FileError, needle, heed::marian_from_pretrained<float>(config, path));
+    CHECK_ERROR(heed::FileError, path, heed::marian_from_pretrained<float>(config, path));
+    // load_marian_weights still changes nothing.
+    heed::Generator gen(5);
+    auto net = heed::make_marian_net<float>(config, &gen);
+    const auto before = values_of(*net);
+    CHECK_ERROR(heed::FileError, needle, heed::load_marian_weights(*net, config, path));
+    check_same_bits(values_of(*net), before);
+  };
+  SECTION("a byte of a heed-written file that no longer matches its checksum") {
+    heed::Translator translator = heed::Translator::from_marian(kData + "/marian_tiny");
+    const fs::path dir = fs::temp_directory_path() / "heed_marian_crc";
+    fs::remove_all(dir);
+    translator.save_marian(dir.string());
+    const std::string path = (dir / "model.safetensors").string();
+    std::string bytes = read_text(path);
+    std::uint64_t header = 0;
+    for (int i = 7; i >= 0; --i) header = header << 8 | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+    const std::size_t data = 8 + static_cast<std::size_t>(header);
+    bytes[data + (bytes.size() - data) / 2] ^= 0x10;
+    write_text(path, bytes);
+    check_refused(path, "do not match their checksum");
+    try {
+      heed::Translator::from_marian(dir.string());
+      FAIL("loaded");
+    } catch (const heed::FileError& e) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains(path) && Catch::Matchers::Contains("checksum"));
+    }
+  }
+  SECTION("tied copies of the embedding that differ") {
+    auto records = tiny_records();
+    records.at("lm_head.weight").data[4 * 100 + 3] ^= 0x01;  // element 100's top byte: its sign
+    const std::string path = write_records(records, "tied_differ");
+    check_refused(path, "differs from");
+    CHECK_ERROR(heed::FileError, "MarianMT ties them", heed::marian_from_pretrained<float>(config, path));
+  }
 }

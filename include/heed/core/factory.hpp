@@ -243,6 +243,30 @@ Tensor<T> normal(T mean, T std, const Shape& shape, Generator& gen = default_gen
   return out;
 }
 
+namespace detail {
+
+/// Whether Linear and Embedding built on this thread leave their weights uninitialised
+/// instead of drawing them: for a net whose every parameter is loaded next (PyTorch's
+/// skip_init, transformers' no_init_weights). Set by SkipInitGuard.
+inline bool& skips_init() {
+  thread_local bool skip = false;
+  return skip;
+}
+
+/// Sets skips_init on this thread for its lifetime.
+class SkipInitGuard {
+ public:
+  SkipInitGuard() : saved_(skips_init()) { skips_init() = true; }
+  ~SkipInitGuard() { skips_init() = saved_; }
+  SkipInitGuard(const SkipInitGuard&) = delete;
+  SkipInitGuard& operator=(const SkipInitGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
+}  // namespace detail
+
 /// Standard normal.
 template <typename T = float>
 Tensor<T> randn(const Shape& shape, Generator& gen = default_generator()) {

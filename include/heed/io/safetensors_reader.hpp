@@ -250,7 +250,6 @@ class SafetensorsReader {
     // The header was read up to its end, and the entries cover the data section in
     // order, so the tensors follow one another without a seek. Each chunk is checksummed
     // while it is still in the cache.
-    constexpr std::uint64_t kChunk = std::uint64_t(1) << 20;
     for (const Entry& e : entries_) {
       auto* bytes = static_cast<unsigned char*>(destination(e));
       const std::string what = "tensor '" + e.name + "'";
@@ -261,11 +260,42 @@ class SafetensorsReader {
         if (e.has_crc) crc = crc32c(bytes + done, static_cast<std::size_t>(chunk), crc);
         done += chunk;
       }
-      if (e.has_crc && crc != e.crc)
-        fail(what, ": its bytes do not match their checksum (CRC-32C ", format_crc(crc), ", the metadata says ",
-             format_crc(e.crc), "): the data is damaged, or was changed by a tool that kept heed's checksums");
+      check_crc(e, crc);
     }
   }
+
+  /// Reads each tensor's bytes (little-endian, as in the file) in order, a chunk of at
+  /// most 4 MiB at a time, into consume(entry, bytes, offset, size) (offset and size in
+  /// bytes within the tensor): memory for one chunk whatever the tensors' sizes. Checks
+  /// each tensor against its checksum once all of it is consumed, and at the end that
+  /// the file was not changed meanwhile. Call once, instead of read_data.
+  template <typename Consume>
+  void read_chunks(Consume&& consume) {
+    std::uint64_t largest = 0;
+    for (const Entry& e : entries_) largest = std::max(largest, e.end - e.begin);
+    // 4 MiB rather than read_data's 1: freeing it raises glibc's mmap threshold as far as
+    // read_safetensors' whole tensors did (Transformer weights of 4 MiB), and so keeps
+    // buffers of 1 to 4 MiB allocated afterwards (decoding's) off fresh, faulted pages.
+    constexpr std::uint64_t kStreamChunk = std::uint64_t(4) << 20;
+    std::vector<unsigned char> chunk(static_cast<std::size_t>(std::min(kStreamChunk, largest)));
+    for (const Entry& e : entries_) {
+      const std::string what = "tensor '" + e.name + "'";
+      std::uint32_t crc = 0;
+      for (std::uint64_t done = 0, size = e.end - e.begin; done < size;) {
+        const std::uint64_t n = std::min(kStreamChunk, size - done);
+        read_exact(chunk.data(), n, what);
+        if (e.has_crc) crc = crc32c(chunk.data(), static_cast<std::size_t>(n), crc);
+        consume(e, static_cast<const unsigned char*>(chunk.data()), static_cast<std::size_t>(done),
+                static_cast<std::size_t>(n));
+        done += n;
+      }
+      check_crc(e, crc);
+    }
+    check_unchanged();
+  }
+
+  /// How much read_data reads (and checksums) at a time.
+  static constexpr std::uint64_t kChunk = std::uint64_t(1) << 20;
 
   template <typename... Args>
   [[noreturn]] void fail(Args&&... args) const {
@@ -279,6 +309,34 @@ class SafetensorsReader {
   }
 
  private:
+  void check_crc(const Entry& e, std::uint32_t crc) const {
+    if (e.has_crc && crc != e.crc)
+      fail("tensor '", e.name, "': its bytes do not match their checksum (CRC-32C ", format_crc(crc),
+           ", the metadata says ", format_crc(e.crc),
+           "): the data is damaged, or was changed by a tool that kept heed's checksums");
+  }
+
+  /// A file rewritten in place while it was read (its size or modification time no
+  /// longer those at open) may have given bytes of both versions.
+  void check_unchanged() const {
+#if !defined(_WIN32)
+    struct ::stat info {};
+    if (::fstat(::fileno(file_.get()), &info) == 0 &&
+        (static_cast<std::uint64_t>(info.st_size) != size_ || modified_ != modification_time(info)))
+      fail("the file was changed while being read");
+#endif
+  }
+
+#if !defined(_WIN32)
+  static std::int64_t modification_time(const struct ::stat& info) {
+#if defined(__linux__)
+    return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec;
+#else
+    return static_cast<std::int64_t>(info.st_mtime);
+#endif
+  }
+#endif
+
   /// Opens the path only if it is a regular file: a FIFO without a writer would block the
   /// read forever, a device would never end.
   void open() {
@@ -325,6 +383,7 @@ class SafetensorsReader {
       fail("cannot open: ", errno_message(error));
     }
     size_ = static_cast<std::uint64_t>(info.st_size);
+    modified_ = modification_time(info);
 #endif
   }
 
@@ -523,6 +582,7 @@ class SafetensorsReader {
   std::string op_, path_;
   FilePtr file_;
   std::uint64_t size_ = 0, data_size_ = 0, header_length_ = 0;
+  std::int64_t modified_ = 0;  // at open, for check_unchanged
   std::vector<Entry> entries_;
   std::map<std::string, std::string> metadata_;
 };

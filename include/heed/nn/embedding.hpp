@@ -25,7 +25,9 @@ class Embedding : public Module<T> {
                "Embedding: num_embeddings and embedding_dim must be positive, got ", num_embeddings, " and ",
                embedding_dim);
     (void)detail::buffer_size<T>(Shape{num_embeddings, embedding_dim}, "Embedding");  // named Embedding, not normal
-    weight = normal<T>(T(0), T(1), {num_embeddings, embedding_dim}, gen);
+    weight = detail::skips_init()  // not for a net about to be loaded
+                 ? detail::make_tensor<T>({num_embeddings, embedding_dim}, Device::cpu(), "Embedding")
+                 : normal<T>(T(0), T(1), {num_embeddings, embedding_dim}, gen);
     this->register_parameter("weight", weight);
   }
 

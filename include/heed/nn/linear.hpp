@@ -28,10 +28,13 @@ class Linear : public Module<T> {
     // The weight's size first: named after Linear rather than the uniform that fills it.
     (void)detail::buffer_size<T>(Shape{out_features, in_features}, "Linear");
     const T bound = T(1) / static_cast<T>(std::sqrt(static_cast<double>(in_features)));
-    weight = uniform<T>({out_features, in_features}, -bound, bound, gen);
+    const bool draw = !detail::skips_init();  // not for a net about to be loaded
+    weight = draw ? uniform<T>({out_features, in_features}, -bound, bound, gen)
+                  : detail::make_tensor<T>({out_features, in_features}, Device::cpu(), "Linear");
     this->register_parameter("weight", weight);
     if (use_bias) {
-      this->bias = uniform<T>({out_features}, -bound, bound, gen);
+      this->bias = draw ? uniform<T>({out_features}, -bound, bound, gen)
+                        : detail::make_tensor<T>({out_features}, Device::cpu(), "Linear");
       this->register_parameter("bias", this->bias);
     }
   }

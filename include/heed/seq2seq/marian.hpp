@@ -5,7 +5,8 @@
 // save_marian's, in heed/seq2seq/translator.hpp.
 //
 //   heed::MarianConfig config = heed::MarianConfig::from_json(text, "opus-mt-en-fr/config.json");
-//   auto net = heed::make_marian_net<float>(config);
+//   auto net = heed::marian_from_pretrained<float>(config, "opus-mt-en-fr/model.safetensors");
+//   // or into a net you hold, which changes only if the whole file loads:
 //   heed::load_marian_weights(*net, config, "opus-mt-en-fr/model.safetensors");
 //
 // The model (transformers' modeling_marian.py): post-LayerNorm blocks with SiLU ("swish"),
@@ -19,12 +20,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
-#include <set>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -359,19 +362,143 @@ inline const std::vector<std::string>& marian_embedding_names() {
   return names;
 }
 
-/// A record of the file as a tensor of `shape` (T's, converted from F32, F64, F16 or
-/// BF16): FileError naming the file and the tensor otherwise.
+/// Whether a tensor of `dtype` loads into T's: T's own, or F16 / BF16 for float and
+/// double (converted exactly), as TensorRecord::to_tensor reads them.
 template <typename T>
-Tensor<T> marian_tensor(const TensorRecord& record, const std::string& name, const std::vector<index_t>& shape,
-                        const std::string& path) {
-  if (record.shape != shape)
-    throw FileError(path + ": tensor '" + name + "' has shape " + format_shape(record.shape) +
-                    ", but config.json's sizes give " + format_shape(shape));
-  try {
-    return record.to_tensor<T>();
-  } catch (const Error& e) {
-    throw FileError(path + ": tensor '" + name + "': " + e.what());
+bool marian_loads(const std::string& dtype) {
+  return dtype == safetensors_dtype<T>() || (std::is_floating_point_v<T> && is_half_dtype(dtype));
+}
+
+/// `count` elements of `dtype` (little-endian, marian_loads<T>) as T's at `out`.
+template <typename T>
+void marian_convert(const unsigned char* bytes, std::size_t count, const std::string& dtype, T* out) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (is_half_dtype(dtype)) {
+      from_half_bytes(bytes, count, dtype, out);
+      return;
+    }
   }
+  std::memcpy(out, bytes, count * sizeof(T));
+  if (!host_is_little_endian()) swap_bytes(reinterpret_cast<unsigned char*>(out), count, sizeof(T));
+}
+
+/// Where a tensor of a MarianMT file goes.
+template <typename T>
+struct MarianSlot {
+  std::string name;   // heed's ("encoder.embedding.weight")
+  Tensor<T> target;   // the net's parameter or positional table
+  std::string first;  // a tied copy of the embedding: the name it must equal; empty otherwise
+};
+
+/// Checks a file's tensors (`entries`, in the order of their data) against the net of
+/// `config` as load_marian_weights documents, from the header alone: FileError naming
+/// the file and the tensor. Returns where each tensor goes; of the embedding's names the
+/// first in the file is loaded, the others compared with it.
+template <typename T>
+std::map<std::string, MarianSlot<T>> marian_slots(MarianNet<T>& net, const MarianConfig& config,
+                                                  const std::vector<SafetensorsReader::Entry>& entries,
+                                                  const std::string& path) {
+  std::map<std::string, const SafetensorsReader::Entry*> file;
+  for (const auto& e : entries) file.emplace(e.name, &e);
+  std::map<std::string, MarianSlot<T>> slots;
+  const auto check = [&](const SafetensorsReader::Entry& e, const std::vector<index_t>& shape) {
+    if (e.shape != shape)
+      throw FileError(path + ": tensor '" + e.name + "' has shape " + format_shape(e.shape) +
+                      ", but config.json's sizes give " + format_shape(shape));
+    if (!marian_loads<T>(e.dtype))
+      throw FileError(path + ": tensor '" + e.name + "': dtype " + e.dtype + ", wanted " + safetensors_dtype<T>() +
+                      (std::is_floating_point_v<T> ? " (or F16, BF16)" : "") + " for a " + Tensor<T>::dtype() + " net");
+  };
+  Tensor<T>& embedding = net.encoder().embedding.weight;
+  for (const std::string& name : marian_embedding_names()) {
+    const auto it = file.find(name);
+    if (it == file.end()) continue;
+    check(*it->second, {config.vocab_size, config.d_model});
+    slots.emplace(name, MarianSlot<T>{"encoder.embedding.weight", embedding, ""});
+  }
+  if (slots.empty())
+    throw FileError(path + ": has no embedding table (model.shared.weight, or one of its tied copies)");
+  std::string first;  // in the order of the data, so that each copy is compared with bytes already read
+  for (const auto& e : entries)
+    if (slots.count(e.name)) {
+      if (first.empty())
+        first = e.name;
+      else
+        slots.at(e.name).first = first;
+    }
+  for (const auto& [name, parameter] : net.named_parameters()) {
+    if (name == "encoder.embedding.weight") continue;
+    const std::string hf = marian_name(name);
+    const auto it = file.find(hf);
+    if (it == file.end())
+      throw FileError(path + ": has no tensor '" + hf + "', which a MarianMT model of its config.json has");
+    check(*it->second,
+          name == "decoder.dense.bias" ? std::vector<index_t>{1, config.vocab_size} : parameter.shape().to_vector());
+    slots.emplace(hf, MarianSlot<T>{name, parameter, ""});
+  }
+  for (const auto& [name, buffer] : net.named_buffers()) {
+    const std::string hf = marian_name(name);
+    const auto it = file.find(hf);
+    if (it == file.end()) continue;  // computed
+    check(*it->second, {config.max_position_embeddings, config.d_model});
+    HEED_CHECK(buffer.numel() == config.max_position_embeddings * config.d_model, ValueError, "load_marian_weights: '",
+               name, "' has shape ", to_string(buffer.shape()), ", not that of config.json's net");
+    slots.emplace(hf, MarianSlot<T>{name, buffer, ""});
+  }
+  std::vector<std::string> unexpected;
+  for (const auto& e : entries)
+    if (!slots.count(e.name)) unexpected.push_back(e.name);
+  if (!unexpected.empty())
+    throw FileError(path + ": holds tensors a MarianMT model of its config.json does not have (" +
+                    format_names(unexpected) + ")");
+  return slots;
+}
+
+/// Reads a MarianMT file's tensors into the net, checked as load_marian_weights documents:
+/// everything the header shows before any byte is read. `in_place` writes each tensor
+/// into its parameter as it is read (memory: one chunk), so that a failure past the
+/// header (a checksum, a tied copy that differs, the file changed) leaves the net half
+/// loaded; otherwise into fresh tensors loaded into the net once all is read (memory: a
+/// second copy of the weights), so that the net changes only if everything succeeded.
+template <typename T>
+void read_marian_weights(MarianNet<T>& net, const MarianConfig& config, SafetensorsReader& reader,
+                         const std::string& path, bool in_place) {
+  std::map<std::string, MarianSlot<T>> slots = marian_slots(net, config, reader.entries(), path);
+  std::map<std::string, Tensor<T>> state;
+  for (auto& [hf, slot] : slots) {
+    HEED_CHECK(slot.target.is_cpu() || !in_place, ValueError, "load_marian_weights: '", slot.name, "' is on ",
+               to_string(slot.target.device()), "; a net loaded in place must be on the CPU");
+    if (in_place || !slot.first.empty()) continue;
+    slot.target = make_tensor<T>(slot.target.shape(), Device::cpu(), "load_marian_weights");
+    state.emplace(slot.name, slot.target);
+  }
+  for (auto& [hf, slot] : slots)
+    if (!slot.first.empty()) slot.target = slots.at(slot.first).target;
+  std::vector<T> copy;  // a chunk of a tied copy of the embedding, converted
+  reader.read_chunks(
+      [&](const SafetensorsReader::Entry& e, const unsigned char* bytes, std::size_t offset, std::size_t size) {
+        MarianSlot<T>& slot = slots.at(e.name);
+        const std::size_t element = safetensors_dtype_size(e.dtype), count = size / element;
+        T* target = slot.target.data() + offset / element;
+        if (slot.first.empty()) return marian_convert(bytes, count, e.dtype, target);
+        copy.resize(count);
+        marian_convert(bytes, count, e.dtype, copy.data());
+        if (!std::equal(copy.begin(), copy.end(), target))
+          throw FileError(path + ": tensor '" + e.name + "' differs from '" + slot.first + "': MarianMT ties them");
+      });
+  if (!in_place) {
+    net.load_state_dict(state, false);
+    return;
+  }
+  for (const auto& [hf, slot] : slots) heed::detail::impl(slot.target).storage->bump_version();  // written in place
+}
+
+/// Loads a MarianMT file into `net` in place (read_marian_weights): for a net that is
+/// discarded when this throws, as marian_from_pretrained's.
+template <typename T>
+void load_marian_weights_in_place(MarianNet<T>& net, const MarianConfig& config, const std::string& path) {
+  SafetensorsReader reader("marian_from_pretrained", path);
+  read_marian_weights(net, config, reader, path, true);
 }
 
 }  // namespace detail
@@ -381,56 +508,34 @@ Tensor<T> marian_tensor(const TensorRecord& record, const std::string& name, con
 /// the shape the config gives (the embedding under any of its tied names, equal where
 /// several; the positional tables may be left out: the net's are computed, and a file's
 /// are used as transformers uses them), and nothing else may be. F32, F16 and BF16
-/// tensors are read. Throws FileError naming the file and the tensor before anything of
-/// the net changes.
+/// tensors are read; a file heed wrote has its checksums checked. Throws FileError naming
+/// the file and the tensor before anything of the net changes: the weights are read into
+/// a second copy first (marian_from_pretrained needs none).
 template <typename T>
 void load_marian_weights(MarianNet<T>& net, const MarianConfig& config, const std::string& path) {
-  const SafetensorsFile file = read_safetensors(path);
-  std::map<std::string, Tensor<T>> state;
-  std::set<std::string> used;
-  const std::vector<index_t> embedding_shape = {config.vocab_size, config.d_model};
-  // The embedding: the first of its names present, and every other copy equal to it.
-  for (const std::string& name : detail::marian_embedding_names()) {
-    const auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) continue;
-    used.insert(name);
-    Tensor<T> table = detail::marian_tensor<T>(it->second, name, embedding_shape, path);
-    const auto first = state.find("encoder.embedding.weight");
-    if (first == state.end()) {
-      state.emplace("encoder.embedding.weight", table);
-    } else if (table.to_vector() != first->second.to_vector()) {
-      throw FileError(path + ": tensor '" + name + "' differs from '" + detail::marian_embedding_names()[0] +
-                      "' (or the first of the embedding's names present): MarianMT ties them");
-    }
+  detail::SafetensorsReader reader("load_marian_weights", path);
+  detail::read_marian_weights(net, config, reader, path, false);
+}
+
+/// make_marian_net and load_marian_weights in one, as transformers'
+/// MarianMTModel.from_pretrained(low_cpu_mem_usage=True): the net is built without
+/// drawing its weights and each tensor is read straight into its parameter, so that the
+/// load holds about the weights' own size (plus 1 MiB), then heed's idle buffers are
+/// freed (empty_buffer_cache). The file is checked as load_marian_weights checks it, its
+/// format before the net is built, its tensors' names, dtypes and shapes before any is
+/// read; a failure past the header (a checksum, a tied copy that differs, the file
+/// changed) throws FileError naming the file too, and the half-loaded net is freed.
+template <typename T = float>
+std::unique_ptr<MarianNet<T>> marian_from_pretrained(const MarianConfig& config, const std::string& path) {
+  detail::SafetensorsReader reader("marian_from_pretrained", path);
+  std::unique_ptr<MarianNet<T>> net;
+  {
+    const detail::SkipInitGuard skip_init;  // every parameter is read below
+    net = make_marian_net<T>(config);
   }
-  if (state.empty())
-    throw FileError(path + ": has no embedding table (model.shared.weight, or one of its tied copies)");
-  for (const auto& [name, parameter] : net.named_parameters()) {
-    if (name == "encoder.embedding.weight") continue;
-    const std::string hf = detail::marian_name(name);
-    const auto it = file.tensors.find(hf);
-    if (it == file.tensors.end())
-      throw FileError(path + ": has no tensor '" + hf + "', which a MarianMT model of its config.json has");
-    used.insert(hf);
-    std::vector<index_t> shape = parameter.shape().to_vector();
-    if (name == "decoder.dense.bias") shape = {1, config.vocab_size};
-    state.emplace(name, detail::marian_tensor<T>(it->second, hf, shape, path).reshape(parameter.shape()));
-  }
-  for (const auto& [name, buffer] : net.named_buffers()) {
-    const std::string hf = detail::marian_name(name);
-    const auto it = file.tensors.find(hf);
-    if (it == file.tensors.end()) continue;  // computed
-    used.insert(hf);
-    const std::vector<index_t> shape = {config.max_position_embeddings, config.d_model};
-    state.emplace(name, detail::marian_tensor<T>(it->second, hf, shape, path).reshape(buffer.shape()));
-  }
-  std::vector<std::string> unexpected;
-  for (const auto& [name, record] : file.tensors)
-    if (!used.count(name)) unexpected.push_back(name);
-  if (!unexpected.empty())
-    throw FileError(path + ": holds tensors a MarianMT model of its config.json does not have (" +
-                    detail::format_names(unexpected) + ")");
-  net.load_state_dict(state, false);
+  detail::read_marian_weights(*net, config, reader, path, true);
+  empty_buffer_cache();
+  return net;
 }
 
 /// Writes a net's weights as transformers' MarianMTModel names (model.shared.weight once,

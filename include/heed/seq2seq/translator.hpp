@@ -443,8 +443,7 @@ class Translator {
                       "it with transformers: MarianMTModel.from_pretrained(dir).save_pretrained(dir, "
                       "safe_serialization=True))");
     check_marian_fits(read_safetensors_header(weights), marian, weights);
-    auto net = make_marian_net<float>(marian);
-    load_marian_weights(*net, marian, weights);
+    auto net = marian_from_pretrained<float>(marian, weights);  // the net discarded if it throws
     TranslatorConfig config;
     config.model = "marian";
     config.num_hiddens = config.embed_size = marian.d_model;
