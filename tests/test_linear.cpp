@@ -167,8 +167,9 @@ TEMPLATE_TEST_CASE("linear inside a PackedWeightsGuard equals linear without one
   using T = TestType;
   heed::Generator gen(5);
   const index_t panel = heed::detail::kPackedPanel<T>;
-  // Rows on both sides of a tile (8 with AVX-512, 6 below) and of two; out_features on
-  // both sides of a panel and of several (the last panel is partly padding).
+  // Rows on both sides of the few-rows kernel's limit (kPackedFewRows) and of a block of
+  // xᵀ (kPackedPanel rows); out_features on both sides of a vector of features and of
+  // several.
   for (const index_t rows : {index_t(1), index_t(5), index_t(6), index_t(8), index_t(9), index_t(17), index_t(40)})
     for (const index_t out : {index_t(1), panel - 1, panel, panel + 1, 3 * panel + 5})
       for (const index_t in : {index_t(1), index_t(7), index_t(128)}) {
@@ -182,6 +183,41 @@ TEMPLATE_TEST_CASE("linear inside a PackedWeightsGuard equals linear without one
         check_close(heed::linear(x, w, b), expected, margin);
         check_close(heed::linear(x, w), expected_no_bias, margin);
         check_close(heed::linear(x, w, b), expected, margin);  // the packed copy, reused
+      }
+}
+
+TEMPLATE_TEST_CASE("linear inside a PackedWeightsGuard gives the bits of one FMA chain over k, then + bias", "[ops]",
+                   float, double) {
+  // The kernels read the weight in place, and each output element is fma(x[r][k],
+  // W[n][k], acc) for k in order from 0, then acc + bias[n] (+ 0 without one), for every
+  // split: few rows (W transposed in registers), many (xᵀ in blocks of kPackedPanel
+  // rows), partial tiles of rows and features, in_features below and past a vector.
+  using T = TestType;
+  heed::Generator gen(9);
+  const auto multiply_add = [](T a, T b, T acc) {
+    // The 16-byte vectors without FMA hardware multiply, then add, as the kernels do.
+    if constexpr (heed::detail::kWidestSimdBytes > 16) return std::fma(a, b, acc);
+    return a * b + acc;
+  };
+  for (const index_t rows : {index_t(1), index_t(3), index_t(8), index_t(17), index_t(33), index_t(64)})
+    for (const index_t out : {index_t(1), index_t(7), index_t(31), index_t(33), index_t(100)})
+      for (const index_t in : {index_t(1), index_t(5), index_t(64), index_t(129)}) {
+        INFO("rows " << rows << ", out " << out << ", in " << in);
+        const heed::Tensor<T> x = heed::randn<T>({rows, in}, gen), w = heed::randn<T>({out, in}, gen),
+                              b = heed::randn<T>({out}, gen);
+        std::vector<T> expected(static_cast<std::size_t>(rows * out)),
+            expected_no_bias(static_cast<std::size_t>(rows * out));
+        for (index_t r = 0; r < rows; ++r)
+          for (index_t n = 0; n < out; ++n) {
+            T acc = 0;
+            for (index_t k = 0; k < in; ++k) acc = multiply_add(x.data()[r * in + k], w.data()[n * in + k], acc);
+            expected[static_cast<std::size_t>(r * out + n)] = acc + b.data()[n];
+            expected_no_bias[static_cast<std::size_t>(r * out + n)] = acc + T(0);
+          }
+        heed::NoGradGuard no_grad;
+        heed::PackedWeightsGuard packed;
+        CHECK(heed::linear(x, w, b).to_vector() == expected);
+        CHECK(heed::linear(x, w).to_vector() == expected_no_bias);
       }
 }
 

@@ -234,7 +234,7 @@ AttentionGruOutput<T> attention_gru(const Tensor<T>& embedded, const Tensor<T>& 
   Tensor<T> query_proj = make_tensor<T>(Shape{B, A}), scores = make_tensor<T>(Shape{B, K});
   Tensor<T> gi = make_tensor<T>(Shape{B, 3 * H}), gh = make_tensor<T>(Shape{B, 3 * H});
 
-  // Each weight packed (inside a PackedWeightsGuard) or transposed, once for all steps.
+  // Each weight read in place (inside a PackedWeightsGuard) or transposed once for all steps.
   const detail::StepWeight<T> step_q(weights.W_q, records), step_v(weights.w_v, records);
   std::vector<detail::StepWeight<T>> step_ih, step_hh;
   for (std::size_t l = 0; l < layers; ++l) {

@@ -42,7 +42,7 @@ auto sigmoid_of(const Expr& x) {
   return (T(0.5) * x).tanh() * T(0.5) + T(0.5);  // as heed::sigmoid: no overflow for large |x|
 }
 
-/// A weight that x·Wᵀ products read at every step of one call: packed inside a
+/// A weight that x·Wᵀ products read at every step of one call: read in place inside a
 /// PackedWeightsGuard, else transposed once, since OpenBLAS's small kernels compute x·W
 /// faster than x·Wᵀ (32×96×32: 5,330 cycles against 7,900; 32×96×64: 9,700 against
 /// 14,500; the copy costs one product's worth at most).
