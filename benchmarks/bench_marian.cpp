@@ -26,6 +26,8 @@
 // process's peak at the end (loading included); "load_peak_mib" the peak before
 // decoding; then the high-water mark is reset (writing 5 to /proc/self/clear_refs) and
 // "decode_peak_mib" is the peak reached while decoding, from "rss_before_decode_mib".
+// "decode_tensors_peak_mib" and "decode_buffers_peak_mib" are heed's buffer cache's peaks
+// while decoding (heed::buffer_usage: in tensors, and held in all, idle buffers included).
 // Prints one JSON line; --out writes each sentence's best hypothesis as token ids.
 #include <heed/heed.hpp>
 #include <heed/seq2seq/marian.hpp>
@@ -211,6 +213,7 @@ int main(int argc, char** argv) {
       reset = static_cast<bool>(clear << "5" << std::flush);
     }
     const double rss_before = heed_bench::status_mib("VmRSS");
+    heed::reset_buffer_peaks();
 
     std::vector<std::vector<index_t>> hypotheses;
     hypotheses.reserve(sources.size());
@@ -227,6 +230,8 @@ int main(int argc, char** argv) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double decode_peak = heed_bench::status_mib("VmHWM");
+    const heed::BufferUsage buffers = heed::buffer_usage();
+    constexpr double kMiB = 1024.0 * 1024.0;
 
     std::size_t tokens = 0;
     for (const auto& h : hypotheses) tokens += h.size();
@@ -247,12 +252,13 @@ int main(int argc, char** argv) {
         "\"micro_batches\": %lld, \"threads\": %d, \"parameters\": %llu, \"encoder_steps_max\": %lld, "
         "\"tokens\": %zu, \"seconds\": %.4f, \"tokens_per_s\": %.2f, \"load_s\": %.3f, \"load_peak_mib\": %.1f, "
         "\"rss_before_decode_mib\": %.1f, \"decode_peak_mib\": %.1f, \"peak_mib\": %.1f, \"hwm_reset\": %s, "
-        "\"maxrss_mib\": %.1f}\n",
+        "\"maxrss_mib\": %.1f, \"decode_tensors_peak_mib\": %.1f, \"decode_buffers_peak_mib\": %.1f}\n",
         sources.size(), static_cast<long long>(args.batch), static_cast<long long>(args.beam),
         static_cast<long long>(args.length), static_cast<long long>(args.micro_batches), threads,
         static_cast<unsigned long long>(heed::marian_parameter_count(config)), static_cast<long long>(num_steps),
         tokens, seconds, static_cast<double>(tokens) / seconds, load_s, load_peak, rss_before, decode_peak,
-        std::max(load_peak, decode_peak), reset ? "true" : "false", heed_bench::max_rss_mib());
+        std::max(load_peak, decode_peak), reset ? "true" : "false", heed_bench::max_rss_mib(),
+        static_cast<double>(buffers.peak_in_use) / kMiB, static_cast<double>(buffers.peak_held) / kMiB);
     return 0;
   } catch (const std::exception& e) {
     std::cerr << "bench_marian: " << e.what() << '\n';
