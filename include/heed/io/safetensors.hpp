@@ -253,28 +253,43 @@ TensorRecord TensorRecord::from_tensor(const Tensor<T>& tensor) {
   return record;
 }
 
+namespace detail {
+
+/// Whether a tensor of `dtype` reads into T's: T's own, or F16 / BF16 for float and
+/// double (converted exactly).
+template <typename T>
+bool reads_as(const std::string& dtype) {
+  return dtype == safetensors_dtype<T>() || (std::is_floating_point_v<T> && is_half_dtype(dtype));
+}
+
+/// `count` elements of `dtype` (little-endian, as in a file; reads_as<T>(dtype)) as T's at `out`.
+template <typename T>
+void convert_bytes(const unsigned char* bytes, std::size_t count, const std::string& dtype, T* out) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (is_half_dtype(dtype)) {
+      from_half_bytes(bytes, count, dtype, out);
+      return;
+    }
+  }
+  if (count != 0) std::memcpy(out, bytes, count * sizeof(T));
+  if (!host_is_little_endian()) swap_bytes(reinterpret_cast<unsigned char*>(out), count, sizeof(T));
+}
+
+}  // namespace detail
+
 template <typename T>
 Tensor<T> TensorRecord::to_tensor() const {
   constexpr bool floating = std::is_floating_point_v<T>;
-  const bool half = floating && detail::is_half_dtype(dtype);
-  HEED_CHECK(dtype == detail::safetensors_dtype<T>() || half, ValueError, "TensorRecord::to_tensor: dtype ", dtype,
-             ", wanted ", detail::safetensors_dtype<T>(), floating ? " (or F16, BF16)" : "", " for a ",
-             Tensor<T>::dtype(), " tensor");
+  HEED_CHECK(detail::reads_as<T>(dtype), ValueError, "TensorRecord::to_tensor: dtype ", dtype, ", wanted ",
+             detail::safetensors_dtype<T>(), floating ? " (or F16, BF16)" : "", " for a ", Tensor<T>::dtype(),
+             " tensor");
   const index_t n = numel();
-  const std::size_t element_size = half ? 2 : sizeof(T);
+  const std::size_t element_size = floating && detail::is_half_dtype(dtype) ? 2 : sizeof(T);
   HEED_CHECK(data.size() == static_cast<std::size_t>(n) * element_size, ValueError,
              "TensorRecord::to_tensor: ", data.size(), " bytes for shape ", detail::format_shape(shape), " of ", dtype,
              " (", static_cast<std::size_t>(n) * element_size, " expected)");
   Tensor<T> out = Tensor<T>::empty(Shape(shape));
-  if constexpr (floating) {
-    if (half) {
-      detail::from_half_bytes(data.data(), static_cast<std::size_t>(n), dtype, out.data());
-      return out;
-    }
-  }
-  if (n != 0) std::memcpy(out.data(), data.data(), data.size());
-  if (!detail::host_is_little_endian())
-    detail::swap_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<std::size_t>(n), sizeof(T));
+  detail::convert_bytes(data.data(), static_cast<std::size_t>(n), dtype, out.data());
   return out;
 }
 

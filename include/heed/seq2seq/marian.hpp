@@ -22,7 +22,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -362,26 +361,6 @@ inline const std::vector<std::string>& marian_embedding_names() {
   return names;
 }
 
-/// Whether a tensor of `dtype` loads into T's: T's own, or F16 / BF16 for float and
-/// double (converted exactly), as TensorRecord::to_tensor reads them.
-template <typename T>
-bool marian_loads(const std::string& dtype) {
-  return dtype == safetensors_dtype<T>() || (std::is_floating_point_v<T> && is_half_dtype(dtype));
-}
-
-/// `count` elements of `dtype` (little-endian, marian_loads<T>) as T's at `out`.
-template <typename T>
-void marian_convert(const unsigned char* bytes, std::size_t count, const std::string& dtype, T* out) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (is_half_dtype(dtype)) {
-      from_half_bytes(bytes, count, dtype, out);
-      return;
-    }
-  }
-  std::memcpy(out, bytes, count * sizeof(T));
-  if (!host_is_little_endian()) swap_bytes(reinterpret_cast<unsigned char*>(out), count, sizeof(T));
-}
-
 /// Where a tensor of a MarianMT file goes.
 template <typename T>
 struct MarianSlot {
@@ -405,7 +384,7 @@ std::map<std::string, MarianSlot<T>> marian_slots(MarianNet<T>& net, const Maria
     if (e.shape != shape)
       throw FileError(path + ": tensor '" + e.name + "' has shape " + format_shape(e.shape) +
                       ", but config.json's sizes give " + format_shape(shape));
-    if (!marian_loads<T>(e.dtype))
+    if (!reads_as<T>(e.dtype))
       throw FileError(path + ": tensor '" + e.name + "': dtype " + e.dtype + ", wanted " + safetensors_dtype<T>() +
                       (std::is_floating_point_v<T> ? " (or F16, BF16)" : "") + " for a " + Tensor<T>::dtype() + " net");
   };
@@ -480,9 +459,9 @@ void read_marian_weights(MarianNet<T>& net, const MarianConfig& config, Safetens
         MarianSlot<T>& slot = slots.at(e.name);
         const std::size_t element = safetensors_dtype_size(e.dtype), count = size / element;
         T* target = slot.target.data() + offset / element;
-        if (slot.first.empty()) return marian_convert(bytes, count, e.dtype, target);
+        if (slot.first.empty()) return convert_bytes(bytes, count, e.dtype, target);
         copy.resize(count);
-        marian_convert(bytes, count, e.dtype, copy.data());
+        convert_bytes(bytes, count, e.dtype, copy.data());
         if (!std::equal(copy.begin(), copy.end(), target))
           throw FileError(path + ": tensor '" + e.name + "' differs from '" + slot.first + "': MarianMT ties them");
       });
@@ -520,7 +499,7 @@ void load_marian_weights(MarianNet<T>& net, const MarianConfig& config, const st
 /// make_marian_net and load_marian_weights in one, as transformers'
 /// MarianMTModel.from_pretrained(low_cpu_mem_usage=True): the net is built without
 /// drawing its weights and each tensor is read straight into its parameter, so that the
-/// load holds about the weights' own size (plus 1 MiB), then heed's idle buffers are
+/// load holds about the weights' own size (plus a 4 MiB chunk), then heed's idle buffers are
 /// freed (empty_buffer_cache). The file is checked as load_marian_weights checks it, its
 /// format before the net is built, its tensors' names, dtypes and shapes before any is
 /// read; a failure past the header (a checksum, a tied copy that differs, the file
