@@ -138,6 +138,17 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam 
       CHECK(alone.n_best[k].log_prob == Approx(beams[i].n_best[k].log_prob).epsilon(1e-5));
     }
   }
+  // Beam search without weights keeps what comes from the encoder once per sentence
+  // (the Transformer's rows_per_source): the same hypotheses, sentences ending apart.
+  heed::PredictOptions beam_plain = beam;
+  beam_plain.save_attention_weights = false;
+  const auto plain_beams =
+      heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, beam_plain);
+  for (std::size_t i = 0; i < sentences.size(); ++i)
+    for (std::size_t k = 0; k < beams[i].n_best.size(); ++k) {
+      CHECK(plain_beams[i].n_best.at(k).tokens == beams[i].n_best[k].tokens);
+      CHECK(plain_beams[i].n_best.at(k).log_prob == Approx(beams[i].n_best[k].log_prob).epsilon(1e-5));
+    }
   CHECK(net->decoder().keeps_attention_weights());
   if constexpr (std::is_same_v<Net, TransformerNet<float>>) CHECK(net->encoder().keeps_attention_weights());
 
@@ -207,6 +218,65 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes groups of sentences on parallel thre
   bad.micro_batches = 0;
   CHECK_ERROR(heed::ValueError, "predict_seq2seq: micro_batches must be >= 1, got 0",
               heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
+}
+
+TEST_CASE("predict_seq2seq runs a large vocabulary's output layer on a few rows at a time", "[seq2seq][predict]") {
+  // 140,000 target words: 16 MiB of logits hold 29 rows, so the output layer takes 32
+  // rows at a time, and 12 sentences × 4 beams decode in passes of 32 and 16 rows. Each
+  // hypothesis's log P must be what the whole decoder gives its tokens.
+  heed::NmtData data = small_corpus(80);
+  std::vector<std::string> words = {"<unk>", "<pad>", "<bos>", "<eos>"};
+  for (int i = static_cast<int>(words.size()); i < 140000; ++i) words.push_back("w" + std::to_string(i));
+  const heed::Vocab tgt_vocab = heed::Vocab::from_idx_to_token(words);
+  const std::unique_ptr<TransformerNet<float>> net = transformer_net<float>(data.src_vocab.size(), tgt_vocab.size());
+  net->eval();  // teacher_forced_log_prob feeds one step at a time through the caches
+  std::vector<std::string> sentences = kSentences;
+  sentences.insert(sentences.end(), {"go away .", "i won .", "we lost .", "he is tall ."});
+  heed::PredictOptions beam;
+  beam.beam_size = 4;
+  beam.n_best = 2;
+  beam.save_attention_weights = false;
+  const auto beams = heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, tgt_vocab, 10, beam);
+  REQUIRE(beams.size() == 12);
+  for (std::size_t i = 0; i < sentences.size(); ++i)
+    for (const auto& h : beams[i].n_best) {
+      INFO(sentences[i] << " => " << h.text);
+      const bool ended = static_cast<index_t>(h.tokens.size()) < 10;
+      CHECK(h.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, sentences[i], h.tokens, ended, data.src_vocab, tgt_vocab))
+                .epsilon(1e-4));
+    }
+}
+
+TEST_CASE("reorder_state moves rows that share a source as groups, and a bad index changes nothing",
+          "[seq2seq][predict]") {
+  heed::TransformerDecoderState<float> state;
+  state.enc_outputs = heed::arange<float>(0, 24).reshape({3, 2, 4});
+  state.enc_valid_lens = heed::AttentionMask<float>(lens({2, 1, 2}, {3}));
+  state.rows_per_source = 2;
+  state.cross_key_values = {heed::KVCache<float>(heed::arange<float>(0, 24).reshape({3, 1, 2, 4}),
+                                                 heed::arange<float>(24, 48).reshape({3, 1, 2, 4}))};
+  state.key_values = {heed::KVCache<float>(heed::arange<float>(0, 24).reshape({6, 1, 1, 4}),
+                                           heed::arange<float>(24, 48).reshape({6, 1, 1, 4}))};
+  const auto before = [&] {
+    return std::make_pair(state.enc_outputs.to_vector(), state.key_values[0].keys.to_vector());
+  };
+  const auto kept = before();
+  CHECK_ERROR(heed::ValueError, "reorder_state: row 1 takes parent 2, not of its group's source 0",
+              heed::detail::reorder_state(state, lens({0, 2}, {2})));
+  CHECK_ERROR(heed::ShapeError, "reorder_state: 3 rows are not groups of rows_per_source = 2",
+              heed::detail::reorder_state(state, lens({0, 1, 2}, {3})));
+  CHECK(before() == kept);
+  // Sentence 1 ended: sentence 2's beams (rows 4, 5, swapped) and sentence 0's (row 0 twice).
+  heed::detail::reorder_state(state, lens({5, 4, 0, 0}, {4}));
+  const IndexTensor sources = lens({2, 0}, {2});
+  CHECK(state.enc_outputs.to_vector() ==
+        heed::index_select(heed::arange<float>(0, 24).reshape({3, 2, 4}), 0, sources).to_vector());
+  CHECK(state.enc_valid_lens.valid_lens().to_vector() == std::vector<std::int64_t>{2, 2});
+  CHECK(state.cross_key_values[0].keys.to_vector() ==
+        heed::index_select(heed::arange<float>(0, 24).reshape({3, 1, 2, 4}), 0, sources).to_vector());
+  CHECK(state.key_values[0].used().keys.to_vector() ==
+        heed::index_select(heed::arange<float>(0, 24).reshape({6, 1, 1, 4}), 0, lens({5, 4, 0, 0}, {4})).to_vector());
 }
 
 TEST_CASE("top_log_probs gives the best tokens of a row with log_softmax's values", "[seq2seq][predict]") {

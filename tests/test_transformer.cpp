@@ -427,6 +427,43 @@ TEMPLATE_TEST_CASE("A KVCache appends in place, copies on write and reorders row
               heed::KVCache<T>(heed::zeros<T>({1, 2, 3, 4}), heed::zeros<T>({1, 2, 2, 4})));
 }
 
+TEMPLATE_TEST_CASE("Query rows in groups share a cache row: beams attend to their sentence's one copy", "[transformer]",
+                   float, double) {
+  using T = TestType;
+  heed::Generator gen(23);
+  const index_t sources = 3, group = 4, steps = 5, hiddens = 8;
+  heed::MultiHeadAttention<T> attention(hiddens, hiddens, hiddens, hiddens, 2, 0.0, true, 0, gen);
+  attention.eval();
+  const heed::NoGradGuard no_grad;
+  const Tensor<T> enc = heed::randn<T>({sources, steps, hiddens}, gen);
+  const heed::KVCache<T> once = attention.project_kv(enc, enc);
+  // What beam search did before: each source row repeated for each of its beams.
+  const IndexTensor repeat = lens({0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2}, {sources * group});
+  const heed::KVCache<T> repeated(heed::index_select(once.keys, 0, repeat), heed::index_select(once.values, 0, repeat));
+  const IndexTensor valid = lens({5, 2, 3}, {sources});
+  const heed::AttentionMask<T> mask(valid), repeated_mask(heed::index_select(valid, 0, repeat));
+  for (const bool keep : {false, true}) {  // the fused kernel, and the scores kept
+    attention.keep_attention_weights(keep);
+    for (const index_t queries : {index_t(1), index_t(3)}) {
+      INFO("keep weights " << keep << ", " << queries << " queries a row");
+      const Tensor<T> q = heed::randn<T>({sources * group, queries, hiddens}, gen);
+      const Tensor<T> grouped = attention.attend(q, once, mask);
+      CHECK(grouped.shape() == (Shape{sources * group, queries, hiddens}));
+      // Equal to rounding: the fused kernel's tiles of queries differ.
+      const double tolerance = std::is_same_v<T, float> ? 1e-6 : 1e-14;
+      check_close(grouped, attention.attend(q, repeated, repeated_mask), tolerance);
+      check_close(attention.attend(q, once), attention.attend(q, repeated), tolerance);
+    }
+  }
+  const Tensor<T> q = heed::randn<T>({sources * group, 1, hiddens}, gen);
+  CHECK_ERROR(heed::ShapeError, "the cache's rows must divide the queries'",
+              attention.attend(heed::randn<T>({5, 1, hiddens}, gen), once));
+  CHECK_ERROR(heed::ShapeError, "in groups of 4 per cache row take no mask or valid lens per cache row",
+              attention.attend(q, once, heed::AttentionMask<T>::causal()));
+  CHECK_ERROR(heed::ShapeError, "in groups of 4 per cache row",
+              attention.attend(q, once, heed::AttentionMask<T>(lens({1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {12, 1}))));
+}
+
 // ---- options: grouped-query attention, pre-LayerNorm, GELU, kept weights ------------------------
 
 TEST_CASE("Grouped-query attention equals multi-head attention with shared key/value heads", "[transformer]") {

@@ -290,21 +290,37 @@ class MultiHeadAttention : public Module<T> {
     return {split_heads(W_k(keys), num_kv_heads_), split_heads(W_v(values), num_kv_heads_)};
   }
 
-  /// Attends with queries to keys and values already projected (by project_kv).
+  /// Attends with queries to keys and values already projected (by project_kv). The
+  /// cache may hold fewer rows than there are queries' rows: each group of
+  /// batch / cache rows consecutive query rows then shares one cache row (the beams of a
+  /// sentence share its encoder's outputs: beam search keeps them once, not once per
+  /// beam), the mask being none or valid lens per cache row. A group's queries attend
+  /// as the queries of one row, which they are: no query sees another.
   // queries: (batch, num_queries, query_size) -> (batch, num_queries, num_hiddens)
   Tensor<T> attend(const Tensor<T>& queries, const KVCache<T>& kv, const AttentionMask<T>& mask = {}) {
     check_input(queries, W_q, "queries");
-    const index_t batch = queries.shape()[0];
-    HEED_CHECK(!kv.empty() && kv.keys.dim() == 4 && kv.keys.shape()[0] == batch &&
+    const index_t batch = queries.shape()[0], num_queries = queries.shape()[1];
+    const index_t kv_batch = kv.empty() || kv.keys.dim() != 4 ? -1 : kv.keys.shape()[0];
+    HEED_CHECK(kv_batch >= 0 && (kv_batch == batch || (kv_batch > 0 && batch % kv_batch == 0)) &&
                    kv.keys.shape()[1] == num_kv_heads_ && kv.keys.shape()[3] == head_dim_ &&
                    kv.values.shape() == kv.keys.shape(),
                ShapeError, "MultiHeadAttention: projected keys ",
                kv.empty() ? std::string("(none)") : to_string(kv.keys.shape()), " and values ",
                kv.empty() ? std::string("(none)") : to_string(kv.values.shape()), " do not fit queries ",
-               to_string(queries.shape()), " with ", num_kv_heads_, " key/value heads of ", head_dim_, " features");
-    const Tensor<T> out = attention.forward_prefix(split_heads(W_q(queries), num_heads_), kv.keys, kv.values,
-                                                   kv.num_steps(), per_head(mask, batch));
-    return W_o(merge_heads(out));
+               to_string(queries.shape()), " with ", num_kv_heads_, " key/value heads of ", head_dim_,
+               " features (the cache's rows must divide the queries')");
+    const index_t group = kv_batch == batch ? 1 : batch / kv_batch;
+    HEED_CHECK(group == 1 || (!mask.is_causal() && !mask.allowed().defined() && !mask.additive_mask().defined() &&
+                              (!mask.valid_lens().defined() || mask.valid_lens().dim() == 1)),
+               ShapeError, "MultiHeadAttention: queries ", to_string(queries.shape()), " in groups of ", group,
+               " per cache row take no mask or valid lens per cache row, not a causal, boolean, additive or "
+               "per-query mask");
+    // A group's rows side by side: one row of group · num_queries queries (a view).
+    const Tensor<T> q = group == 1 ? queries : queries.reshape({kv_batch, group * num_queries, queries.shape()[2]});
+    const Tensor<T> out = attention.forward_prefix(split_heads(W_q(q), num_heads_), kv.keys, kv.values, kv.num_steps(),
+                                                   per_head(mask, kv_batch));
+    const Tensor<T> merged = W_o(merge_heads(out));
+    return group == 1 ? merged : merged.reshape({batch, num_queries, merged.shape()[2]});
   }
 
   /// The weights of the last forward, (batch, num_heads, num_queries, num_keys), cut

@@ -100,11 +100,8 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   // A sentence that is done leaves the batch, so the steps after cost only the rows
   // still decoding.
   auto state = net.decoder().init_state(enc_outputs, enc_valid_len);
-  if (K > 1) {
-    IndexTensor expand = detail::make_tensor<std::int64_t>(Shape{batch * K});
-    for (index_t i = 0; i < batch * K; ++i) expand.data()[i] = i / K;
-    detail::reorder_state(state, expand);
-  }
+  // Kept attention weights are per row: then the rows from the encoder are too.
+  if (K > 1) detail::expand_beams(state, K, !options.save_attention_weights);
 
   using Live = detail::LiveHypothesis<T>;
   std::vector<std::vector<Live>> live(static_cast<std::size_t>(batch));
@@ -125,6 +122,12 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   };
   IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab.bos_index());
   const index_t V = tgt_vocab.size();
+  using Decoder = std::decay_t<decltype(net.decoder())>;
+  // The output layer's rows at a time: ≤ 16 MiB of logits, in multiples of 32 rows
+  // (the in-place product's panel of rows: fewer rows per pass read its weights more
+  // often for the same work). 64 rows at opus-mt's 59,514 words.
+  const index_t logits_chunk_rows =
+      std::max<index_t>(32, (index_t{16} << 20) / (std::max<index_t>(V, 1) * index_t{sizeof(T)}) / 32 * 32);
   // Only the best min(K, V) tokens of a beam can be among the K best continuations; a
   // sample continues with one.
   // transformers' rule reads one more: the K best continuations other than <eos>.
@@ -141,9 +144,16 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   std::vector<std::size_t> found;
   std::vector<std::vector<index_t>> forbidden;  // per row
   for (index_t step = 0; step < max_steps && !active.empty(); ++step) {
-    Tensor<T> logits = net.decoder()(dec_X, state);  // (rows, 1, V)
+    // Where the decoder exposes its output layer, that layer runs on a few rows at a
+    // time below, so that the (rows, V) logits never exist at once: at opus-mt's
+    // vocabulary and 128 rows they would be 29 MiB. The bits are those of one product
+    // over all rows: predict's PackedWeightsGuard kernel computes each row alone.
+    Tensor<T> features, logits;  // (rows, 1, num_hiddens) or (rows, 1, V)
+    if constexpr (detail::has_output_features<Decoder>::value)
+      features = net.decoder().features(dec_X, state);
+    else
+      logits = net.decoder()(dec_X, state);
     if (step == 0) detail::reserve_steps(state, max_steps);
-    if (!logits.device().is_cpu()) logits = logits.to(Device::cpu());
     const std::vector<Tensor<T>> cross =
         options.save_attention_weights ? detail::step_cross_attention(net.decoder()) : std::vector<Tensor<T>>();
     const std::vector<Tensor<T>> self =
@@ -177,22 +187,30 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       }
     }
     const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
-    detail::parallel_for(num_active * K, rows_per_thread, [&](index_t first_row, index_t last_row) {
-      detail::SampleScratch scratch;
-      for (index_t row = first_row; row < last_row; ++row) {
-        const auto r = static_cast<std::size_t>(row);
-        const Live* h = hypothesis(row);
-        if (!h) continue;
-        T* row_logits = logits.data() + row * V;
-        if (sampling) {
-          Generator& gen =
-              generators[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)] * K + h->sample)];
-          found[r] = detail::sample_token(row_logits, V, top.data() + r, forbidden[r], options, gen, scratch);
-        } else {
-          found[r] = detail::top_log_probs(row_logits, V, top.data() + r * per_row, per_row, forbidden[r]);
+    const index_t chunk_rows = logits.defined() ? num_active * K : logits_chunk_rows;
+    for (index_t chunk = 0; chunk < num_active * K; chunk += chunk_rows) {
+      const index_t n = std::min(chunk_rows, num_active * K - chunk);
+      Tensor<T> part = logits;  // rows [chunk, chunk + n): (n, 1, V)
+      if constexpr (detail::has_output_features<Decoder>::value)
+        part = net.decoder().dense(narrow(features, 0, chunk, n));
+      if (!part.device().is_cpu()) part = part.to(Device::cpu());
+      detail::parallel_for(n, rows_per_thread, [&](index_t first_row, index_t last_row) {
+        detail::SampleScratch scratch;
+        for (index_t row = chunk + first_row; row < chunk + last_row; ++row) {
+          const auto r = static_cast<std::size_t>(row);
+          const Live* h = hypothesis(row);
+          if (!h) continue;
+          T* row_logits = part.data() + (row - chunk) * V;
+          if (sampling) {
+            Generator& gen =
+                generators[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)] * K + h->sample)];
+            found[r] = detail::sample_token(row_logits, V, top.data() + r, forbidden[r], options, gen, scratch);
+          } else {
+            found[r] = detail::top_log_probs(row_logits, V, top.data() + r * per_row, per_row, forbidden[r]);
+          }
         }
-      }
-    });
+      });
+    }
     std::vector<index_t> parents(static_cast<std::size_t>(num_active * K)), tokens(parents.size());
     std::vector<index_t> still_active;
     for (index_t i = 0; i < num_active; ++i) {

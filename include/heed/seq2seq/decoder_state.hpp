@@ -67,6 +67,13 @@ std::vector<Tensor<T>> encoder_attention(const TransformerEncoder<T>& encoder) {
   return encoder.attention_weights();  // per layer (batch, heads, steps, steps)
 }
 
+/// 0, 0, …, 1, 1, …: each of `rows` rows K times.
+inline IndexTensor repeat_rows(index_t rows, index_t K) {
+  IndexTensor index = make_tensor<std::int64_t>(Shape{rows * K});
+  for (index_t i = 0; i < rows * K; ++i) index.data()[i] = i / K;
+  return index;
+}
+
 /// Keeps the rows `index` of the batch, in that order: beams follow their parents. With
 /// `same_sources`, each row's parent decodes the same source sentence as the row (beams
 /// within their sentence, no sentence leaving the batch): the rows of what the encoder
@@ -81,12 +88,46 @@ void reorder_state(Seq2SeqAttentionState<T>& state, const IndexTensor& index, bo
 }
 template <typename T>
 void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index, bool same_sources = false) {
+  // Rows sharing a source (rows_per_source > 1) move as groups: group j's source is
+  // that of its rows' parents, which must all be of one group (checked first: a bad
+  // index changes nothing).
+  IndexTensor sources = index;
+  const index_t group = state.rows_per_source;
+  if (group > 1 && !same_sources) {
+    const index_t rows = index.numel();
+    HEED_CHECK(rows % group == 0, ShapeError, "reorder_state: ", rows,
+               " rows are not groups of rows_per_source = ", group);
+    sources = make_tensor<std::int64_t>(Shape{rows / group});
+    for (index_t j = 0; j < rows / group; ++j) {
+      sources.data()[j] = index.data()[j * group] / group;
+      for (index_t k = 1; k < group; ++k)
+        HEED_CHECK(index.data()[j * group + k] / group == sources.data()[j], ValueError, "reorder_state: row ",
+                   j * group + k, " takes parent ", index.data()[j * group + k], ", not of its group's source ",
+                   sources.data()[j]);
+    }
+  }
   for (KVCache<T>& cache : state.key_values) cache.reorder(index);
   if (same_sources) return;
-  state.enc_outputs = index_select(state.enc_outputs, 0, index);
+  state.enc_outputs = index_select(state.enc_outputs, 0, sources);
   if (state.enc_valid_lens.valid_lens().defined())
-    state.enc_valid_lens.with_valid_lens(index_select(state.enc_valid_lens.valid_lens(), 0, index));
-  for (KVCache<T>& cache : state.cross_key_values) cache.reorder(index);
+    state.enc_valid_lens.with_valid_lens(index_select(state.enc_valid_lens.valid_lens(), 0, sources));
+  for (KVCache<T>& cache : state.cross_key_values) cache.reorder(sources);
+}
+
+/// Beam search's K rows per sentence (row b·K + k is beam k of sentence b): each row
+/// of the state repeated K times, or for the Transformer with `share_sources`, what comes
+/// from the encoder kept once per sentence (rows_per_source = K; 3/4 of the
+/// cross-attention's keys and values fewer at beam 4).
+template <typename T>
+void expand_beams(Seq2SeqAttentionState<T>& state, index_t K, bool) {
+  reorder_state(state, repeat_rows(state.enc_outputs.shape()[0], K));
+}
+template <typename T>
+void expand_beams(TransformerDecoderState<T>& state, index_t K, bool share_sources) {
+  if (share_sources)
+    state.rows_per_source = K;
+  else
+    reorder_state(state, repeat_rows(state.enc_outputs.shape()[0], K));
 }
 
 /// Room in the state's caches for `steps` decoded steps, so that they never grow again.
@@ -163,6 +204,15 @@ struct LiveHypothesis {
   std::vector<Tensor<T>> cross, self;  // per step: (layers, heads, k)
   index_t length() const { return static_cast<index_t>(tokens.size()) + (ended ? 1 : 0); }
 };
+
+/// Whether a decoder gives the input of its output layer (features) and that layer
+/// (dense), so that train_seq2seq can run them with the loss as masked_linear_ce_loss and
+/// decoding can run the output layer on a few rows at a time.
+template <typename Decoder, typename = void>
+struct has_output_features : std::false_type {};
+template <typename Decoder>
+struct has_output_features<Decoder, std::void_t<decltype(&Decoder::features), decltype(&Decoder::dense)>>
+    : std::true_type {};
 
 }  // namespace detail
 

@@ -98,14 +98,6 @@ inline MicroBatchSplit length_balanced_split(const IndexTensor& X_valid_len, con
   return split;
 }
 
-/// Whether a decoder gives the input of its output layer (features) and that layer
-/// (dense), so that train_seq2seq can run them with the loss as masked_linear_ce_loss.
-template <typename Decoder, typename = void>
-struct has_output_features : std::false_type {};
-template <typename Decoder>
-struct has_output_features<Decoder, std::void_t<decltype(&Decoder::features), decltype(&Decoder::dense)>>
-    : std::true_type {};
-
 }  // namespace detail
 
 }  // namespace heed

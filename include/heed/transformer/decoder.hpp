@@ -37,6 +37,9 @@ struct TransformerDecoderState {
   std::vector<KVCache<T>> key_values;        // per block: self-attention keys/values of the steps so far
   std::vector<KVCache<T>> cross_key_values;  // per block: the projected encoder outputs
   index_t num_steps = 0;                     // target steps decoded so far (eval mode)
+  // Eval mode: the decoder's rows per row of enc_outputs, consecutive (beam search's
+  // beams of a sentence share its encoder outputs and their projections).
+  index_t rows_per_source = 1;
 };
 
 template <typename T>
@@ -74,12 +77,16 @@ class DecoderBlock : public Module<T> {
   // (batch, num_enc_steps, num_hiddens)
   Tensor<T> forward(const Tensor<T>& X, TransformerDecoderState<T>& state) {
     detail::check_block_input("DecoderBlock", X, attention1.num_hiddens());
+    const index_t per_source = state.rows_per_source;
+    HEED_CHECK(per_source == 1 || (per_source > 1 && !this->is_training()), ValueError,
+               "DecoderBlock: rows_per_source = ", per_source, " (must be 1 in training, >= 1 in eval mode)");
     HEED_CHECK(state.enc_outputs.defined() && state.enc_outputs.dim() == 3 &&
-                   state.enc_outputs.shape()[0] == X.shape()[0] &&
+                   state.enc_outputs.shape()[0] * per_source == X.shape()[0] &&
                    state.enc_outputs.shape()[2] == attention2.num_hiddens(),
                ShapeError, "DecoderBlock: enc_outputs ",
                state.enc_outputs.defined() ? to_string(state.enc_outputs.shape()) : std::string("(undefined)"),
-               " must be (batch, num_enc_steps, num_hiddens) for X ", to_string(X.shape()));
+               " must be (batch, num_enc_steps, num_hiddens) for X ", to_string(X.shape()),
+               per_source > 1 ? " over rows_per_source = " + std::to_string(per_source) : std::string());
     const auto slot = static_cast<std::size_t>(i_);
     if (state.key_values.size() <= slot) state.key_values.resize(slot + 1);
     if (state.cross_key_values.size() <= slot) state.cross_key_values.resize(slot + 1);
