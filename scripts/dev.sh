@@ -68,9 +68,10 @@ case "${1:-}" in
     cmake --build --preset cuda --target bench_cuda  # compiled, run on a GPU by benchmarks/cuda/run.sh
     ;;
   fuzz)
-    # The fuzz preset's CTests with each target fuzzing for S seconds (default 600), one
-    # after another; the scratch corpora under build/fuzz keep what each run found for the
-    # next. Prints each target's execs; a finding fails the run and names its reproducer.
+    # The fuzz preset's CTests with each target fuzzing for S seconds (default 600), two
+    # at a time (each on a core of its own: the same executions as one after another in
+    # half the time); the scratch corpora under build/fuzz keep what each run found for
+    # the next. Prints each target's execs; a finding fails the run and names its reproducer.
     install_deps clang libclang-rt-14-dev
     cmake --preset fuzz -DHEED_FUZZ_SECONDS="${2:-600}" >/dev/null
     cmake --build --preset fuzz
