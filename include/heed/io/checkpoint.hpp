@@ -160,8 +160,8 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
       from_half_bytes(bytes.data(), static_cast<std::size_t>(value.numel()), source, value.data());
       continue;
     }
-    const auto convert = [&](auto source) {
-      using S = decltype(source);
+    const auto convert = [&](auto stored) {  // stored: a value of the file's element type
+      using S = decltype(stored);
       if (swap) swap_bytes(bytes.data(), static_cast<std::size_t>(value.numel()), sizeof(S));
       for (index_t i = 0; i < value.numel(); ++i) {
         S v;
