@@ -80,6 +80,14 @@ const std::vector<Shape3> kShapes = {
     {32, 96, 64, false, false},
     {32, 32, 96, false, false},
     {32, 64, 96, false, false},
+    // MarianMT's (opus-mt-en-fr: 512 hidden, FFN 2048, vocabulary 59514) decoding steps
+    // at 128 and 8 live rows: the projections, the FFN and the output layer.
+    {128, 512, 512, false, true},
+    {128, 2048, 512, false, true},
+    {128, 512, 2048, false, true},
+    {128, 59514, 512, false, true},
+    {8, 512, 512, false, true},
+    {8, 59514, 512, false, true},
 };
 
 struct Operands {
@@ -138,6 +146,24 @@ void BM_Packed(benchmark::State& state) {
   set_flops(state, s);
 }
 
+// The same against the weight converted once to int8 or bf16 (heed/ops/quantized_gemm.hpp:
+// linear() inside a PackedWeightsGuard(Precision)), with the kernels cpu_features() picks.
+void BM_LowPrecision(benchmark::State& state, heed::Precision precision) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  const heed::detail::LowPrecisionWeight converted(x.b.data(), s.n, s.k, precision);
+  for (auto _ : state) {
+    const heed::detail::SerialGemmScope serial(true);
+    converted.apply(x.a.data(), s.m, nullptr, x.c.data());
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+  state.SetLabel(heed::to_string(heed::cpu_features()));
+}
+void BM_Int8(benchmark::State& state) { BM_LowPrecision(state, heed::Precision::int8); }
+void BM_Bf16(benchmark::State& state) { BM_LowPrecision(state, heed::Precision::bf16); }
+
 // heed's kernel for few columns and a short inner dim (heed/ops/small_gemm.hpp), at the
 // shapes it takes, on the calling thread.
 void BM_Small(benchmark::State& state) {
@@ -187,6 +213,8 @@ void small_shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Eigen)->Apply(shapes);
 BENCHMARK(BM_Heed)->Apply(shapes);
 BENCHMARK(BM_Packed)->Apply(forward_shapes);
+BENCHMARK(BM_Int8)->Apply(forward_shapes);
+BENCHMARK(BM_Bf16)->Apply(forward_shapes);
 BENCHMARK(BM_Small)->Apply(small_shapes);
 #ifdef HEED_BENCH_OPENBLAS
 BENCHMARK(BM_OpenBLAS)->Apply(shapes);

@@ -59,12 +59,14 @@ struct Args {
   std::string src, dir, out;
   index_t length = 32, beam = 4, batch = 32, micro_batches = 1, sentences = 0;
   std::uint64_t seed = 1;
+  heed::Precision precision = heed::Precision::fp32;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "bench_marian: " << why
             << "\nusage: bench_marian --src IDS_FILE [--dir MARIAN_DIR] [--length 32] [--beam 4] [--batch 32]\n"
-               "                    [--micro-batches 1] [--sentences N] [--seed 1] [--out HYP_IDS_FILE]\n";
+               "                    [--micro-batches 1] [--sentences N] [--seed 1] [--out HYP_IDS_FILE]\n"
+               "                    [--precision fp32|bf16|int8]\n";
   std::exit(2);
 }
 
@@ -96,6 +98,8 @@ Args parse(int argc, char** argv) {
       a.beam = number();
     else if (flag == "--batch")
       a.batch = number();
+    else if (flag == "--precision")
+      a.precision = heed::parse_precision(value, flag);
     else if (flag == "--micro-batches")
       a.micro_batches = number();
     else if (flag == "--sentences")
@@ -204,6 +208,7 @@ int main(int argc, char** argv) {
     options.save_attention_weights = false;
     options.micro_batches = args.micro_batches;
     options.forbidden_tokens = config.bad_words_ids;
+    options.precision = args.precision;
 
     heed_bench::tiny_warm_up();  // OpenMP's threads, outside the measurement
     const double load_peak = heed_bench::status_mib("VmHWM");
@@ -219,7 +224,8 @@ int main(int argc, char** argv) {
     hypotheses.reserve(sources.size());
     const auto start = std::chrono::steady_clock::now();
     {
-      const heed::PackedWeightsGuard packed;  // pack the weights once for all the batches
+      // The weights converted (bf16, int8) once for all the batches, inside the timed region.
+      const heed::PackedWeightsGuard packed(args.precision);
       for (std::size_t first = 0; first < sources.size(); first += static_cast<std::size_t>(args.batch)) {
         const std::size_t last = std::min(sources.size(), first + static_cast<std::size_t>(args.batch));
         const std::vector<std::vector<std::string>> batch(sources.begin() + static_cast<std::ptrdiff_t>(first),
@@ -249,15 +255,16 @@ int main(int argc, char** argv) {
 #endif
     std::printf(
         "{\"side\": \"heed\", \"sentences\": %zu, \"batch\": %lld, \"beam\": %lld, \"length\": %lld, "
-        "\"micro_batches\": %lld, \"threads\": %d, \"parameters\": %llu, \"encoder_steps_max\": %lld, "
+        "\"micro_batches\": %lld, \"precision\": \"%s\", \"threads\": %d, \"parameters\": %llu, \"encoder_steps_max\": "
+        "%lld, "
         "\"tokens\": %zu, \"seconds\": %.4f, \"tokens_per_s\": %.2f, \"load_s\": %.3f, \"load_peak_mib\": %.1f, "
         "\"rss_before_decode_mib\": %.1f, \"decode_peak_mib\": %.1f, \"peak_mib\": %.1f, \"hwm_reset\": %s, "
         "\"maxrss_mib\": %.1f, \"decode_tensors_peak_mib\": %.1f, \"decode_buffers_peak_mib\": %.1f}\n",
         sources.size(), static_cast<long long>(args.batch), static_cast<long long>(args.beam),
-        static_cast<long long>(args.length), static_cast<long long>(args.micro_batches), threads,
-        static_cast<unsigned long long>(heed::marian_parameter_count(config)), static_cast<long long>(num_steps),
-        tokens, seconds, static_cast<double>(tokens) / seconds, load_s, load_peak, rss_before, decode_peak,
-        std::max(load_peak, decode_peak), reset ? "true" : "false", heed_bench::max_rss_mib(),
+        static_cast<long long>(args.length), static_cast<long long>(args.micro_batches),
+        heed::to_string(args.precision), threads, static_cast<unsigned long long>(heed::marian_parameter_count(config)),
+        static_cast<long long>(num_steps), tokens, seconds, static_cast<double>(tokens) / seconds, load_s, load_peak,
+        rss_before, decode_peak, std::max(load_peak, decode_peak), reset ? "true" : "false", heed_bench::max_rss_mib(),
         static_cast<double>(buffers.peak_in_use) / kMiB, static_cast<double>(buffers.peak_held) / kMiB);
     return 0;
   } catch (const std::exception& e) {

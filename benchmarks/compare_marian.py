@@ -30,9 +30,11 @@ each step the log-softmax of the logits plus the beam's running score, the best 
 the beam x V candidates of each sentence kept. Tokens/s = sentences x length / seconds
 (the translations' tokens; the beams compute beam x that).
   * heed: bench_marian --dir --src --length --beam --batch [--micro-batches K]
-    (predict_seq2seq_tokens, PredictOptions::micro_batches K: at 2 threads each batch
-    decoded as K groups on parallel threads; --micro-batches lists the K tried at more
-    than one thread, each reported, the best counted).
+    [--precision P] (predict_seq2seq_tokens, PredictOptions::micro_batches K: at 2
+    threads each batch decoded as K groups on parallel threads; --micro-batches lists
+    the K tried at more than one thread, each reported, the best counted;
+    --heed-precisions lists the P run, each its own row: fp32, bf16 and int8, whose
+    weights are converted once, inside the timed region).
   * PyTorch (torch.no_grad, eval): transformers' MarianMTModel layout and equations
     (post-LayerNorm blocks, SiLU FFN, q/k/v/out projections with biases, q scaled by
     head_dim^-0.5, sinusoid positions sin | cos, embeddings x sqrt(d_model), lm_head tied
@@ -62,8 +64,8 @@ the high-water mark is then reset (5 > /proc/self/clear_refs) and "decode" is th
 while decoding. The goal compares the processes' peaks.
 
 Agreement: each side writes its best hypothesis per sentence; the table counts the
-sentences whose L tokens equal heed's exactly (fp32 rounding differs between the sides,
-and random weights give near-ties, so a few may part).
+sentences whose L tokens equal heed fp32's exactly (fp32 rounding differs between the
+sides, and random weights give near-ties, so a few may part; bf16 and int8 part more).
 
 Always exits 0 (the goals are reported, not enforced), unless a run fails.
 
@@ -516,11 +518,12 @@ def run_torch(mode, threads, args, out):
     return run(cmd, child_env(threads, False), f"PyTorch {mode} at {threads} threads")
 
 
-def run_heed(threads, micro_batches, args, out):
+def run_heed(threads, micro_batches, precision, args, out):
     cmd = [args.bench, "--dir", args.work_dir, "--src", os.path.join(args.work_dir, "src_ids.txt"),
            "--sentences", str(args.sentences), "--length", str(args.length), "--beam", str(args.beam),
-           "--batch", str(args.batch), "--micro-batches", str(micro_batches), "--out", out]
-    return run(cmd, child_env(threads, True), f"heed at {threads} threads, micro_batches {micro_batches}")
+           "--batch", str(args.batch), "--micro-batches", str(micro_batches), "--precision", precision, "--out", out]
+    return run(cmd, child_env(threads, True),
+               f"heed {precision} at {threads} threads, micro_batches {micro_batches}")
 
 
 def run_flops(src, batch, beam, length):
@@ -560,6 +563,7 @@ def main():
     parser.add_argument("--micro-batches", default="1,2",
                         help="heed's PredictOptions::micro_batches tried at more than one thread (1 at one)")
     parser.add_argument("--torch-modes", default=",".join(TORCH_MODES), help="fp32, bf16, int8")
+    parser.add_argument("--heed-precisions", default="fp32,bf16,int8", help="heed's --precision: fp32, bf16, int8")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each; the best counts")
     parser.add_argument("--seed", type=int, default=1, help="the random weights' seed")
     parser.add_argument("--json", help="write every run and the table's numbers here")
@@ -578,6 +582,10 @@ def main():
     for m in modes:
         if m not in TORCH_MODES:
             parser.error(f"--torch-modes: unknown {m!r}")
+    precisions = [p.strip() for p in args.heed_precisions.split(",") if p.strip()]
+    for p in precisions:
+        if p not in TORCH_MODES:
+            parser.error(f"--heed-precisions: unknown {p!r}")
     if not os.path.isfile(args.bench):
         raise SystemExit(f"no bench_marian at {args.bench}: build it (see benchmarks/bench_marian.cpp) or pass --bench")
     started = time.time()
@@ -602,13 +610,14 @@ def main():
                 runs.setdefault((f"torch-{mode}", threads, 0), []).append(res)
                 print(f"  repeat {r + 1}: torch {mode:<4} {threads}t {res['seconds']:8.2f} s "
                       f"{res['tokens_per_s']:8.1f} tok/s peak {res['peak_mib']:7.1f} MiB", flush=True)
-            for k in (micro if threads > 1 else [1]):
-                out = os.path.join(args.work_dir, f"hyp_heed_{threads}_{k}.txt")
-                res = run_heed(threads, k, args, out)
-                res["out"] = out
-                runs.setdefault(("heed", threads, k), []).append(res)
-                print(f"  repeat {r + 1}: heed mb={k}  {threads}t {res['seconds']:8.2f} s "
-                      f"{res['tokens_per_s']:8.1f} tok/s peak {res['peak_mib']:7.1f} MiB", flush=True)
+            for precision in precisions:
+                for k in (micro if threads > 1 else [1]):
+                    out = os.path.join(args.work_dir, f"hyp_heed_{precision}_{threads}_{k}.txt")
+                    res = run_heed(threads, k, precision, args, out)
+                    res["out"] = out
+                    runs.setdefault((f"heed-{precision}", threads, k), []).append(res)
+                    print(f"  repeat {r + 1}: heed {precision} mb={k} {threads}t {res['seconds']:8.2f} s "
+                          f"{res['tokens_per_s']:8.1f} tok/s peak {res['peak_mib']:7.1f} MiB", flush=True)
 
     def best(key):
         return max(runs[key], key=lambda x: x["tokens_per_s"]) if key in runs else None
@@ -622,53 +631,61 @@ def main():
               f"{os.environ.get('OMP_WAIT_POLICY', 'passive')}); best of {args.repeats}, fresh process each; "
               f"peaks VmHWM in MiB")
     header = (f"{'thr':>3} {'side':<12} {'mb':>2} {'seconds':>8} {'tokens/s':>9} {'peak':>7} {'load':>7} "
-              f"{'decode':>7} {'GFLOP/s':>7} {'heed x':>7} {'heed mem':>8} {'agree':>8}")
+              f"{'decode':>7} {'GFLOP/s':>7} {'x fp32':>7} {'mem':>6} {'agree':>8}")
     print(header)
     print("-" * len(header))
     summary = []
     flops = run_flops(src, args.batch, args.beam, args.length)
     for threads in thread_counts:
-        heed_keys = [("heed", threads, k) for k in (micro if threads > 1 else [1]) if ("heed", threads, k) in runs]
-        heed_best = max((best(k) for k in heed_keys), key=lambda x: x["tokens_per_s"], default=None)
-        heed_ids = read_ids(heed_best["out"]) if heed_best else None
-        rows = [(f"torch-{m}", 0) for m in modes] + [("heed", k[2]) for k in heed_keys]
+        ks = micro if threads > 1 else [1]
+        heed_best = {}  # precision -> its best run over the micro-batch counts
+        for p in precisions:
+            keys = [(f"heed-{p}", threads, k) for k in ks if (f"heed-{p}", threads, k) in runs]
+            if keys:
+                heed_best[p] = max((best(k) for k in keys), key=lambda x: x["tokens_per_s"])
+        reference = heed_best.get("fp32") or next(iter(heed_best.values()), None)
+        reference_ids = read_ids(reference["out"]) if reference else None
+        fp32 = best(("torch-fp32", threads, 0))
+        rows = [(f"torch-{m}", 0) for m in modes] + [(f"heed-{p}", k) for p in precisions for k in ks]
         for side, k in rows:
             b = best((side, threads, k))
             if not b:
                 continue
-            against = heed_best and side != "heed"
-            ratio = f"{heed_best['tokens_per_s'] / b['tokens_per_s']:7.2f}" if against else f"{'':>7}"
-            mem = f"{heed_best['peak_mib'] / b['peak_mib']:8.2f}" if against else f"{'':>8}"
+            ratio = f"{b['tokens_per_s'] / fp32['tokens_per_s']:7.2f}" if fp32 else f"{'':>7}"
+            mem = f"{b['peak_mib'] / fp32['peak_mib']:6.2f}" if fp32 else f"{'':>6}"
             agree = ""
-            if heed_ids is not None:
+            if reference_ids is not None:
                 ids = read_ids(b["out"])
-                agree = f"{sum(a == c for a, c in zip(ids, heed_ids))}/{len(heed_ids)}"
-                b["agree_with_heed"] = agree
-            print(f"{threads:>3} {side:<12} {k if side == 'heed' else '':>2} {b['seconds']:8.2f} "
+                agree = f"{sum(a == c for a, c in zip(ids, reference_ids))}/{len(reference_ids)}"
+                b["agree_with_heed_fp32"] = agree
+            print(f"{threads:>3} {side:<12} {k if side.startswith('heed') else '':>2} {b['seconds']:8.2f} "
                   f"{b['tokens_per_s']:9.1f} {b['peak_mib']:7.1f} {b['load_peak_mib']:7.1f} "
                   f"{b['decode_peak_mib']:7.1f} {flops / b['seconds'] / 1e9:7.1f} {ratio} {mem} {agree:>8}")
-        fp32 = best(("torch-fp32", threads, 0))
         torch_best = max((best((f"torch-{m}", threads, 0)) for m in modes if best((f"torch-{m}", threads, 0))),
                          key=lambda x: x["tokens_per_s"], default=None)
-        if heed_best and fp32:
-            speed = heed_best["tokens_per_s"] / fp32["tokens_per_s"]
-            memory = heed_best["peak_mib"] / fp32["peak_mib"]
-            line = (f"  {threads} thread{'s' if threads > 1 else ''}: "
-                    f"heed (micro_batches {heed_best['micro_batches']}) "
+        for p, h in heed_best.items():
+            if not fp32:
+                continue
+            speed = h["tokens_per_s"] / fp32["tokens_per_s"]
+            memory = h["peak_mib"] / fp32["peak_mib"]
+            line = (f"  {threads} thread{'s' if threads > 1 else ''}: heed {p} (micro_batches {h['micro_batches']}) "
                     f"{speed:.2f}x PyTorch fp32's tokens/s (goal >= {SPEED_GOAL:g}: "
                     f"{'met' if speed >= SPEED_GOAL else 'NOT met'}), peak {memory:.2f} of fp32's (goal <= "
                     f"{MEMORY_GOAL:g}: {'met' if memory <= MEMORY_GOAL else 'NOT met'})")
+            if reference and p != "fp32" and "fp32" in heed_best:
+                line += f"; {h['tokens_per_s'] / reference['tokens_per_s']:.2f}x heed fp32"
             if torch_best:
-                line += (f"; {heed_best['tokens_per_s'] / torch_best['tokens_per_s']:.2f}x PyTorch's best "
+                line += (f"; {h['tokens_per_s'] / torch_best['tokens_per_s']:.2f}x PyTorch's best "
                          f"({torch_best['side']})")
-            summary.append({"threads": threads, "speed_vs_fp32": speed, "memory_vs_fp32": memory,
+            summary.append({"threads": threads, "precision": p, "speed_vs_fp32": speed, "memory_vs_fp32": memory,
                             "best_torch": torch_best["side"] if torch_best else None,
-                            "speed_vs_best_torch": heed_best["tokens_per_s"] / torch_best["tokens_per_s"]
-                            if torch_best else None, "heed_micro_batches": heed_best["micro_batches"]})
+                            "speed_vs_best_torch": h["tokens_per_s"] / torch_best["tokens_per_s"]
+                            if torch_best else None, "heed_micro_batches": h["micro_batches"]})
             print(line)
     print(f"(GFLOP/s: the run's {flops / 1e9:.0f} GFLOP of matrix products (run_flops) / seconds; "
-          f"heed x: heed's best tokens/s at that thread count / this row's; heed mem: heed's peak / this row's; "
-          f"agree: sentences whose {args.length} tokens equal heed's best run's; total {time.time() - started:.0f} s)")
+          f"x fp32: this row's tokens/s / PyTorch fp32's at that thread count; mem: this row's peak / PyTorch "
+          f"fp32's; agree: sentences whose {args.length} tokens equal heed fp32's best run's; "
+          f"total {time.time() - started:.0f} s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"settings": {k: v for k, v in vars(args).items() if not k.startswith("child")},

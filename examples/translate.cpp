@@ -37,7 +37,7 @@ const std::string kUsage =
     "                 [--top-k K] [--top-p P] [--min-length N] [--max-length N] [--no-repeat-ngram N]\n"
     "                 [--save FILE] [--load FILE] [--marian DIR] [--heatmaps DIR] [--alignments FILE]\n"
     "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
-    "                 [--stream] [--target-prefix TEXT]\n"
+    "                 [--stream] [--target-prefix TEXT] [--precision fp32|bf16|int8]\n"
     "                 [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"

@@ -220,6 +220,58 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes groups of sentences on parallel thre
               heed::predict_seq2seq<float>(*net, sentences, data.src_vocab, data.tgt_vocab, 10, bad));
 }
 
+TEMPLATE_TEST_CASE("predict_seq2seq decodes in bf16 and int8 as the converted model scores, on any grouping",
+                   "[seq2seq][predict]", BahdanauNet<float>, TransformerNet<float>) {
+  using Net = TestType;
+  heed::NmtData data = small_corpus(80);
+  const std::unique_ptr<Net> net = trained_small_net<Net>(data, 15);
+  heed::PredictOptions options;
+  options.save_attention_weights = false;
+  const auto fp32 = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
+  for (const heed::Precision precision : {heed::Precision::bf16, heed::Precision::int8}) {
+    INFO(heed::to_string(precision));
+    options.precision = precision;
+    options.micro_batches = 1;
+    const auto whole = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
+    std::size_t same_as_fp32 = 0;
+    for (std::size_t i = 0; i < kSentences.size(); ++i) {
+      INFO(kSentences[i] << " => " << whole[i].text << " (fp32: " << fp32[i].text << ")");
+      const auto& t = whole[i];
+      const bool ended = static_cast<index_t>(t.tokens.size()) < 10;
+      // Each hypothesis's log P is the converted model's: the decoder run token by token
+      // inside a guard of the same precision (every row converted alone, as in a batch).
+      const heed::PackedWeightsGuard converted(precision);
+      CHECK(t.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab))
+                .epsilon(1e-4));
+      // ... and near fp32's log P of the same tokens.
+      const heed::PackedWeightsGuard fp32_guard;
+      const double fp32_log_prob =
+          teacher_forced_log_prob<float>(*net, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab);
+      CHECK(std::fabs(t.log_prob - fp32_log_prob) <= 0.05 * (1.0 + std::fabs(fp32_log_prob)));
+      same_as_fp32 += t.tokens == fp32[i].tokens;
+    }
+    CHECK(same_as_fp32 >= kSentences.size() - 2);
+    // Groups on parallel threads: the same bits (each row is converted alone).
+    options.micro_batches = 3;
+    const auto grouped = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
+    for (std::size_t i = 0; i < kSentences.size(); ++i) {
+      CHECK(grouped[i].tokens == whole[i].tokens);
+      CHECK(grouped[i].log_prob == whole[i].log_prob);
+    }
+  }
+}
+
+TEST_CASE("predict_seq2seq refuses bf16 and int8 for a double net", "[seq2seq][predict]") {
+  heed::NmtData data = small_corpus(20);
+  const auto net = transformer_net<double>(data.src_vocab.size(), data.tgt_vocab.size());
+  heed::PredictOptions options;
+  options.precision = heed::Precision::int8;
+  CHECK_ERROR(heed::ValueError,
+              "predict_seq2seq: precision int8 needs a float net on the CPU, got a float64 net on cpu",
+              heed::predict_seq2seq<double>(*net, "go .", data.src_vocab, data.tgt_vocab, 10, options));
+}
+
 TEST_CASE("predict_seq2seq runs a large vocabulary's output layer on a few rows at a time", "[seq2seq][predict]") {
   // 140,000 target words: 16 MiB of logits hold 29 rows, so the output layer takes 32
   // rows at a time, and 12 sentences × 4 beams decode in passes of 32 and 16 rows. Each

@@ -12,5 +12,6 @@
 #include "test_matmul_transposed.cpp"
 #include "test_module.cpp"
 #include "test_module_list.cpp"
+#include "test_quantized_gemm.cpp"
 #include "test_sequential.cpp"
 #include "test_sgd.cpp"

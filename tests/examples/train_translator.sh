@@ -132,6 +132,12 @@ again=$("$translate" --load "$ckpt" --sample --temperature 1.5 --top-p 0.9 --bea
 out=$("$translate" --load "$ckpt" --beam 4 --n-best 2 --min-length 3 --max-length 6 --no-repeat-ngram 1 \
   "i'm calm ." 2>&1) || fail "translate with constraints: $out"
 grep -Eq '^  2\. ' <<<"$out" || fail "no second hypothesis: $out"
+# In bf16 and int8: a translation, scored against its reference as in fp32.
+for precision in bf16 int8; do
+  out=$("$translate" --load "$ckpt" --precision $precision --beam 2 "i'm calm ." 2>&1) ||
+    fail "translate --precision $precision: $out"
+  grep -Eq "^i'm calm \. => .+ \(score -?[0-9.]+\)" <<<"$out" || fail "no translation in $precision: $out"
+done
 for bad in "--top-p 0" "--temperature -1" "--n-best 3" "--top-k x"; do
   # shellcheck disable=SC2086
   got=$("$translate" --load "$ckpt" $bad "go ." 2>&1)

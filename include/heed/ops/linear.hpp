@@ -36,6 +36,12 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   const Device device = detail::common_device("linear", x, weight, bias);
   Tensor<T> out = detail::make_tensor<T>(shape, device);
   const bool records = autograd::needs_grad(x, weight, bias);
+  if (const auto converted = detail::low_precision_weight_for(weight, records)) {  // a bf16 or int8 guard
+    if constexpr (std::is_same_v<T, float>) {
+      converted->apply(x.data(), rows, bias.defined() ? bias.data() : nullptr, out.data());
+      return out;
+    }
+  }
   if (const auto packed = detail::packed_weight_for(weight, records)) {  // inside a PackedWeightsGuard
     packed->apply(x.data(), rows, bias.defined() ? bias.data() : nullptr, out.data());
     return out;

@@ -38,13 +38,16 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "heed/core/tensor.hpp"
 #include "heed/detail/parallel.hpp"
 #include "heed/detail/simd.hpp"
+#include "heed/ops/quantized_gemm.hpp"
 
 // GCC keeps the kernels' small arrays of vectors in registers only where their loops
 // are unrolled whole, which it does not always do unasked; clang does, and warns where a
@@ -346,10 +349,20 @@ class PackedWeight {
   Tensor<T> tensor_;
 };
 
-/// What a PackedWeightsGuard holds: nothing yet, since the kernels read each weight in
-/// place; its address is the mark that a guard is on.
+/// What a PackedWeightsGuard holds: its precision, and in bf16 or int8 each weight
+/// converted so far (fp32 kernels read each weight in place). Each entry keeps its
+/// tensor, so that no other weight takes its address while the guard lasts, and the
+/// version it was converted at: a weight written in place since is converted anew.
 struct PackedWeights {
-  char unused = 0;
+  struct Converted {
+    Tensor<float> weight;
+    std::uint64_t version = 0;
+    std::shared_ptr<const LowPrecisionWeight> converted;
+  };
+  explicit PackedWeights(Precision p) : precision(p) {}
+  const Precision precision;
+  std::mutex mutex;  // the decoding threads of one guard convert on first use
+  std::unordered_map<const float*, Converted> converted;
 };
 
 /// This thread's guard's packed weights; null outside any guard.
@@ -384,26 +397,54 @@ std::shared_ptr<const PackedWeight<T>> packed_weight_for(const Tensor<T>& weight
     return nullptr;
 }
 
+/// The weight converted to the guard's precision, when x Wᵀ should use it: inside a
+/// bf16 or int8 guard, a 2-D float `weight` on the CPU with nothing to record for
+/// autograd; null otherwise (fp32, double, a device, autograd). Converted on first use.
+template <typename T>
+std::shared_ptr<const LowPrecisionWeight> low_precision_weight_for(const Tensor<T>& weight, bool records) {
+  PackedWeights* const guard = current_packed_weights();
+  if (!guard || guard->precision == Precision::fp32 || records || !weight.is_cpu() || weight.dim() != 2) return nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    const std::uint64_t version = impl(weight).storage->version();
+    const std::lock_guard<std::mutex> lock(guard->mutex);
+    auto& entry = guard->converted[weight.data()];
+    if (!entry.converted || entry.version != version || entry.weight.shape() != weight.shape()) {
+      entry.converted = std::make_shared<const LowPrecisionWeight>(weight.data(), weight.shape()[0], weight.shape()[1],
+                                                                   guard->precision);
+      entry.weight = weight;
+      entry.version = version;
+    }
+    return entry.converted;
+  } else {
+    return nullptr;
+  }
+}
+
 }  // namespace detail
 
 /// Switches linear() and the GRU, on this thread, without autograd, to the kernels of
-/// this file for its lifetime (see the top of this file). Nested guards share the
-/// outermost one.
+/// this file for its lifetime (see the top of this file); in bf16 or int8, linear() in
+/// float to ops/quantized_gemm.hpp's, each weight converted once per guard (the GRU
+/// stays fp32). A nested guard of the same precision shares the outer one; of another,
+/// holds its own for its lifetime.
 class PackedWeightsGuard {
  public:
-  PackedWeightsGuard() {
-    if (!detail::current_packed_weights()) {
-      owned_ = std::make_unique<detail::PackedWeights>();
+  explicit PackedWeightsGuard(Precision precision = Precision::fp32) : saved_(detail::current_packed_weights()) {
+    if (!saved_ || saved_->precision != precision) {
+      owned_ = std::make_unique<detail::PackedWeights>(precision);
       detail::current_packed_weights() = owned_.get();
     }
   }
   ~PackedWeightsGuard() {
-    if (owned_) detail::current_packed_weights() = nullptr;
+    if (owned_) detail::current_packed_weights() = saved_;
   }
   PackedWeightsGuard(const PackedWeightsGuard&) = delete;
   PackedWeightsGuard& operator=(const PackedWeightsGuard&) = delete;
 
+  Precision precision() const { return detail::current_packed_weights()->precision; }
+
  private:
+  detail::PackedWeights* saved_;
   std::unique_ptr<detail::PackedWeights> owned_;
 };
 

@@ -119,6 +119,9 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
     HEED_CHECK(options.top_p > 0.0 && options.top_p <= 1.0, ValueError,
                "predict_seq2seq: top_p must be in (0, 1], got ", options.top_p);
   }
+  HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<U, float> && net.device().is_cpu()),
+             ValueError, "predict_seq2seq: precision ", to_string(options.precision),
+             " needs a float net on the CPU, got a ", detail::dtype_name<U>(), " net on ", to_string(net.device()));
   for (const Vocab* vocab : {&src_vocab, &tgt_vocab}) {
     const SpecialTokens& special = vocab->special_tokens();
     for (const std::string* token : {&special.pad, &special.bos, &special.eos})
@@ -158,7 +161,7 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
   const std::uint64_t sample_seed =
       options.sample ? (options.generator ? *options.generator : default_generator()).next_u64() : 0;
   NoGradGuard no_grad;
-  PackedWeightsGuard packed_weights;  // every step multiplies by the same weights
+  PackedWeightsGuard packed_weights(options.precision);  // every step multiplies by the same weights
   net.eval();
   const detail::NoAttentionWeightsScope encoder_weights(net.encoder(), options.save_attention_weights);
   const detail::NoAttentionWeightsScope decoder_weights(net.decoder(), options.save_attention_weights);

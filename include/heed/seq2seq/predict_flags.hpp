@@ -46,7 +46,9 @@ inline constexpr const char* kPredictFlagsUsage =
     "  --min-length     no <eos> before N tokens (default 0; at most the tokens decoded)\n"
     "  --max-length     N tokens at most (default 0: the model's num_steps; at most the positions\n"
     "                   the model has: 1000 for the Transformer's positional encoding)\n"
-    "  --no-repeat-ngram no N-gram twice in a translation, N up to 1024 (default 0: off)\n";
+    "  --no-repeat-ngram no N-gram twice in a translation, N up to 1024 (default 0: off)\n"
+    "  --precision      the products' format: fp32 (default), bf16, or int8 (weights and activations\n"
+    "                   scaled per row); a model on the CPU only\n";
 
 /// An integer in [min, max], in decimal digits (a leading '-' for negatives).
 inline index_t parse_integer_flag(const std::string& flag, const std::string& text, index_t min, index_t max) {
@@ -89,7 +91,7 @@ inline double parse_real_flag(const std::string& flag, const std::string& text, 
 /// Whether parse_predict_flag reads `flag` (--sample among them, the one without a value).
 inline bool is_predict_flag(const std::string& flag) {
   for (const char* name : {"--beam", "--n-best", "--length-penalty", "--sample", "--temperature", "--top-k", "--top-p",
-                           "--min-length", "--max-length", "--no-repeat-ngram"})
+                           "--min-length", "--max-length", "--no-repeat-ngram", "--precision"})
     if (flag == name) return true;
   return false;
 }
@@ -119,6 +121,8 @@ inline bool parse_predict_flag(const std::string& flag, const std::string& value
     options.max_length = parse_integer_flag(flag, value, 0, kMaxLengthFlag);
   else if (flag == "--no-repeat-ngram")
     options.no_repeat_ngram_size = parse_integer_flag(flag, value, 0, 1024);
+  else if (flag == "--precision")
+    options.precision = parse_precision(value, flag);
   else
     return false;
   return true;

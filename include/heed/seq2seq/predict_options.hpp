@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "heed/core/generator.hpp"
+#include "heed/ops/precision.hpp"
 #include "heed/seq2seq/data.hpp"
 
 namespace heed {
@@ -64,6 +65,12 @@ struct PredictOptions {
   std::function<void(std::size_t sentence, index_t token, bool last)> on_token;
   BeamSearchRule beam_search_rule = BeamSearchRule::heed;
   bool early_stopping = false;  // BeamSearchRule::transformers: stop once beam_size hypotheses end
+  // The products' number format (heed/ops/precision.hpp): bf16 or int8 convert every
+  // weight that linear() multiplies by once per call, or once per enclosing
+  // PackedWeightsGuard of the same precision (translate_and_score holds one), and keep
+  // embeddings, attention, softmax, layer norm and the GRU in fp32. A float net on the
+  // CPU only.
+  Precision precision = Precision::fp32;
 };
 
 template <typename T>

@@ -169,6 +169,7 @@ inline void translate_streaming(Translator& translator, const std::vector<std::s
                                 const PredictOptions& base, std::ostream& out) {
   HEED_CHECK(base.beam_size == 1, ValueError, "run_translate: stream decodes greedily (beam_size 1), got beam_size ",
              base.beam_size);
+  const PackedWeightsGuard packed_weights(base.precision);  // converted once for every sentence
   for (std::size_t i = 0; i < sentences.size(); ++i) {
     out << sentences[i] << " => " << std::flush;
     std::vector<std::string> pieces;

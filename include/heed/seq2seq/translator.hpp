@@ -119,7 +119,7 @@ Scored translate_and_score(Net& net, const Tokenizers& tokenizers, const Referen
   Scored out;
   const auto start = std::chrono::steady_clock::now();
   {
-    const PackedWeightsGuard packed_weights;  // packed once for every batch
+    const PackedWeightsGuard packed_weights(options.precision);  // converted once for every batch
     for (std::size_t b = 0; b < refs.sources.size(); b += kDecodeBatch) {
       const std::vector<std::string> batch(
           refs.sources.begin() + static_cast<long>(b),
