@@ -17,8 +17,10 @@
 // --beam, min_length = max_length = --length (</s> forbidden until the last step, so
 // every sentence decodes exactly --length steps of batch × beam rows, whatever the
 // weights), no attention weights kept, PredictOptions::micro_batches as given, all under
-// one PackedWeightsGuard (the weights packed once, inside the timed region). The time is
-// the loop over the batches alone (wall clock), not the build or load of the net; tokens
+// one PackedWeightsGuard. --precision bf16 or int8 converts the weights in place when
+// they are loaded (heed::convert_weights_, their fp32 tensors freed: as PyTorch's
+// quantize_dynamic before decoding). The time is
+// the loop over the batches alone (wall clock), not the build, load or conversion of the net; tokens
 // are sentences × length (each sentence's best hypothesis; the beams compute beam ×
 // that).
 //
@@ -163,6 +165,9 @@ int main(int argc, char** argv) {
     heed::Generator gen(args.seed);
     auto net = args.dir.empty() ? heed::make_marian_net<float>(config, &gen)
                                 : heed::marian_from_pretrained<float>(config, args.dir + "/model.safetensors");
+    // bf16 or int8: the weights converted in place at load, their fp32 tensors freed
+    // (heed/nn/convert_weights.hpp), as PyTorch's quantize_dynamic before decoding.
+    if (args.precision != heed::Precision::fp32) heed::convert_weights_(*net, args.precision);
     const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
     const index_t V = config.vocab_size;
 
@@ -208,7 +213,6 @@ int main(int argc, char** argv) {
     options.save_attention_weights = false;
     options.micro_batches = args.micro_batches;
     options.forbidden_tokens = config.bad_words_ids;
-    options.precision = args.precision;
 
     heed_bench::tiny_warm_up();  // OpenMP's threads, outside the measurement
     const double load_peak = heed_bench::status_mib("VmHWM");
@@ -224,8 +228,7 @@ int main(int argc, char** argv) {
     hypotheses.reserve(sources.size());
     const auto start = std::chrono::steady_clock::now();
     {
-      // The weights converted (bf16, int8) once for all the batches, inside the timed region.
-      const heed::PackedWeightsGuard packed(args.precision);
+      const heed::PackedWeightsGuard packed;  // for all the batches
       for (std::size_t first = 0; first < sources.size(); first += static_cast<std::size_t>(args.batch)) {
         const std::size_t last = std::min(sources.size(), first + static_cast<std::size_t>(args.batch));
         const std::vector<std::vector<std::string>> batch(sources.begin() + static_cast<std::ptrdiff_t>(first),

@@ -262,6 +262,39 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes in bf16 and int8 as the converted mo
   }
 }
 
+TEST_CASE("A Transformer whose weights are converted to bf16 or int8 decodes as it scores", "[seq2seq][predict]") {
+  heed::NmtData data = small_corpus(80);
+  const std::unique_ptr<TransformerNet<float>> reference = trained_small_net<TransformerNet<float>>(data, 15);
+  heed::PredictOptions options;
+  options.save_attention_weights = false;
+  const auto fp32 = heed::predict_seq2seq<float>(*reference, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
+  for (const heed::Precision precision : {heed::Precision::bf16, heed::Precision::int8}) {
+    INFO(heed::to_string(precision));
+    heed::Generator gen(16);
+    const std::unique_ptr<TransformerNet<float>> net = small_net<TransformerNet<float>>(data, gen);
+    net->load_state_dict(reference->state_dict());  // a copy: the conversion frees the weights
+    const heed::ConvertedWeights converted = heed::convert_weights_(*net, precision);
+    // Each block's 4 + 4 (+ 4 cross) projections and 2 FFN layers, the two embeddings,
+    // the output layer.
+    CHECK(converted.tensors == 2 * (4 + 2) + 2 * (4 + 4 + 2) + 3);
+    const auto got = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
+    std::size_t same_as_fp32 = 0;
+    for (std::size_t i = 0; i < kSentences.size(); ++i) {
+      INFO(kSentences[i] << " => " << got[i].text << " (fp32: " << fp32[i].text << ")");
+      const auto& t = got[i];
+      const bool ended = static_cast<index_t>(t.tokens.size()) < 10;
+      CHECK(t.log_prob ==
+            Approx(teacher_forced_log_prob<float>(*net, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab))
+                .epsilon(1e-4));
+      const double fp32_log_prob =
+          teacher_forced_log_prob<float>(*reference, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab);
+      CHECK(std::fabs(t.log_prob - fp32_log_prob) <= 0.05 * (1.0 + std::fabs(fp32_log_prob)));
+      same_as_fp32 += t.tokens == fp32[i].tokens;
+    }
+    CHECK(same_as_fp32 >= kSentences.size() - 2);
+  }
+}
+
 TEST_CASE("predict_seq2seq refuses bf16 and int8 for a double net", "[seq2seq][predict]") {
   heed::NmtData data = small_corpus(20);
   const auto net = transformer_net<double>(data.src_vocab.size(), data.tgt_vocab.size());

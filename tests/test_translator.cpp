@@ -74,6 +74,36 @@ TEST_CASE("A train_translator training checkpoint of the old format loads, and i
   for (const auto& [key, value] : metadata) CHECK(file.at(key) == value);
 }
 
+TEST_CASE("A Translator's weights converted to int8 translate in int8, and saving is refused afterwards",
+          "[seq2seq][translator]") {
+  heed::Translator translator = heed::Translator::load(kV1Dir + "/translator_v1_transformer.safetensors");
+  heed::PredictOptions options;
+  options.save_attention_weights = false;
+  const double fp32_score = translator.translate({"go ."}, options)[0].score;
+  const heed::ConvertedWeights converted = translator.convert_weights_(heed::Precision::int8);
+  CHECK(translator.weights_precision() == heed::Precision::int8);
+  CHECK(converted.tensors > 0);
+  // The biases, layer norms and the output layer's bias remain parameters.
+  CHECK(translator.num_parameters() == 1776 - static_cast<heed::index_t>(converted.fp32_bytes / sizeof(float)));
+  const auto t = translator.translate({"go ."}, options)[0];
+  CHECK(t.score == Approx(fp32_score).epsilon(0.05));
+  CHECK(translator.convert_weights_(heed::Precision::int8).tensors == 0);
+  CHECK_ERROR(heed::ValueError, "Translator::convert_weights_: the weights are already int8, not bf16",
+              translator.convert_weights_(heed::Precision::bf16));
+  const auto path = std::filesystem::temp_directory_path() / "heed_test_translator_int8.safetensors";
+  CHECK_ERROR(heed::ValueError,
+              "Translator::save: the weights were converted to int8 for inference (convert_weights_): save before "
+              "converting them",
+              translator.save(path.string()));
+  CHECK_FALSE(std::filesystem::exists(path));
+  heed::TranslatorConfig config;
+  config.model = "bahdanau";
+  config.num_hiddens = 8, config.embed_size = 4, config.num_layers = 1, config.num_steps = 6;
+  heed::Translator bahdanau(config, translator.src_vocab(), translator.tgt_vocab());
+  CHECK_THROWS_WITH(bahdanau.convert_weights_(heed::Precision::int8),
+                    Catch::Matchers::Contains("decode it in int8 with PredictOptions::precision"));
+}
+
 TEST_CASE("A Translator saved loads back with the same configuration, vocabularies and translations",
           "[seq2seq][translator]") {
   heed::TranslatorConfig config;

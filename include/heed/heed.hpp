@@ -37,6 +37,7 @@
 
 #include "heed/ops/attention_gru.hpp"
 #include "heed/ops/attention_mask.hpp"
+#include "heed/ops/cpu_features.hpp"
 #include "heed/ops/cross_entropy.hpp"
 #include "heed/ops/device.hpp"
 #include "heed/ops/dropout.hpp"
@@ -52,6 +53,8 @@
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/packed_gemm.hpp"
+#include "heed/ops/precision.hpp"
+#include "heed/ops/quantized_gemm.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/scaled_dot_product_attention.hpp"
 #include "heed/ops/sequence_mask.hpp"
@@ -60,6 +63,7 @@
 #include "heed/ops/sort.hpp"
 
 #include "heed/nn/activation.hpp"
+#include "heed/nn/convert_weights.hpp"
 #include "heed/nn/dropout.hpp"
 #include "heed/nn/embedding.hpp"
 #include "heed/nn/gru.hpp"

@@ -10,7 +10,9 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <cmath>
+#include <memory>
 #include <string>
+#include <type_traits>
 
 #include "heed/core/factory.hpp"
 #include "heed/nn/module.hpp"
@@ -40,18 +42,25 @@ class Linear : public Module<T> {
   }
 
   // x: (..., in_features) -> (..., out_features)
-  Tensor<T> forward(const Tensor<T>& x) const { return linear(x, weight, bias); }
+  Tensor<T> forward(const Tensor<T>& x) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (converted_weight) return linear(x, *converted_weight, bias);
+    return linear(x, weight, bias);
+  }
   Tensor<T> operator()(const Tensor<T>& x) const { return forward(x); }
 
   index_t in_features() const { return in_features_; }
   index_t out_features() const { return out_features_; }
   std::string extra_repr() const override {
     return detail::concat("in_features=", in_features_, ", out_features=", out_features_,
-                          ", bias=", bias.defined() ? "True" : "False");
+                          ", bias=", bias.defined() ? "True" : "False",
+                          converted_weight ? std::string(", weight=") + to_string(converted_weight->precision()) : "");
   }
 
-  Tensor<T> weight;  // (out_features, in_features)
+  Tensor<T> weight;  // (out_features, in_features); undefined once converted
   Tensor<T> bias;    // (out_features), undefined when built with bias = false
+  // The weight in bf16 or int8 for inference (heed/nn/convert_weights.hpp); null in fp32.
+  std::shared_ptr<const detail::LowPrecisionWeight> converted_weight;
 
  private:
   index_t in_features_, out_features_;

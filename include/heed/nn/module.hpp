@@ -265,8 +265,11 @@ class Module {
     HEED_CHECK(!taken, ValueError, type_name_, ".", op, ": name '", name, "' is already registered");
   }
 
+  // A parameter left undefined (a weight converted to bf16 or int8 for inference,
+  // heed/nn/convert_weights.hpp) is not listed: it is no longer learnt or saved as fp32.
   void collect(Named<Tensor<T>*> Module::*table, const std::string& prefix, Named<Tensor<T>>& out) const {
-    for (auto& [name, tensor] : this->*table) out.emplace_back(prefix + name, *tensor);
+    for (auto& [name, tensor] : this->*table)
+      if (tensor->defined()) out.emplace_back(prefix + name, *tensor);
     for (auto& [name, child] : children_) child->collect(table, prefix + name + ".", out);
   }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "heed/ops/elementwise.hpp"
+#include "heed/ops/quantized_gemm.hpp"
 
 namespace heed {
 
@@ -70,6 +71,25 @@ Tensor<T> embedding(const Tensor<T>& weight, const IndexTensor& indices) {
     autograd::record(out, "EmbeddingBackward", {weight}, [indices, table = weight.shape()](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::embedding_backward(g, indices, table)};
     });
+  return out;
+}
+
+/// The rows of a table converted to bf16 or int8 (heed/ops/quantized_gemm.hpp; an
+/// Embedding's after convert_weights_), in float: for inference, no gradient recorded.
+inline Tensor<float> embedding(const detail::LowPrecisionWeight& weight, const IndexTensor& indices) {
+  detail::check_defined(indices, "embedding", "indices");
+  HEED_CHECK(indices.is_cpu(), DeviceError, "embedding: a table converted to ", to_string(weight.precision()),
+             " is read on the CPU only, got indices on ", to_string(indices.device()));
+  const index_t num_embeddings = weight.out_features(), dim = weight.in_features(), count = indices.numel();
+  const std::int64_t* index = indices.data();
+  for (index_t i = 0; i < count; ++i)
+    HEED_CHECK(index[i] >= 0 && index[i] < num_embeddings, IndexError, "embedding: index ", index[i],
+               " at flat position ", i, " of indices ", to_string(indices.shape()), " is out of range for ",
+               num_embeddings, " embeddings");
+  std::vector<index_t> dims(indices.shape().begin(), indices.shape().end());
+  dims.push_back(dim);
+  Tensor<float> out = detail::make_tensor<float>(Shape(dims));
+  for (index_t i = 0; i < count; ++i) weight.row(index[i], out.data() + i * dim);
   return out;
 }
 

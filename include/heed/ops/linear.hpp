@@ -78,6 +78,27 @@ Tensor<T> linear(const Tensor<T>& x, const Tensor<T>& weight, const Tensor<T>& b
   return out;
 }
 
+/// x Wᵀ + b by a weight converted to bf16 or int8 (heed/ops/quantized_gemm.hpp; a
+/// Linear's after convert_weights_): float on the CPU, for inference, so the output
+/// records no gradient, whatever requires one.
+inline Tensor<float> linear(const Tensor<float>& x, const detail::LowPrecisionWeight& weight,
+                            const Tensor<float>& bias = Tensor<float>()) {
+  detail::check_defined(x, "linear", "x");
+  HEED_CHECK(x.is_cpu() && (!bias.defined() || bias.is_cpu()), DeviceError, "linear: a weight converted to ",
+             to_string(weight.precision()), " multiplies on the CPU only, got x on ", to_string(x.device()));
+  HEED_CHECK(x.dim() >= 1 && x.shape()[-1] == weight.in_features(), ShapeError, "linear: input of shape ",
+             to_string(x.shape()), " does not end in in_features = ", weight.in_features(), " (",
+             to_string(weight.precision()), " weight (", weight.out_features(), ", ", weight.in_features(), "))");
+  if (bias.defined())
+    HEED_CHECK(bias.shape() == Shape{weight.out_features()}, ShapeError, "linear: bias of shape ",
+               to_string(bias.shape()), " does not match out_features = ", weight.out_features());
+  Shape shape = x.shape();
+  shape[-1] = weight.out_features();
+  Tensor<float> out = detail::make_tensor<float>(shape);
+  weight.apply(x.data(), detail::leading_rows(x.shape()), bias.defined() ? bias.data() : nullptr, out.data());
+  return out;
+}
+
 }  // namespace heed
 
 #include "heed/detail/header_end.hpp"

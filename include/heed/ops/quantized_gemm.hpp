@@ -398,6 +398,22 @@ class LowPrecisionWeight {
   /// The bytes this weight holds (its packed values and per-row constants).
   std::size_t bytes() const { return packed_.size() + scale_.size() * 4 + compensation_.size() * 4; }
 
+  /// Row n of the weight as it is stored, in float (int8: Wq[n][k] · its scale):
+  /// in_features values into out. An embedding's lookup.
+  void row(index_t n, float* out) const {
+    const unsigned char* lane = packed_.data() + ((n / kQuantLanes) * k_groups_ * kQuantLanes + n % kQuantLanes) * 4;
+    for (index_t k = 0; k < in_features_; ++k) {
+      const unsigned char* at = lane + (k / (precision_ == Precision::int8 ? 4 : 2)) * kQuantGroupBytes;
+      if (precision_ == Precision::int8) {
+        out[k] = static_cast<float>(static_cast<std::int8_t>(at[k % 4])) * scale_[static_cast<std::size_t>(n)];
+      } else {
+        std::uint16_t h;
+        std::memcpy(&h, at + 2 * (k % 2), 2);
+        out[k] = bf16_bits_to_float(h);
+      }
+    }
+  }
+
   /// out (rows, out_features) = x (rows, in_features) · Wᵀ (+ bias (out_features) when not
   /// null), float and row-major; tiles of 64 output features are shared out among the
   /// threads.

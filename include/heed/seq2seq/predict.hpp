@@ -119,9 +119,9 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
     HEED_CHECK(options.top_p > 0.0 && options.top_p <= 1.0, ValueError,
                "predict_seq2seq: top_p must be in (0, 1], got ", options.top_p);
   }
-  HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<U, float> && net.device().is_cpu()),
-             ValueError, "predict_seq2seq: precision ", to_string(options.precision),
-             " needs a float net on the CPU, got a ", detail::dtype_name<U>(), " net on ", to_string(net.device()));
+  HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<U, float> && net.device().is_cpu()), ValueError,
+             "predict_seq2seq: precision ", to_string(options.precision), " needs a float net on the CPU, got a ",
+             detail::dtype_name<U>(), " net on ", to_string(net.device()));
   for (const Vocab* vocab : {&src_vocab, &tgt_vocab}) {
     const SpecialTokens& special = vocab->special_tokens();
     for (const std::string* token : {&special.pad, &special.bos, &special.eos})

@@ -228,6 +228,15 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
     translator->save(args.save, trained_on);  // a loaded subword model keeps its SentencePiece models
     out << "saved " << args.save << "\n";
   }
+  // bf16 or int8: a Transformer's weights converted in place (half or a quarter of their
+  // memory); Bahdanau's are converted per run by PredictOptions::precision.
+  if (args.decoding.precision != Precision::fp32 && translator->config().model != "bahdanau") {
+    const ConvertedWeights converted = translator->convert_weights_(args.decoding.precision);
+    detail::print_to(out, "converted %lld weights to %s (%.1f MiB, fp32 %.1f MiB)\n",
+                     static_cast<long long>(converted.tensors), to_string(args.decoding.precision),
+                     static_cast<double>(converted.converted_bytes) / (1 << 20),
+                     static_cast<double>(converted.fp32_bytes) / (1 << 20));
+  }
   // d2l's four sentences with their references after training, or when a loaded model is
   // given nothing to translate; then the user's, or the --evaluate file.
   std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};

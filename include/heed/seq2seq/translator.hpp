@@ -42,6 +42,7 @@
 #include "heed/heed.hpp"
 #include "heed/io/checkpoint.hpp"
 #include "heed/io/training_checkpoint.hpp"
+#include "heed/nn/convert_weights.hpp"
 #include "heed/ops/packed_gemm.hpp"
 #include "heed/seq2seq/alignment.hpp"
 #include "heed/seq2seq/bleu.hpp"
@@ -469,6 +470,7 @@ class Translator {
                " translator is saved with save(); save_marian writes MarianMT models loaded with from_marian");
     HEED_CHECK(dtype == "F32" || dtype == "F16" || dtype == "BF16", ValueError,
                "Translator::save_marian: dtype must be F32, F16 or BF16, got '", dtype, "'");
+    check_fp32_weights("Translator::save_marian");
     try {
       std::filesystem::create_directories(dir);
     } catch (const std::filesystem::filesystem_error& e) {
@@ -573,11 +575,34 @@ class Translator {
     return out;
   }
 
+  /// Converts the net's weights to bf16 or int8 for inference, in place
+  /// (heed/nn/convert_weights.hpp): half or a quarter of their memory, and translate()
+  /// and evaluate() then multiply in that precision. A Transformer or MarianMT
+  /// translator (Bahdanau's decoder reads its weights itself: decode it in bf16 or int8
+  /// with PredictOptions::precision instead). The fp32 weights are gone: save() and
+  /// save_marian() are refused afterwards. Converting again to the same precision does
+  /// nothing; to another, a ValueError.
+  ConvertedWeights convert_weights_(Precision precision) {
+    HEED_CHECK(config_.model != "bahdanau", ValueError,
+               "Translator::convert_weights_: a bahdanau translator's "
+               "decoder reads its weights itself; decode it in ",
+               to_string(precision), " with PredictOptions::precision (translate --precision) instead");
+    HEED_CHECK(weights_precision_ == Precision::fp32 || weights_precision_ == precision, ValueError,
+               "Translator::convert_weights_: the weights are already ", to_string(weights_precision_), ", not ",
+               to_string(precision));
+    const ConvertedWeights report = visit([&](auto& net) { return heed::convert_weights_(net, precision); });
+    weights_precision_ = precision;
+    return report;
+  }
+  /// fp32, or what convert_weights_ converted the weights to.
+  Precision weights_precision() const { return weights_precision_; }
+
   /// Saves the parameters and metadata() to `path` (atomically), for load(), with
   /// `extra` metadata besides (what it was trained on: heed/seq2seq/held_out.hpp).
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const {
     HEED_CHECK(!marian_.has_value(), ValueError,
                "Translator::save: a MarianMT translator is saved as a model directory: save_marian(dir)");
+    check_fp32_weights("Translator::save");
     auto metadata = this->metadata();
     for (const auto& [key, value] : extra) metadata.emplace(key, value);
     visit([&](const auto& net) { save_checkpoint(net, path, metadata); });
@@ -640,6 +665,11 @@ class Translator {
     }
   }
 
+  void check_fp32_weights(const char* op) const {
+    HEED_CHECK(weights_precision_ == Precision::fp32, ValueError, op, ": the weights were converted to ",
+               to_string(weights_precision_), " for inference (convert_weights_): save before converting them");
+  }
+
   /// A vocabulary of the metadata (one token per line), FileError naming the file and key.
   static Vocab vocab_of(const std::map<std::string, std::string>& metadata, const char* key, const std::string& path) {
     const auto it = metadata.find(key);
@@ -658,6 +688,7 @@ class Translator {
   Net net_;
   std::optional<MarianConfig> marian_;  // a MarianMT model's (from_marian)
   std::string tokenizer_config_;        // its tokenizer_config.json, written back by save_marian
+  Precision weights_precision_ = Precision::fp32;
 };
 
 }  // namespace heed
