@@ -132,11 +132,16 @@ again=$("$translate" --load "$ckpt" --sample --temperature 1.5 --top-p 0.9 --bea
 out=$("$translate" --load "$ckpt" --beam 4 --n-best 2 --min-length 3 --max-length 6 --no-repeat-ngram 1 \
   "i'm calm ." 2>&1) || fail "translate with constraints: $out"
 grep -Eq '^  2\. ' <<<"$out" || fail "no second hypothesis: $out"
-# In bf16 and int8: a translation, scored against its reference as in fp32.
+# In bf16 and int8: the weights converted, a translation scored near fp32's score.
+score_of() { sed -n "s/^i'm calm \. => .* (score \(-\{0,1\}[0-9.]*\))$/\1/p" <<<"$1"; }
+fp32=$(score_of "$("$translate" --load "$ckpt" --beam 2 "i'm calm ." 2>&1)")
 for precision in bf16 int8; do
   out=$("$translate" --load "$ckpt" --precision $precision --beam 2 "i'm calm ." 2>&1) ||
     fail "translate --precision $precision: $out"
-  grep -Eq "^i'm calm \. => .+ \(score -?[0-9.]+\)" <<<"$out" || fail "no translation in $precision: $out"
+  grep -q "^converted [0-9]* weights to $precision" <<<"$out" || fail "no conversion to $precision: $out"
+  score=$(score_of "$out")
+  awk -v a="$score" -v b="$fp32" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d <= (0.05 * b) ^ 2 + 1e-6) }' ||
+    fail "$precision's score '$score' is not within 5 % of fp32's '$fp32': $out"
 done
 for bad in "--top-p 0" "--temperature -1" "--n-best 3" "--top-k x"; do
   # shellcheck disable=SC2086
