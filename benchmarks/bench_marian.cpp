@@ -6,6 +6,7 @@
 //
 //   OMP_NUM_THREADS=1 build-bench/bench_marian --src src_ids.txt --length 32 [--dir DIR]
 //       [--beam 4] [--batch 32] [--micro-batches 1] [--sentences N] [--out hyp_ids.txt]
+//       [--precision fp32|bf16|int8]
 //
 // --src holds one sentence a line as space-separated token ids of the shared vocabulary
 // (compare_marian.py writes it: no SentencePiece on either side), </s> (0) last; the </s>

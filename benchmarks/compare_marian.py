@@ -69,53 +69,46 @@ sides, and random weights give near-ties, so a few may part; bf16 and int8 part 
 
 Always exits 0 (the goals are reported, not enforced), unless a run fails.
 
-Measured on 2026-12-05, on the shared 2-core development machine (AMD EPYC VM, AVX-512
-with avx512_bf16, 23 GiB; GCC 12.2 -O3 -march=native -fopenmp; PyTorch 1.13.1 from
-Debian, OpenBLAS 0.3.21 pthread, whose kernel there is Haswell: AVX2), under `nice`
-while other builds ran (load average 5-7: every number below is slowed by that load, the
-2-thread ones most). 512 sentences were too long for that (PyTorch fp32 alone ~3.5 min a
-run at one thread), so 128 sentences at 1 thread with 2 repeats, and 32 sentences at 2
-threads with 1 repeat (one command each, run back to back):
+Measured on 2026-12-06 on the 2-core development machine (AMD Zen 5 VM, AVX-512 with
+avx512_vnni and avx512_bf16; GCC 12.2 -O3 -march=native -fopenmp; PyTorch 1.13.1 from
+Debian, OpenBLAS 0.3.21 pthread, kernel Haswell), quiet, one command (882 s):
 
-    nice /usr/bin/python3 benchmarks/compare_marian.py --sentences 128 --length 32 \
-        --threads 1 --repeats 2 --json build-bench/marian_1t.json
-    nice /usr/bin/python3 benchmarks/compare_marian.py --sentences 32 --length 32 \
-        --threads 2 --micro-batches 1,2 --repeats 1 --json build-bench/marian_2t.json
+    /usr/bin/python3 benchmarks/compare_marian.py --bench build-bench/bench_marian \
+        --sentences 512 --length 32 --threads 1,2 --micro-batches 1,2 --repeats 1
 
-    thr side         mb  seconds  tokens/s    peak    load  decode GFLOP/s  heed x heed mem    agree
-    ------------------------------------------------------------------------------------------------
-      1 torch-fp32         54.85      74.7   940.2   635.1   940.2    32.2    2.06     0.95  128/128
-      1 torch-bf16         31.68     129.3  1102.9   688.4  1102.9    55.8    1.19     0.81  107/128
-      1 torch-int8         36.25     113.0  1506.2  1047.0  1506.2    48.8    1.36     0.60   74/128
-      1 heed          1    26.67     153.6   897.5   863.0   897.5    66.3                   128/128
-      2 torch-fp32         58.42      17.5   898.1   635.3   898.1     7.6    6.98     0.96    32/32
-      2 torch-bf16         26.78      38.2  1038.3   692.5  1038.3    16.6    3.20     0.83    30/32
-      2 torch-int8         63.73      16.1  1312.2  1045.1  1312.2     7.0    7.61     0.66    18/32
-      2 heed          1    14.26      71.8   863.1   863.1   817.0    31.1                     32/32
-      2 heed          2     8.37     122.3   862.9   862.9   856.3    53.0                     32/32
+    thr side         mb  seconds  tokens/s    peak    load  decode GFLOP/s  x fp32    mem    agree
+    ----------------------------------------------------------------------------------------------
+      1 torch-fp32        127.72     128.3   957.5   634.9   957.5    55.4    1.00   1.00  512/512
+      1 torch-bf16         91.47     179.1  1088.6   688.4  1088.6    77.4    1.40   1.14  420/512
+      1 torch-int8         75.68     216.5  1534.7  1045.8  1534.7    93.5    1.69   1.60  299/512
+      1 heed-fp32     1    44.74     366.2   464.5   302.6   464.5   158.2    2.85   0.49  512/512
+      1 heed-bf16     1    29.34     558.3   310.5   296.4   310.5   241.2    4.35   0.32  473/512
+      1 heed-int8     1    21.18     773.5   296.6   296.6   239.7   334.2    6.03   0.31  363/512
+      1 thread: heed fp32 (micro_batches 1) 2.85x PyTorch fp32's tokens/s (goal >= 4: NOT met), peak 0.49 of fp32's (goal <= 0.5: met); 1.69x PyTorch's best (torch-int8)
+      1 thread: heed bf16 (micro_batches 1) 4.35x PyTorch fp32's tokens/s (goal >= 4: met), peak 0.32 of fp32's (goal <= 0.5: met); 1.52x heed fp32; 2.58x PyTorch's best (torch-int8)
+      1 thread: heed int8 (micro_batches 1) 6.03x PyTorch fp32's tokens/s (goal >= 4: met), peak 0.31 of fp32's (goal <= 0.5: met); 2.11x heed fp32; 3.57x PyTorch's best (torch-int8)
+      2 torch-fp32        189.14      86.6   959.5   634.9   959.5    37.4    1.00   1.00  512/512
+      2 torch-bf16         56.76     288.6  1063.2   692.3  1063.2   124.7    3.33   1.11  420/512
+      2 torch-int8         74.60     219.6  1625.2  1045.5  1625.2    94.9    2.54   1.69  299/512
+      2 heed-fp32     1    33.33     491.6   466.7   302.5   466.7   212.4    5.67   0.49  512/512
+      2 heed-fp32     2    26.62     615.6   463.9   302.5   463.9   266.0    7.11   0.48  512/512
+      2 heed-bf16     1    21.29     769.5   311.3   296.6   311.3   332.5    8.88   0.32  473/512
+      2 heed-bf16     2    17.51     935.6   320.8   296.5   320.8   404.3   10.80   0.33  473/512
+      2 heed-int8     1    16.88     970.8   296.7   296.7   239.4   419.5   11.21   0.31  363/512
+      2 heed-int8     2    11.59    1413.2   296.5   296.5   249.4   610.6   16.31   0.31  363/512
+      2 threads: heed fp32 (micro_batches 2) 7.11x PyTorch fp32's tokens/s (goal >= 4: met), peak 0.48 of fp32's (goal <= 0.5: met); 2.13x PyTorch's best (torch-bf16)
+      2 threads: heed bf16 (micro_batches 2) 10.80x PyTorch fp32's tokens/s (goal >= 4: met), peak 0.33 of fp32's (goal <= 0.5: met); 1.52x heed fp32; 3.24x PyTorch's best (torch-bf16)
+      2 threads: heed int8 (micro_batches 2) 16.31x PyTorch fp32's tokens/s (goal >= 4: met), peak 0.31 of fp32's (goal <= 0.5: met); 2.30x heed fp32; 4.90x PyTorch's best (torch-bf16)
 
-  * 1 thread: heed 2.06x PyTorch fp32 (goal 4x: NOT met), 1.19x PyTorch's best
-    (bf16 autocast); peak 0.95 of fp32's (goal 0.5: NOT met). An earlier, less loaded
-    run of the same 128 sentences (load ~1.7, stopped before its 2-thread part) gave
-    PyTorch fp32 44.14 s, bf16 35.75 s, int8 35.62 s, heed 27.43 s: 1.61x fp32.
-    heed's 66 GFLOP/s is the matrix products of ~108 MFLOP per row and step (60.9 of
-    them the 512 x 59,514 output layer); 4x fp32 would need about 130-160 GFLOP/s on
-    one core.
-  * 2 threads: niced on two busy cores, every OpenMP barrier waits for a core (see
-    compare_seq2seq.py): PyTorch fp32 ran at a quarter of its 1-thread speed, so the
-    6.98x measures the load more than the libraries. heed's micro_batches 2 (each batch
-    as two groups of 16 on their own threads, no barriers between them) was best,
-    1.7x its micro_batches 1.
-  * Memory: heed's peak has two parts of ~860-900 MiB each: load_marian_weights (the
-    file's bytes, the state map and the net's own random weights at once: 863 MiB,
-    418 MiB when the net keeps its random weights and nothing is loaded), and decoding,
-    where PackedWeightsGuard holds a packed copy of every weight (+285 MiB, the output
-    layer's 116 MiB included) on top of the 285 MiB of weights and the buffer cache.
-    PyTorch's fp32 process is ~540 MiB after the load (interpreter and libraries
-    ~250 MiB) and grows ~400 MiB while decoding (the (128, 59,514) logits, log-softmax
-    and candidate tensors of each step, ~30 MiB each, kept by malloc).
-  * Agreement: heed and PyTorch fp32 chose the same 32 tokens for every sentence;
-    bf16 and int8 change the numbers enough to part on some.
+  * heed int8 is 6.03x PyTorch fp32 at 1 thread (3.57x its best, int8) and 16.31x at 2
+    (4.90x its best, bf16 autocast); bf16 4.35x and 10.80x. heed's own int8 is 2.11x its
+    fp32 at 1 thread, bf16 1.52x.
+  * Peaks: heed's bf16 and int8 peak at the fp32 load (296 MiB: the weights are read in
+    fp32 and converted one tensor at a time); while decoding int8 holds 240 MiB (71 MiB of
+    weights), fp32 464.
+  * Agreement: heed fp32's tokens equal PyTorch fp32's on 512/512 sentences; heed bf16
+    keeps them on 473, int8 on 363 (PyTorch's own bf16 420, int8 299): random weights
+    give near-ties that rounding tips.
 """
 
 import argparse
