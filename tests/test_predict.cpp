@@ -26,6 +26,28 @@ std::unique_ptr<Net> trained_small_net(heed::NmtData& data, std::uint64_t seed) 
   return net;
 }
 
+/// Checks translations decoded in bf16 or int8 against the nets that score them: each
+/// log P is `converted`'s teacher-forced one (run by `own_log_prob`, which gives the
+/// precision) and near `reference`'s in fp32, and all but two sentences keep fp32's tokens.
+template <typename Net, typename OwnLogProb>
+void check_low_precision_translations(const std::vector<heed::Translation<float>>& got,
+                                      const std::vector<heed::Translation<float>>& fp32, Net& reference,
+                                      const heed::NmtData& data, OwnLogProb own_log_prob) {
+  std::size_t same_as_fp32 = 0;
+  for (std::size_t i = 0; i < kSentences.size(); ++i) {
+    INFO(kSentences[i] << " => " << got[i].text << " (fp32: " << fp32[i].text << ")");
+    const auto& t = got[i];
+    const bool ended = static_cast<index_t>(t.tokens.size()) < 10;
+    CHECK(t.log_prob == Approx(own_log_prob(kSentences[i], t.tokens, ended)).epsilon(1e-4));
+    const heed::PackedWeightsGuard fp32_guard;
+    const double fp32_log_prob =
+        teacher_forced_log_prob<float>(reference, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab);
+    CHECK(std::fabs(t.log_prob - fp32_log_prob) <= 0.05 * (1.0 + std::fabs(fp32_log_prob)));
+    same_as_fp32 += t.tokens == fp32[i].tokens;
+  }
+  CHECK(same_as_fp32 >= kSentences.size() - 2);
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("predict_seq2seq decodes greedily, in batches, and with beam search", "[seq2seq][predict]",
@@ -233,25 +255,12 @@ TEMPLATE_TEST_CASE("predict_seq2seq decodes in bf16 and int8 as the converted mo
     options.precision = precision;
     options.micro_batches = 1;
     const auto whole = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
-    std::size_t same_as_fp32 = 0;
-    for (std::size_t i = 0; i < kSentences.size(); ++i) {
-      INFO(kSentences[i] << " => " << whole[i].text << " (fp32: " << fp32[i].text << ")");
-      const auto& t = whole[i];
-      const bool ended = static_cast<index_t>(t.tokens.size()) < 10;
-      // Each hypothesis's log P is the converted model's: the decoder run token by token
-      // inside a guard of the same precision (every row converted alone, as in a batch).
+    // The converted model's log P: the decoder run token by token inside a guard of the
+    // same precision (every row converted alone, as in a batch).
+    check_low_precision_translations(whole, fp32, *net, data, [&](const std::string& s, const auto& tokens, bool end) {
       const heed::PackedWeightsGuard converted(precision);
-      CHECK(t.log_prob ==
-            Approx(teacher_forced_log_prob<float>(*net, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab))
-                .epsilon(1e-4));
-      // ... and near fp32's log P of the same tokens.
-      const heed::PackedWeightsGuard fp32_guard;
-      const double fp32_log_prob =
-          teacher_forced_log_prob<float>(*net, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab);
-      CHECK(std::fabs(t.log_prob - fp32_log_prob) <= 0.05 * (1.0 + std::fabs(fp32_log_prob)));
-      same_as_fp32 += t.tokens == fp32[i].tokens;
-    }
-    CHECK(same_as_fp32 >= kSentences.size() - 2);
+      return teacher_forced_log_prob<float>(*net, s, tokens, end, data.src_vocab, data.tgt_vocab);
+    });
     // Groups on parallel threads: the same bits (each row is converted alone).
     options.micro_batches = 3;
     const auto grouped = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
@@ -278,20 +287,10 @@ TEST_CASE("A Transformer whose weights are converted to bf16 or int8 decodes as 
     // the output layer.
     CHECK(converted.tensors == 2 * (4 + 2) + 2 * (4 + 4 + 2) + 3);
     const auto got = heed::predict_seq2seq<float>(*net, kSentences, data.src_vocab, data.tgt_vocab, 10, options);
-    std::size_t same_as_fp32 = 0;
-    for (std::size_t i = 0; i < kSentences.size(); ++i) {
-      INFO(kSentences[i] << " => " << got[i].text << " (fp32: " << fp32[i].text << ")");
-      const auto& t = got[i];
-      const bool ended = static_cast<index_t>(t.tokens.size()) < 10;
-      CHECK(t.log_prob ==
-            Approx(teacher_forced_log_prob<float>(*net, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab))
-                .epsilon(1e-4));
-      const double fp32_log_prob =
-          teacher_forced_log_prob<float>(*reference, kSentences[i], t.tokens, ended, data.src_vocab, data.tgt_vocab);
-      CHECK(std::fabs(t.log_prob - fp32_log_prob) <= 0.05 * (1.0 + std::fabs(fp32_log_prob)));
-      same_as_fp32 += t.tokens == fp32[i].tokens;
-    }
-    CHECK(same_as_fp32 >= kSentences.size() - 2);
+    check_low_precision_translations(
+        got, fp32, *reference, data, [&](const std::string& s, const auto& tokens, bool end) {
+          return teacher_forced_log_prob<float>(*net, s, tokens, end, data.src_vocab, data.tgt_vocab);
+        });
   }
 }
 

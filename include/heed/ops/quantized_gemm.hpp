@@ -47,9 +47,11 @@
 
 #if HEED_X86_64
 #include <immintrin.h>
+#define HEED_QUANT_INLINE __attribute__((always_inline)) inline
 #define HEED_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define HEED_TARGET_AVX512_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
 #define HEED_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+#define HEED_TARGET_AVX512_LOW_PRECISION __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16")))
 #endif
 
 // GCC keeps the tiles' arrays of accumulators in registers only where their loops are
@@ -208,59 +210,52 @@ inline __mmask16 column_mask(index_t column, index_t out_features) {
   return static_cast<__mmask16>((1u << valid) - 1u);
 }
 
-/// Rows [row, row + R) × the 64 columns from `column` (block `block`), int8 with VNNI.
-template <int R>
-HEED_TARGET_AVX512_VNNI void int8_tile_avx512_vnni(const QuantizedProduct& p, index_t row, index_t block,
-                                                   index_t column) {
-  constexpr int C = static_cast<int>(kQuantTileVectors);
-  __m512i acc[R][C];
-  HEED_QUANT_UNROLL
-  for (int r = 0; r < R; ++r) HEED_QUANT_UNROLL
-  for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_si512();
-  const unsigned char* w = p.w + block * p.k_groups * kQuantGroupBytes;
-  const index_t block_bytes = p.k_groups * kQuantGroupBytes;
-  const unsigned char* x = p.x + row * p.x_row;
-  for (index_t g = 0; g < p.k_groups; ++g) {
-    __m512i wv[C];
-    HEED_QUANT_UNROLL
-    for (int c = 0; c < C; ++c) wv[c] = _mm512_loadu_si512(w + c * block_bytes + g * kQuantGroupBytes);
-    HEED_QUANT_UNROLL
-    for (int r = 0; r < R; ++r) {
-      std::int32_t four;
-      std::memcpy(&four, x + r * p.x_row + g * 4, 4);
-      const __m512i xv = _mm512_set1_epi32(four);
-      HEED_QUANT_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbusd_epi32(acc[r][c], xv, wv[c]);
-    }
+// What the tile below does with each precision's accumulators: start them, add a k
+// group's products, and write a vector of results (mask: its valid columns).
+struct Int8Vnni {
+  using Acc = __m512i;
+  HEED_TARGET_AVX512_VNNI HEED_QUANT_INLINE static Acc zero() { return _mm512_setzero_si512(); }
+  HEED_TARGET_AVX512_VNNI HEED_QUANT_INLINE static Acc add(Acc acc, __m512i x, __m512i w) {
+    return _mm512_dpbusd_epi32(acc, x, w);
   }
-  HEED_QUANT_UNROLL
-  for (int c = 0; c < C; ++c) {
-    const index_t n = column + c * kQuantLanes;
-    const __mmask16 mask = column_mask(n, p.out_features);
-    if (!mask) break;
-    const __m512i compensation = _mm512_loadu_si512(p.compensation + n);
-    const __m512 w_scale = _mm512_loadu_ps(p.w_scale + n);
+  // y = float(Σ − 128·Σ_k Wq) · (sx · sw) + b, one fused multiply-add.
+  HEED_TARGET_AVX512_VNNI HEED_QUANT_INLINE static void store(const Acc& acc, const QuantizedProduct& p, index_t row,
+                                                              index_t n, __mmask16 mask) {
+    const __m512 sum =
+        _mm512_maskz_cvtepi32_ps(kAllLanes, _mm512_sub_epi32(acc, _mm512_loadu_si512(p.compensation + n)));
+    const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(p.x_scale[row]), _mm512_loadu_ps(p.w_scale + n));
     const __m512 bias = p.bias ? _mm512_maskz_loadu_ps(mask, p.bias + n) : _mm512_setzero_ps();
-    HEED_QUANT_UNROLL
-    for (int r = 0; r < R; ++r) {
-      const __m512 sum = _mm512_maskz_cvtepi32_ps(kAllLanes, _mm512_sub_epi32(acc[r][c], compensation));
-      const __m512 scale = _mm512_mul_ps(_mm512_set1_ps(p.x_scale[row + r]), w_scale);
-      _mm512_mask_storeu_ps(p.out + (row + r) * p.out_features + n, mask, _mm512_fmadd_ps(sum, scale, bias));
-    }
+    _mm512_mask_storeu_ps(p.out + row * p.out_features + n, mask, _mm512_fmadd_ps(sum, scale, bias));
   }
-}
+};
 
-/// The same tile in bf16 with vdpbf16ps.
-template <int R>
-HEED_TARGET_AVX512_BF16 void bf16_tile_avx512_bf16(const QuantizedProduct& p, index_t row, index_t block,
-                                                   index_t column) {
+struct Bf16Avx512 {
+  using Acc = __m512;
+  HEED_TARGET_AVX512_BF16 HEED_QUANT_INLINE static Acc zero() { return _mm512_setzero_ps(); }
+  HEED_TARGET_AVX512_BF16 HEED_QUANT_INLINE static Acc add(Acc acc, __m512i x, __m512i w) {
+    return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+  }
+  HEED_TARGET_AVX512_BF16 HEED_QUANT_INLINE static void store(const Acc& acc, const QuantizedProduct& p, index_t row,
+                                                              index_t n, __mmask16 mask) {
+    const __m512 y = p.bias ? _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, p.bias + n)) : acc;
+    _mm512_mask_storeu_ps(p.out + row * p.out_features + n, mask, y);
+  }
+};
+
+/// Rows [row, row + R) × the 64 columns from `column` (block `block`). Compiled for both
+/// instruction sets; each precision's tile runs only where the CPU has its own.
+template <typename Dot, int R>
+HEED_TARGET_AVX512_LOW_PRECISION void quantized_tile(const QuantizedProduct& p, index_t row, index_t block,
+                                                     index_t column) {
   constexpr int C = static_cast<int>(kQuantTileVectors);
-  __m512 acc[R][C];
+  typename Dot::Acc acc[R][C];
   HEED_QUANT_UNROLL
-  for (int r = 0; r < R; ++r) HEED_QUANT_UNROLL
-  for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
-  const unsigned char* w = p.w + block * p.k_groups * kQuantGroupBytes;
+  for (int r = 0; r < R; ++r) {
+    HEED_QUANT_UNROLL
+    for (int c = 0; c < C; ++c) acc[r][c] = Dot::zero();
+  }
   const index_t block_bytes = p.k_groups * kQuantGroupBytes;
+  const unsigned char* w = p.w + block * block_bytes;
   const unsigned char* x = p.x + row * p.x_row;
   for (index_t g = 0; g < p.k_groups; ++g) {
     __m512i wv[C];
@@ -268,11 +263,11 @@ HEED_TARGET_AVX512_BF16 void bf16_tile_avx512_bf16(const QuantizedProduct& p, in
     for (int c = 0; c < C; ++c) wv[c] = _mm512_loadu_si512(w + c * block_bytes + g * kQuantGroupBytes);
     HEED_QUANT_UNROLL
     for (int r = 0; r < R; ++r) {
-      std::int32_t pair;
-      std::memcpy(&pair, x + r * p.x_row + g * 4, 4);
-      const __m512i xv = _mm512_set1_epi32(pair);
+      std::int32_t lane;  // x's k group: 4 bytes or 2 bf16, broadcast
+      std::memcpy(&lane, x + r * p.x_row + g * 4, 4);
+      const __m512i xv = _mm512_set1_epi32(lane);
       HEED_QUANT_UNROLL
-      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)xv, (__m512bh)wv[c]);
+      for (int c = 0; c < C; ++c) acc[r][c] = Dot::add(acc[r][c], xv, wv[c]);
     }
   }
   HEED_QUANT_UNROLL
@@ -280,20 +275,17 @@ HEED_TARGET_AVX512_BF16 void bf16_tile_avx512_bf16(const QuantizedProduct& p, in
     const index_t n = column + c * kQuantLanes;
     const __mmask16 mask = column_mask(n, p.out_features);
     if (!mask) break;
-    const __m512 bias = p.bias ? _mm512_maskz_loadu_ps(mask, p.bias + n) : _mm512_setzero_ps();
     HEED_QUANT_UNROLL
-    for (int r = 0; r < R; ++r)
-      _mm512_mask_storeu_ps(p.out + (row + r) * p.out_features + n, mask,
-                            p.bias ? _mm512_add_ps(acc[r][c], bias) : acc[r][c]);
+    for (int r = 0; r < R; ++r) Dot::store(acc[r][c], p, row + r, n, mask);
   }
 }
 
 template <int R>
 void quantized_tile_avx512(Precision precision, const QuantizedProduct& p, index_t row, index_t block, index_t column) {
   if (precision == Precision::int8)
-    int8_tile_avx512_vnni<R>(p, row, block, column);
+    quantized_tile<Int8Vnni, R>(p, row, block, column);
   else
-    bf16_tile_avx512_bf16<R>(p, row, block, column);
+    quantized_tile<Bf16Avx512, R>(p, row, block, column);
 }
 #endif
 
@@ -489,8 +481,10 @@ class LowPrecisionWeight {
 
 #undef HEED_QUANT_UNROLL
 #undef HEED_TARGET_AVX512
+#undef HEED_QUANT_INLINE
 #undef HEED_TARGET_AVX512_VNNI
 #undef HEED_TARGET_AVX512_BF16
+#undef HEED_TARGET_AVX512_LOW_PRECISION
 #undef HEED_QUANT_PRAGMA
 
 #include "heed/detail/header_end.hpp"
