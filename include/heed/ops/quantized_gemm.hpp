@@ -39,8 +39,7 @@
 #include <limits>
 #include <vector>
 
-#include "heed/core/error.hpp"
-#include "heed/core/shape.hpp"
+#include "heed/core/tensor.hpp"
 #include "heed/detail/parallel.hpp"
 #include "heed/ops/cpu_features.hpp"
 #include "heed/ops/precision.hpp"
@@ -204,12 +203,6 @@ struct QuantizedProduct {
 };
 
 #if HEED_X86_64
-/// The mask of a vector's valid columns, from `column` of `out_features`.
-inline __mmask16 column_mask(index_t column, index_t out_features) {
-  const index_t valid = std::clamp<index_t>(out_features - column, 0, kQuantLanes);
-  return static_cast<__mmask16>((1u << valid) - 1u);
-}
-
 // What the tile below does with each precision's accumulators: start them, add a k
 // group's products, and write a vector of results (mask: its valid columns).
 struct Int8Vnni {
@@ -242,11 +235,10 @@ struct Bf16Avx512 {
   }
 };
 
-/// Rows [row, row + R) × the 64 columns from `column` (block `block`). Compiled for both
+/// Rows [row, row + R) × the 64 columns of blocks [block, block + 4). Compiled for both
 /// instruction sets; each precision's tile runs only where the CPU has its own.
 template <typename Dot, int R>
-HEED_TARGET_AVX512_LOW_PRECISION void quantized_tile(const QuantizedProduct& p, index_t row, index_t block,
-                                                     index_t column) {
+HEED_TARGET_AVX512_LOW_PRECISION void quantized_tile(const QuantizedProduct& p, index_t row, index_t block) {
   constexpr int C = static_cast<int>(kQuantTileVectors);
   typename Dot::Acc acc[R][C];
   HEED_QUANT_UNROLL
@@ -272,21 +264,25 @@ HEED_TARGET_AVX512_LOW_PRECISION void quantized_tile(const QuantizedProduct& p, 
   }
   HEED_QUANT_UNROLL
   for (int c = 0; c < C; ++c) {
-    const index_t n = column + c * kQuantLanes;
-    const __mmask16 mask = column_mask(n, p.out_features);
+    const index_t n = (block + c) * kQuantLanes;
+    const __mmask16 mask = n < p.out_features ? first_lanes(p.out_features - n) : 0;
     if (!mask) break;
     HEED_QUANT_UNROLL
     for (int r = 0; r < R; ++r) Dot::store(acc[r][c], p, row + r, n, mask);
   }
 }
 
-template <int R>
-void quantized_tile_avx512(Precision precision, const QuantizedProduct& p, index_t row, index_t block, index_t column) {
-  if (precision == Precision::int8)
-    quantized_tile<Int8Vnni, R>(p, row, block, column);
-  else
-    quantized_tile<Bf16Avx512, R>(p, row, block, column);
-}
+/// A precision's tiles by their rows, 1 to kQuantTileRows.
+using QuantizedTile = void (*)(const QuantizedProduct&, index_t row, index_t block);
+template <typename Dot>
+constexpr QuantizedTile kQuantizedTiles[kQuantTileRows + 1] = {nullptr,
+                                                               &quantized_tile<Dot, 1>,
+                                                               &quantized_tile<Dot, 2>,
+                                                               &quantized_tile<Dot, 3>,
+                                                               &quantized_tile<Dot, 4>,
+                                                               &quantized_tile<Dot, 5>,
+                                                               &quantized_tile<Dot, 6>};
+static_assert(kQuantTileRows == 6, "kQuantizedTiles lists a tile for each row count up to kQuantTileRows");
 #endif
 
 /// One vector of columns (block `block`), every row, without special instructions: the
@@ -413,49 +409,33 @@ class LowPrecisionWeight {
     if (rows <= 0) return;
     QuantizedProduct p{nullptr,       k_groups_ * 4,        packed_.data(), k_groups_, nullptr,
                        scale_.data(), compensation_.data(), bias,           out,       out_features_};
-    // x's rows, packed as the kernels read them: 128s (int8's zero) or zeros past in_features.
-    std::vector<unsigned char> xq(static_cast<std::size_t>(rows * p.x_row),
-                                  precision_ == Precision::int8 ? static_cast<unsigned char>(128) : 0);
-    std::vector<float> x_scale(precision_ == Precision::int8 ? static_cast<std::size_t>(rows) : 0);
+    // x's rows as the kernels read them (128s, int8's zero, or zeros past in_features),
+    // then int8's scales: an idle buffer of the buffer cache, not an allocation per call.
+    Tensor<float> buffer = make_tensor<float>(Shape{rows * (p.x_row / 4 + 1)}, Device::cpu(), "LowPrecisionWeight x");
+    auto* const xq = reinterpret_cast<unsigned char*>(buffer.data());
+    float* const x_scale = buffer.data() + rows * p.x_row / 4;
     const CpuFeatures features = cpu_features();
     for (index_t r = 0; r < rows; ++r) {
       const float* row = x + r * in_features_;
-      unsigned char* packed = xq.data() + r * p.x_row;
+      unsigned char* packed = xq + r * p.x_row;
+      std::fill(packed, packed + p.x_row, precision_ == Precision::int8 ? static_cast<unsigned char>(128) : 0);
       if (precision_ == Precision::int8)
-        x_scale[static_cast<std::size_t>(r)] = int8_row(features.avx512, row, in_features_, packed);
+        x_scale[r] = int8_row(features.avx512, row, in_features_, packed);
       else
         bf16_row(features.avx512, row, in_features_, packed);
     }
-    p.x = xq.data();
-    p.x_scale = x_scale.data();
+    p.x = xq;
+    p.x_scale = x_scale;
     const bool vector = precision_ == Precision::int8 ? features.avx512_vnni : features.avx512_bf16;
     const index_t tiles = blocks_ / kQuantTileVectors;
     parallel_tasks(tiles, rows * out_features_ * in_features_, [&](index_t tile) {
       const index_t block = tile * kQuantTileVectors;
 #if HEED_X86_64
       if (vector) {
-        index_t row = 0;
-        for (; row + kQuantTileRows <= rows; row += kQuantTileRows)
-          quantized_tile_avx512<kQuantTileRows>(precision_, p, row, block, block * kQuantLanes);
-        switch (rows - row) {
-          case 5:
-            quantized_tile_avx512<5>(precision_, p, row, block, block * kQuantLanes);
-            break;
-          case 4:
-            quantized_tile_avx512<4>(precision_, p, row, block, block * kQuantLanes);
-            break;
-          case 3:
-            quantized_tile_avx512<3>(precision_, p, row, block, block * kQuantLanes);
-            break;
-          case 2:
-            quantized_tile_avx512<2>(precision_, p, row, block, block * kQuantLanes);
-            break;
-          case 1:
-            quantized_tile_avx512<1>(precision_, p, row, block, block * kQuantLanes);
-            break;
-          default:
-            break;
-        }
+        const QuantizedTile* by_rows =
+            precision_ == Precision::int8 ? kQuantizedTiles<Int8Vnni> : kQuantizedTiles<Bf16Avx512>;
+        for (index_t row = 0; row < rows; row += kQuantTileRows)
+          by_rows[std::min(kQuantTileRows, rows - row)](p, row, block);
         return;
       }
 #endif
