@@ -48,7 +48,10 @@ const std::string kUsage =
     "  --num-examples   pairs to read, d2l's num_examples (default 600; at most 2^40)\n"
     "  --epochs         training epochs (default: d2l's, 200 transformer / 250 bahdanau; at most 2^30)\n" +
     std::string(heed::kPredictFlagsUsage) +
-    "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters)\n"
+    "  --save, --load   a safetensors checkpoint (weights, vocabularies, hyper-parameters);\n"
+    "                   with --precision bf16 or int8, --save writes the converted weights (a\n"
+    "                   quantised checkpoint, a half or a quarter of the size), which --load\n"
+    "                   reads back in that precision\n"
     "  --marian         load a MarianMT (OPUS-MT) model directory as transformers writes it\n"
     "                   (config.json, model.safetensors, source.spm, target.spm, vocab.json);\n"
     "                   sentences are read as written (cased), --beam and --length-penalty\n"

@@ -5,30 +5,13 @@
 #include <heed/nn/convert_weights.hpp>
 #include <heed/nn/sequential.hpp>
 
-namespace {
-
-/// An embedding, a hidden Linear and an output Linear tied to the embedding.
-struct TiedNet : heed::Module<float> {
-  explicit TiedNet(heed::Generator& gen)
-      : heed::Module<float>("TiedNet"), embedding(50, 24, gen), hidden(24, 24, true, gen), output(24, 50, true, gen) {
-    register_module("embedding", embedding);
-    register_module("hidden", hidden);
-    register_module("output", output);
-    heed::tie_parameter(output.weight, embedding.weight);
-  }
-  // tokens: (batch, steps) -> logits (batch, steps, 50)
-  Tensorf forward(const heed::IndexTensor& tokens) const { return output(hidden(embedding(tokens)).relu()); }
-  heed::Embedding<float> embedding;
-  heed::Linear<float> hidden, output;
-};
-
-}  // namespace
+#include "tied_net.hpp"
 
 TEST_CASE("convert_weights_ multiplies by converted weights, shares tied ones and frees the fp32 tensors", "[nn]") {
   for (const heed::Precision precision : {heed::Precision::bf16, heed::Precision::int8}) {
     INFO(heed::to_string(precision));
     heed::Generator gen(41);
-    TiedNet net(gen);
+    heed_test::TiedNet net(gen);
     const heed::IndexTensor tokens({3, 7, 49, 0, 12, 3}, heed::Shape{2, 3});
     const Tensorf before = net.forward(tokens);
     const Tensorf table = net.embedding.weight.clone(), hidden = net.hidden.weight.clone();

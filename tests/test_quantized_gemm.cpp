@@ -150,6 +150,43 @@ TEST_CASE("int8 quantises each weight row to 127 steps of its largest magnitude"
   }
 }
 
+TEST_CASE("A weight unpacked to its stored values and packed back multiplies bit for bit as before", "[ops]") {
+  // 70 rows and 37 columns: a partial tile of features and a partial k group of each width.
+  const Tensorf w = heed::uniform<float>({70, 37}, -2.0f, 2.0f, heed::default_generator());
+  const Tensorf x = heed::uniform<float>({5, 37}, -1.0f, 1.0f, heed::default_generator());
+  const Tensorf b = heed::uniform<float>({70}, -1.0f, 1.0f, heed::default_generator());
+  for (const Precision precision : {Precision::bf16, Precision::int8}) {
+    INFO(heed::to_string(precision));
+    const LowPrecisionWeight converted(w.data(), 70, 37, precision);
+    std::vector<float> row(37), again(37);
+    if (precision == Precision::int8) {
+      std::vector<std::int8_t> q(70 * 37);
+      std::vector<float> scale(70);
+      converted.unpack_int8(q.data(), scale.data());
+      CHECK_THROWS_WITH(converted.unpack_bf16(nullptr), Contains("unpack_bf16: the weight is int8"));
+      for (index_t k = 0; k < 37; ++k) CHECK(std::abs(q[k] * scale[0] - w.data()[k]) <= scale[0] * 0.5001f);
+      const LowPrecisionWeight back = LowPrecisionWeight::from_int8(q.data(), scale.data(), 70, 37);
+      CHECK(apply(back, x, b.data()) == apply(converted, x, b.data()));
+      back.row(69, again.data());
+      converted.row(69, row.data());
+      CHECK(again == row);
+      scale[4] = -1.0f;
+      CHECK_THROWS_WITH(LowPrecisionWeight::from_int8(q.data(), scale.data(), 70, 37),
+                        Contains("from_int8: row 4 of (70, 37) has scale -1"));
+    } else {
+      std::vector<std::uint16_t> bits(70 * 37);
+      converted.unpack_bf16(bits.data());
+      CHECK_THROWS_WITH(converted.unpack_int8(nullptr, nullptr), Contains("unpack_int8: the weight is bf16"));
+      CHECK(bits[5] == heed::detail::float_to_bf16_bits(w.data()[5]));
+      const LowPrecisionWeight back = LowPrecisionWeight::from_bf16(bits.data(), 70, 37);
+      CHECK(apply(back, x, b.data()) == apply(converted, x, b.data()));
+      back.row(33, again.data());
+      converted.row(33, row.data());
+      CHECK(again == row);
+    }
+  }
+}
+
 TEST_CASE("LowPrecisionWeight refuses fp32, empty weights, non-finite int8 weights and over-long int8 rows", "[ops]") {
   const std::vector<float> w{1.0f, std::numeric_limits<float>::infinity(), 0.0f, 2.0f};
   CHECK_THROWS_WITH(LowPrecisionWeight(w.data(), 2, 2, Precision::fp32), Contains("bf16 or int8, got fp32"));

@@ -74,7 +74,7 @@ TEST_CASE("A train_translator training checkpoint of the old format loads, and i
   for (const auto& [key, value] : metadata) CHECK(file.at(key) == value);
 }
 
-TEST_CASE("A Translator's weights converted to int8 translate in int8, and saving is refused afterwards",
+TEST_CASE("A Translator's weights converted to int8 translate in int8 and save a quantised checkpoint",
           "[seq2seq][translator]") {
   heed::Translator translator = heed::Translator::load(kV1Dir + "/translator_v1_transformer.safetensors");
   heed::PredictOptions options;
@@ -83,19 +83,31 @@ TEST_CASE("A Translator's weights converted to int8 translate in int8, and savin
   const heed::ConvertedWeights converted = translator.convert_weights_(heed::Precision::int8);
   CHECK(translator.weights_precision() == heed::Precision::int8);
   CHECK(converted.tensors > 0);
-  // The biases, layer norms and the output layer's bias remain parameters.
-  CHECK(translator.num_parameters() == 1776 - static_cast<heed::index_t>(converted.fp32_bytes / sizeof(float)));
+  CHECK(translator.num_parameters() == 1776);  // the converted weights counted too
   const auto t = translator.translate({"go ."}, options)[0];
   CHECK(t.score == Approx(fp32_score).epsilon(0.05));
   CHECK(translator.convert_weights_(heed::Precision::int8).tensors == 0);
   CHECK_ERROR(heed::ValueError, "Translator::convert_weights_: the weights are already int8, not bf16",
               translator.convert_weights_(heed::Precision::bf16));
+  CHECK_ERROR(heed::ValueError, "Translator::save_marian: a transformer translator is saved with save()",
+              translator.save_marian("unused"));
+
+  // Saved, its weights stay int8 (a quarter of the file) and load back as they were.
   const auto path = std::filesystem::temp_directory_path() / "heed_test_translator_int8.safetensors";
-  CHECK_ERROR(heed::ValueError,
-              "Translator::save: the weights were converted to int8 for inference (convert_weights_): save before "
-              "converting them",
-              translator.save(path.string()));
-  CHECK_FALSE(std::filesystem::exists(path));
+  translator.save(path.string());
+  const heed::SafetensorsHeader header = heed::read_safetensors_header(path.string());
+  CHECK(header.tensors.at("encoder.embedding.weight").dtype == "I8");
+  CHECK(header.metadata.at("heed.converted_weights").find("decoder.dense.weight int8\n") != std::string::npos);
+  heed::Translator loaded = heed::Translator::load(path.string());
+  std::filesystem::remove(path);
+  CHECK(loaded.weights_precision() == heed::Precision::int8);
+  CHECK(loaded.num_parameters() == 1776);
+  const auto again = loaded.translate({"go ."}, options)[0];
+  CHECK(again.tokens == t.tokens);
+  CHECK(again.score == t.score);
+  CHECK_ERROR(heed::ValueError, "Translator::convert_weights_: the weights are already int8, not bf16",
+              loaded.convert_weights_(heed::Precision::bf16));
+
   heed::TranslatorConfig config;
   config.model = "bahdanau";
   config.num_hiddens = 8, config.embed_size = 4, config.num_layers = 1, config.num_steps = 6;

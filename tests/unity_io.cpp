@@ -6,4 +6,5 @@
 #include "test_average.cpp"
 #include "test_base64.cpp"
 #include "test_checkpoint.cpp"
+#include "test_quantised_checkpoint.cpp"
 #include "test_safetensors.cpp"

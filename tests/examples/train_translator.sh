@@ -142,6 +142,16 @@ for precision in bf16 int8; do
   score=$(score_of "$out")
   awk -v a="$score" -v b="$fp32" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d * d <= (0.05 * b) ^ 2 + 1e-6) }' ||
     fail "$precision's score '$score' is not within 5 % of fp32's '$fp32': $out"
+  # --save after --precision: a quantised checkpoint, smaller, that loads back in that
+  # precision and translates with the same score.
+  out=$("$translate" --load "$ckpt" --precision $precision --save "$dir/$precision.safetensors" 2>&1) ||
+    fail "translate --precision $precision --save: $out"
+  [ "$(stat -c %s "$dir/$precision.safetensors")" -lt "$(stat -c %s "$ckpt")" ] ||
+    fail "the $precision checkpoint is not smaller than the fp32 one"
+  out=$("$translate" --load "$dir/$precision.safetensors" --beam 2 "i'm calm ." 2>&1) ||
+    fail "translate --load a $precision checkpoint: $out"
+  grep -q "parameters, weights in $precision)" <<<"$out" || fail "not loaded in $precision: $out"
+  [ "$(score_of "$out")" = "$score" ] || fail "the $precision checkpoint scores $(score_of "$out"), not $score: $out"
 done
 for bad in "--top-p 0" "--temperature -1" "--n-best 3" "--top-k x"; do
   # shellcheck disable=SC2086

@@ -14,6 +14,7 @@
 #include <heed/core/generator.hpp>
 #include <heed/io/checkpoint.hpp>
 #include <heed/io/safetensors.hpp>
+#include <heed/nn/convert_weights.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +77,14 @@ void checkpoint_seeds(const fs::path& dir) {
   heed_fuzz::TinyNet net(gen);
   heed::save_checkpoint(net, (dir / "tiny.safetensors").string());
   heed::save_checkpoint(net, (dir / "tiny_metadata.safetensors").string(), {{"epochs", "200"}, {"lr", "0.005"}});
+  // Quantised checkpoints: the weights in int8 (with their scales) and in bf16.
+  for (const heed::Precision precision : {heed::Precision::int8, heed::Precision::bf16}) {
+    heed::Generator again(11);
+    heed_fuzz::TinyNet converted(again);
+    heed::convert_weights_(converted, precision);
+    heed::save_checkpoint(converted,
+                          (dir / ("tiny_" + std::string(heed::to_string(precision)) + ".safetensors")).string());
+  }
   // Near misses: one wrong shape, one tensor missing, the right names in F64.
   heed::save_safetensors((dir / "wrong_shape.safetensors").string(), Records{{"fc.weight", record("F32", {2, 3}, 4)},
                                                                              {"fc.bias", record("F32", {2}, 4)},

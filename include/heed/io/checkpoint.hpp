@@ -12,6 +12,15 @@
 // where asked (half the file of F32; pretrained HuggingFace checkpoints often come so).
 // load converts F32, F64, F16 and BF16 to the model's type.
 //
+// A float module whose weights were converted for inference (convert_weights_, heed/nn/
+// convert_weights.hpp) saves them as they are, a quantised checkpoint: an int8 weight as
+// I8 values with an F32 "<name>_scale" of one scale per row (w ≈ q · scale, PyTorch's
+// per-channel scale; CTranslate2's weight_scale is its reciprocal), a bf16 one as BF16,
+// each listed with its precision in the metadata's "heed.converted_weights" (a line
+// "<name> int8" each). load reads such a weight into the module as its converted form,
+// without an fp32 copy, whatever the module held; a weight the file holds in fp32 loads
+// into a module that held it converted as fp32 again.
+//
 // save is atomic as save_safetensors is, so a checkpoint is never half-written; load
 // reads and checks everything before it touches a parameter, so a failed load leaves the
 // module bit-for-bit as it was, and a mismatch names what is missing, unexpected, or of
@@ -20,8 +29,11 @@
 
 #include "heed/detail/header_begin.hpp"
 
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <new>
 #include <set>
 #include <string>
@@ -31,6 +43,8 @@
 #include "heed/autograd/node.hpp"
 #include "heed/io/safetensors.hpp"
 #include "heed/nn/module.hpp"
+#include "heed/ops/precision.hpp"
+#include "heed/ops/quantized_gemm.hpp"
 
 namespace heed {
 
@@ -47,6 +61,46 @@ inline std::string format_names(const std::vector<std::string>& names) {
 
 }  // namespace detail
 
+namespace detail {
+
+/// The metadata key listing a checkpoint's converted weights, a line "<name> <precision>"
+/// each (precision int8 or bf16).
+inline constexpr const char* kConvertedWeightsKey = "heed.converted_weights";
+
+/// The converted weights of `module` as items to write, int8 as I8 values and an F32
+/// "<name>_scale", bf16 as BF16, their bytes kept in `bytes` until written, and listed
+/// in `metadata` (whose kConvertedWeightsKey is refused: heed writes it).
+template <typename T>
+void add_converted_items(const char* op, const std::string& path, const Module<T>& module,
+                         std::vector<SafetensorsItem>& items, std::vector<std::vector<unsigned char>>& bytes,
+                         std::map<std::string, std::string>& metadata) {
+  HEED_CHECK(metadata.count(kConvertedWeightsKey) == 0, ValueError, op, ": ", path, ": metadata key '",
+             kConvertedWeightsKey, "' is reserved: heed lists a module's converted weights under it");
+  const auto converted_weights = module.named_converted_weights();
+  bytes.reserve(bytes.size() + 2 * converted_weights.size());  // no reallocation: items point into it
+  std::string listed;
+  for (const auto& [name, converted] : converted_weights) {
+    const LowPrecisionWeight& w = *converted;
+    const std::vector<index_t> shape{w.out_features(), w.in_features()};
+    const auto numel = static_cast<std::size_t>(w.out_features() * w.in_features());
+    if (w.precision() == Precision::int8) {
+      std::vector<unsigned char>& values = bytes.emplace_back(numel);
+      std::vector<unsigned char>& scales = bytes.emplace_back(static_cast<std::size_t>(w.out_features()) * 4);
+      w.unpack_int8(reinterpret_cast<std::int8_t*>(values.data()), reinterpret_cast<float*>(scales.data()));
+      items.push_back({name, "I8", shape, values.data(), values.size(), 1, false});
+      items.push_back({name + "_scale", "F32", {w.out_features()}, scales.data(), scales.size(), 4, true});
+    } else {
+      std::vector<unsigned char>& values = bytes.emplace_back(numel * 2);
+      w.unpack_bf16(reinterpret_cast<std::uint16_t*>(values.data()));
+      items.push_back({name, "BF16", shape, values.data(), values.size(), 2, true});
+    }
+    listed += name + " " + to_string(w.precision()) + "\n";
+  }
+  if (!listed.empty()) metadata[kConvertedWeightsKey] = listed;
+}
+
+}  // namespace detail
+
 // ---- checkpoints --------------------------------------------------------------------
 
 /// Saves module.named_parameters() (not the buffers) under their dotted names, which are
@@ -56,13 +110,7 @@ inline std::string format_names(const std::vector<std::string>& names) {
 template <typename T>
 void save_checkpoint(const Module<T>& module, const std::string& path,
                      const std::map<std::string, std::string>& metadata = {}) {
-  std::vector<detail::SafetensorsItem> items;
-  std::vector<Tensor<T>> on_host;  // parameters on a device copied out, alive until written
-  for (const auto& [name, parameter] : module.named_parameters()) {
-    on_host.push_back(detail::on_host(parameter));
-    items.push_back(detail::safetensors_item("save_checkpoint", path, name, on_host.back()));
-  }
-  detail::write_safetensors("save_checkpoint", path, std::move(items), metadata);
+  save_checkpoint(module, path, metadata, detail::safetensors_dtype<T>());
 }
 
 /// As above, every parameter saved as `dtype`: the module's own ("F32" for float, "F64"
@@ -74,19 +122,26 @@ void save_checkpoint(const Module<T>& module, const std::string& path,
 template <typename T>
 void save_checkpoint(const Module<T>& module, const std::string& path,
                      const std::map<std::string, std::string>& metadata, const std::string& dtype) {
-  detail::save_tensors_as("save_checkpoint", path, module.named_parameters(), metadata, dtype);
+  std::vector<detail::SafetensorsItem> items;
+  std::vector<std::vector<unsigned char>> bytes;
+  std::map<std::string, std::string> all_metadata = metadata;
+  detail::add_converted_items("save_checkpoint", path, module, items, bytes, all_metadata);
+  detail::save_tensors_as("save_checkpoint", path, module.named_parameters(), all_metadata, dtype, std::move(items));
 }
 
 namespace detail {
 
 /// Reads the tensors of `reader` that `expected` names (name → shape), all of them with
-/// T's type, into new host tensors (F32, F64, F16 and BF16 convert to T). The file must hold exactly
-/// those names: a missing or extra name, another dtype or a shape that differs, or damage
-/// throws FileError naming the file and what differs, before anything outside is touched.
+/// T's type, into new host tensors (F32, F64, F16 and BF16 convert to T), except those
+/// `raw` names (name → dtype), which must have that dtype and whose bytes, as the file
+/// holds them, go to `raw_bytes`. The file must hold exactly those names: a missing or
+/// extra name, another dtype or a shape that differs, or damage throws FileError naming
+/// the file and what differs, before anything outside is touched.
 template <typename T>
-std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& reader,
-                                                         const std::vector<std::pair<std::string, Shape>>& expected,
-                                                         const char* what) {
+std::map<std::string, Tensor<T>> read_checkpoint_tensors(
+    SafetensorsReader& reader, const std::vector<std::pair<std::string, Shape>>& expected, const char* what,
+    const std::map<std::string, std::string>& raw = {},
+    std::map<std::string, std::vector<unsigned char>>* raw_bytes = nullptr) {
   using Entry = SafetensorsReader::Entry;
   std::map<std::string, const Entry*> in_file;
   for (const Entry& e : reader.entries()) in_file[e.name] = &e;
@@ -112,8 +167,10 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
   std::vector<std::string> problems;
   for (const auto& [name, shape] : expected) {
     const Entry& e = *in_file.at(name);
-    if (e.dtype != dtype && !is_floating(e.dtype))
-      problems.push_back(concat("tensor '", name, "': dtype ", e.dtype, ", model wants ", dtype));
+    const auto exact = raw.find(name);
+    if (exact != raw.end() ? e.dtype != exact->second : e.dtype != dtype && !is_floating(e.dtype))
+      problems.push_back(
+          concat("tensor '", name, "': dtype ", e.dtype, ", model wants ", exact != raw.end() ? exact->second : dtype));
     if (e.shape != shape.to_vector())
       problems.push_back(concat("tensor '", name, "': shape ", format_shape(e.shape), " in the file, model wants ",
                                 format_shape(shape.to_vector())));
@@ -132,9 +189,14 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
   std::map<std::string, std::vector<unsigned char>> converted;  // the file's bytes of another dtype
   try {
     for (const auto& [name, shape] : expected) {
-      values.emplace(name, Tensor<T>::empty(shape));
       const Entry& e = *in_file.at(name);
-      if (e.dtype != dtype) converted[name].resize(static_cast<std::size_t>(e.end - e.begin));
+      const auto size = static_cast<std::size_t>(e.end - e.begin);
+      if (raw.count(name)) {
+        (*raw_bytes)[name].resize(size);
+        continue;
+      }
+      values.emplace(name, Tensor<T>::empty(shape));
+      if (e.dtype != dtype) converted[name].resize(size);
     }
   } catch (const OutOfMemoryError& e) {
     reader.out_of_memory("for the new values: ", e.what());
@@ -142,6 +204,7 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
     reader.out_of_memory("for the ", reader.data_size(), " bytes of the new values");
   }
   reader.read_data([&](const Entry& e) {
+    if (raw.count(e.name)) return raw_bytes->at(e.name).data();
     return converted.count(e.name) ? converted.at(e.name).data()
                                    : reinterpret_cast<unsigned char*>(values.at(e.name).data());
   });
@@ -179,22 +242,156 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(SafetensorsReader& read
 
 }  // namespace detail
 
+namespace detail {
+
+/// The converted weights a checkpoint's metadata lists (kConvertedWeightsKey), name →
+/// precision; FileError starting with `where` ("load_checkpoint: path") for a list that
+/// does not parse.
+inline std::map<std::string, Precision> converted_weights_of(const std::map<std::string, std::string>& metadata,
+                                                             const std::string& where) {
+  std::map<std::string, Precision> out;
+  const auto it = metadata.find(kConvertedWeightsKey);
+  if (it == metadata.end()) return out;
+  std::size_t begin = 0;
+  while (begin < it->second.size()) {
+    std::size_t end = it->second.find('\n', begin);
+    if (end == std::string::npos) end = it->second.size();
+    const std::string line = it->second.substr(begin, end - begin);
+    begin = end + 1;
+    const std::size_t space = line.rfind(' ');
+    const std::string name = space == std::string::npos ? "" : line.substr(0, space);
+    const std::string precision = space == std::string::npos ? "" : line.substr(space + 1);
+    if (name.empty() || (precision != "int8" && precision != "bf16") ||
+        !out.emplace(name, precision == "int8" ? Precision::int8 : Precision::bf16).second)
+      throw FileError(concat(where, ": metadata '", kConvertedWeightsKey, "': line '", line.substr(0, 80),
+                             "' is not '<name> int8' or '<name> bf16' of a weight listed once"));
+  }
+  return out;
+}
+
+/// A converted weight read from a checkpoint's bytes (int8: values and scales; bf16:
+/// bits, little-endian); FileError for a scale that is negative or not finite.
+inline std::shared_ptr<const LowPrecisionWeight> converted_weight_of(
+    const SafetensorsReader& reader, const std::string& name, Precision precision, const Shape& shape,
+    std::map<std::string, std::vector<unsigned char>>& raw) {
+  const index_t out = shape[0], in = shape[1];
+  std::vector<unsigned char>& values = raw.at(name);
+  std::shared_ptr<const LowPrecisionWeight> result;
+  if (precision == Precision::int8) {
+    std::vector<unsigned char>& scale_bytes = raw.at(name + "_scale");
+    std::vector<float> scales(static_cast<std::size_t>(out));
+    for (index_t n = 0; n < out; ++n) {
+      std::uint32_t bits = 0;
+      for (int b = 0; b < 4; ++b) bits |= std::uint32_t(scale_bytes[static_cast<std::size_t>(4 * n + b)]) << 8 * b;
+      std::memcpy(&scales[static_cast<std::size_t>(n)], &bits, 4);
+      const float scale = scales[static_cast<std::size_t>(n)];
+      if (!std::isfinite(scale) || scale < 0.0f)
+        reader.fail("tensor '", name, "_scale': row ", n, " has scale ", scale, ", not a finite non-negative number");
+    }
+    result = std::make_shared<const LowPrecisionWeight>(
+        LowPrecisionWeight::from_int8(reinterpret_cast<const std::int8_t*>(values.data()), scales.data(), out, in));
+  } else {
+    std::vector<std::uint16_t> bits(values.size() / 2);
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      bits[i] = static_cast<std::uint16_t>(values[2 * i] | values[2 * i + 1] << 8);
+    result = std::make_shared<const LowPrecisionWeight>(LowPrecisionWeight::from_bf16(bits.data(), out, in));
+  }
+  std::vector<unsigned char>().swap(values);  // freed as each converts: the bytes are not held twice
+  return result;
+}
+
+}  // namespace detail
+
 /// Loads every parameter of `module` from a safetensors file (heed's or PyTorch's) and
 /// returns the file's metadata. The file must hold exactly the module's parameter names,
 /// each F32, F64, F16 or BF16 (converted to T, as PyTorch's load_state_dict converts)
-/// with the parameter's shape. Any
-/// difference or damage throws FileError naming the file and saying what differs, and
-/// leaves the module bit-for-bit as it was: everything is read and checked first.
+/// with the parameter's shape; a float module's convertible weight (a Linear's or an
+/// Embedding's) may be stored converted instead, as the top of this file says, and is
+/// then loaded as such. Any difference or damage throws FileError naming the file and
+/// saying what differs, and leaves the module bit-for-bit as it was: everything is read
+/// and checked first.
 template <typename T>
 std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std::string& path) {
   detail::SafetensorsReader reader("load_checkpoint", path);
-  auto parameters = module.named_parameters();
+  const std::map<std::string, Precision> stored =
+      detail::converted_weights_of(reader.metadata(), detail::concat("load_checkpoint: ", path));
+  if (!std::is_same_v<T, float> && !stored.empty())
+    reader.fail("holds weights converted to ", to_string(stored.begin()->second), " ('", stored.begin()->first,
+                "'), which load into a float model only, not a ", Tensor<T>::dtype(), " one");
+  // Each parameter by its first name: the fp32 ones, then the converted ones.
   std::vector<std::pair<std::string, Shape>> expected;
-  for (const auto& [name, parameter] : parameters) expected.emplace_back(name, parameter.shape());
-  std::map<std::string, Tensor<T>> values = detail::read_checkpoint_tensors<T>(reader, expected, "parameters");
+  std::map<std::string, Tensor<T>> targets;
+  for (const auto& [name, parameter] : module.named_parameters()) {
+    targets.emplace(name, parameter);
+    expected.emplace_back(name, parameter.shape());
+  }
+  const auto groups = detail::convertible_groups(module);
+  std::map<std::string, const detail::ConvertibleGroup<T>*> group_of;
+  for (const auto& group : groups) {
+    group_of.emplace(group.name, &group);
+    if (group.converted())
+      expected.emplace_back(group.name, Shape{group.converted()->out_features(), group.converted()->in_features()});
+  }
+  const auto shape_of = [&](const std::string& name) -> Shape {
+    for (const auto& [n, shape] : expected)
+      if (n == name) return shape;
+    return {};
+  };
+  // The weights stored converted: their values (and scales) read as the file holds them.
+  std::map<std::string, std::string> raw;
+  for (const auto& [name, precision] : stored) {
+    const auto group = group_of.find(name);
+    if (group == group_of.end())
+      reader.fail("metadata '", detail::kConvertedWeightsKey, "' lists '", name, "' as ", to_string(precision),
+                  ", which is not a convertible weight of the model (a Linear's or an Embedding's)");
+    raw.emplace(name, precision == Precision::int8 ? "I8" : "BF16");
+    if (precision == Precision::int8) {
+      const Shape& shape = shape_of(name);
+      if (shape[1] > detail::kMaxInt8InFeatures)
+        reader.fail("tensor '", name, "' ", to_string(shape), ": int8 weights take at most ",
+                    detail::kMaxInt8InFeatures, " columns");
+      raw.emplace(name + "_scale", "F32");
+      expected.emplace_back(name + "_scale", Shape{shape[0]});
+    }
+  }
+  std::map<std::string, std::vector<unsigned char>> raw_bytes;
+  std::map<std::string, Tensor<T>> values =
+      detail::read_checkpoint_tensors<T>(reader, expected, "parameters", raw, &raw_bytes);
+  std::map<std::string, std::shared_ptr<const detail::LowPrecisionWeight>> converted;
+  if constexpr (std::is_same_v<T, float>) {
+    try {
+      for (const auto& [name, precision] : stored) {
+        converted.emplace(name, detail::converted_weight_of(reader, name, precision, shape_of(name), raw_bytes));
+      }
+    } catch (const std::bad_alloc&) {
+      reader.out_of_memory("for the converted weights");
+    }
+  }
+  // A weight the module held converted and the file holds in fp32 becomes a parameter again.
+  for (auto& [name, value] : values)
+    if (targets.count(name) == 0) value.requires_grad_();
   // Everything is read and checked: from here on nothing can fail.
   NoGradGuard no_grad;
-  for (auto& [name, parameter] : parameters) parameter.copy_(values.at(name));
+  bool freed = false;
+  for (auto& [name, value] : values) {
+    const auto target = targets.find(name);
+    if (target != targets.end()) {
+      target->second.copy_(value);
+      continue;
+    }
+    for (const auto& member : group_of.at(name)->members) {  // converted in the module, fp32 in the file
+      *member.weight = value;
+      member.converted->reset();
+    }
+  }
+  for (auto& [name, weight] : converted) {
+    for (const auto& member : group_of.at(name)->members) {
+      *member.converted = weight;
+      *member.weight = Tensor<T>();
+    }
+    freed = true;
+  }
+  if (freed) empty_buffer_cache();  // the fp32 storage of the weights now converted
   return reader.metadata();
 }
 

@@ -297,13 +297,14 @@ namespace detail {
 
 /// Writes named tensors as `dtype` (T's own, or F16 / BF16 for float and double), for
 /// save_safetensors and save_checkpoint (`op` names the caller in errors): device
-/// tensors copied to the host, 2-byte floats converted, both kept alive until written.
+/// tensors copied to the host, 2-byte floats converted, both kept alive until written;
+/// `items` (whose bytes the caller keeps) are written with them.
 template <typename T>
 void save_tensors_as(const char* op, const std::string& path,
                      const std::vector<std::pair<std::string, Tensor<T>>>& tensors,
-                     const std::map<std::string, std::string>& metadata, const std::string& dtype) {
+                     const std::map<std::string, std::string>& metadata, const std::string& dtype,
+                     std::vector<SafetensorsItem> items = {}) {
   check_save_dtype<T>(concat(op, ": ", path), dtype);
-  std::vector<SafetensorsItem> items;
   std::vector<Tensor<T>> host;
   std::vector<std::vector<unsigned char>> converted(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {

@@ -5,7 +5,8 @@
 //   heed::convert_weights_(*net, heed::Precision::int8);   // a quarter of the weights' bytes
 //   auto y = (*net)(x);                                    // int8 products from now on
 //
-// Every Linear's weight and every Embedding's table becomes a detail::LowPrecisionWeight
+// Every Linear's weight and every Embedding's table (every parameter a module registers
+// as convertible: Module::register_convertible) becomes a detail::LowPrecisionWeight
 // (heed/ops/quantized_gemm.hpp: int8 with a scale per row, or bf16), which the module
 // then multiplies by (or reads rows of), whatever PredictOptions::precision says; a
 // tensor that several modules share (an embedding tied to the output layer) is
@@ -27,7 +28,6 @@
 
 #include <cmath>
 #include <cstddef>
-#include <map>
 #include <memory>
 #include <vector>
 
@@ -44,17 +44,6 @@ struct ConvertedWeights {
   std::size_t fp32_bytes = 0, converted_bytes = 0;
 };
 
-namespace detail {
-
-inline void collect_convertible(Module<float>& module, std::vector<Linear<float>*>& linears,
-                                std::vector<Embedding<float>*>& embeddings) {
-  if (auto* linear = dynamic_cast<Linear<float>*>(&module)) linears.push_back(linear);
-  if (auto* table = dynamic_cast<Embedding<float>*>(&module)) embeddings.push_back(table);
-  for (auto& [name, child] : module.named_children()) collect_convertible(*child, linears, embeddings);
-}
-
-}  // namespace detail
-
 /// Converts `net`'s Linear weights and Embedding tables to `precision` (bf16 or int8) as
 /// the top of this file says, and returns what it converted. Modules already converted
 /// stay as they are. Each tensor is freed as soon as its last module is converted, and
@@ -67,39 +56,31 @@ inline ConvertedWeights convert_weights_(Module<float>& net, Precision precision
              "convert_weights_: precision must be bf16 or int8 (fp32 is the weights as they are)");
   HEED_CHECK(net.device().is_cpu(), ValueError, "convert_weights_: ", to_string(precision),
              " weights are for the CPU, got a net on ", to_string(net.device()));
-  std::vector<Linear<float>*> linears;
-  std::vector<Embedding<float>*> embeddings;
-  detail::collect_convertible(net, linears, embeddings);
+  const auto groups = detail::convertible_groups(net);
   if (precision == Precision::int8)
-    for (const auto& [name, p] : net.named_parameters()) {
-      bool converted_here = false;
-      for (const Linear<float>* l : linears) converted_here = converted_here || l->weight.is_same(p);
-      for (const Embedding<float>* e : embeddings) converted_here = converted_here || e->weight.is_same(p);
-      if (!converted_here) continue;
-      const float* v = p.data();
-      for (index_t i = 0; i < p.numel(); ++i)
-        HEED_CHECK(std::isfinite(v[i]), ValueError, "convert_weights_: int8: '", name, "' ", to_string(p.shape()),
-                   " holds ", v[i], " at flat position ", i, ": int8 scales need finite weights");
+    for (const auto& group : groups) {
+      if (group.converted()) continue;
+      const Tensor<float>& w = group.weight();
+      for (index_t i = 0; i < w.numel(); ++i)
+        HEED_CHECK(std::isfinite(w.data()[i]), ValueError, "convert_weights_: int8: '", group.name, "' ",
+                   to_string(w.shape()), " holds ", w.data()[i], " at flat position ", i,
+                   ": int8 scales need finite weights");
     }
-  // Each distinct tensor once, by its storage: tied weights share their conversion.
-  std::map<const float*, std::shared_ptr<const detail::LowPrecisionWeight>> converted;
   ConvertedWeights report;
-  const auto convert = [&](Tensor<float>& weight, std::shared_ptr<const detail::LowPrecisionWeight>& into) {
-    if (into) return;  // converted before
-    auto& slot = converted[weight.data()];
-    if (!slot) {
-      slot = std::make_shared<const detail::LowPrecisionWeight>(weight.data(), weight.shape()[0], weight.shape()[1],
-                                                                precision);
-      ++report.tensors;
-      report.fp32_bytes += static_cast<std::size_t>(weight.numel()) * sizeof(float);
-      report.converted_bytes += slot->bytes();
+  for (const auto& group : groups) {
+    if (group.converted()) continue;  // converted before
+    const Tensor<float>& w = group.weight();
+    auto converted =
+        std::make_shared<const detail::LowPrecisionWeight>(w.data(), w.shape()[0], w.shape()[1], precision);
+    ++report.tensors;
+    report.fp32_bytes += static_cast<std::size_t>(w.numel()) * sizeof(float);
+    report.converted_bytes += converted->bytes();
+    for (const auto& member : group.members) {  // tied weights share their conversion
+      *member.converted = converted;
+      *member.weight = Tensor<float>();
     }
-    into = slot;
-    weight = Tensor<float>();  // the storage goes when its last module lets go
-    empty_buffer_cache();
-  };
-  for (Linear<float>* l : linears) convert(l->weight, l->converted_weight);
-  for (Embedding<float>* e : embeddings) convert(e->weight, e->converted_weight);
+    empty_buffer_cache();  // the fp32 storage goes back to the system
+  }
   return report;
 }
 

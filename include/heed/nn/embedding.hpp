@@ -31,6 +31,7 @@ class Embedding : public Module<T> {
                  ? detail::make_tensor<T>({num_embeddings, embedding_dim}, Device::cpu(), "Embedding")
                  : normal<T>(T(0), T(1), {num_embeddings, embedding_dim}, gen);
     this->register_parameter("weight", weight);
+    this->register_convertible("weight", converted_weight);
   }
 
   // indices: any shape -> (*indices.shape, embedding_dim)

@@ -34,6 +34,7 @@ class Linear : public Module<T> {
     weight = draw ? uniform<T>({out_features, in_features}, -bound, bound, gen)
                   : detail::make_tensor<T>({out_features, in_features}, Device::cpu(), "Linear");
     this->register_parameter("weight", weight);
+    this->register_convertible("weight", converted_weight);
     if (use_bias) {
       this->bias = draw ? uniform<T>({out_features}, -bound, bound, gen)
                         : detail::make_tensor<T>({out_features}, Device::cpu(), "Linear");

@@ -22,6 +22,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <map>
+#include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -65,6 +66,8 @@ class Module;
 
 namespace detail {
 
+class LowPrecisionWeight;  // heed/ops/quantized_gemm.hpp
+
 /// T, or when T is void the element type of Net's parameters: train_seq2seq and
 /// predict_seq2seq take their type from the model unless one is given.
 template <typename T, typename Net>
@@ -100,6 +103,30 @@ class Module {
       bool seen = false;
       for (auto& kept : result) seen = seen || kept.second.is_same(entry.second);
       if (!seen) result.push_back(std::move(entry));
+    }
+    return result;
+  }
+  /// A parameter that may be held in bf16 or int8 for inference instead (Linear's and
+  /// Embedding's weight: heed/nn/convert_weights.hpp): the fp32 tensor, undefined once
+  /// converted, and the converted weight, null until then.
+  struct Convertible {
+    Tensor<T>* weight;
+    std::shared_ptr<const detail::LowPrecisionWeight>* converted;
+  };
+  /// The convertible parameters with their dotted names, tied ones under each name.
+  Named<Convertible> named_convertibles() const {
+    Named<Convertible> result;
+    collect_convertibles("", result);
+    return result;
+  }
+  /// The weights held converted, with their dotted names; one shared by several modules
+  /// (tied) comes once, under the first.
+  Named<std::shared_ptr<const detail::LowPrecisionWeight>> named_converted_weights() const {
+    Named<std::shared_ptr<const detail::LowPrecisionWeight>> result;
+    for (auto& [name, c] : named_convertibles()) {
+      bool seen = !*c.converted;
+      for (auto& kept : result) seen = seen || kept.second == *c.converted;
+      if (!seen) result.emplace_back(name, *c.converted);
     }
     return result;
   }
@@ -241,6 +268,16 @@ class Module {
     parameters_.emplace_back(name, &parameter);
     return parameter;
   }
+  /// Lets the parameter registered as `name` be held converted in `converted` (a member)
+  /// for inference: convert_weights_ and quantised checkpoints use it.
+  void register_convertible(const std::string& name, std::shared_ptr<const detail::LowPrecisionWeight>& converted) {
+    Tensor<T>* weight = nullptr;
+    for (auto& entry : parameters_)
+      if (entry.first == name) weight = entry.second;
+    HEED_CHECK(weight != nullptr, ValueError, type_name_, ".register_convertible: '", name,
+               "' is not a registered parameter");
+    convertibles_.emplace_back(name, Convertible{weight, &converted});
+  }
   Tensor<T>& register_buffer(const std::string& name, Tensor<T>& buffer) {
     check_name(name, "register_buffer");
     HEED_CHECK(buffer.defined(), ValueError, type_name_, ".register_buffer: '", name, "' is undefined");
@@ -273,9 +310,15 @@ class Module {
     for (auto& [name, child] : children_) child->collect(table, prefix + name + ".", out);
   }
 
+  void collect_convertibles(const std::string& prefix, Named<Convertible>& out) const {
+    for (auto& [name, c] : convertibles_) out.emplace_back(prefix + name, c);
+    for (auto& [name, child] : children_) child->collect_convertibles(prefix + name + ".", out);
+  }
+
   std::string type_name_;
   bool training_ = true;
   Named<Tensor<T>*> parameters_, buffers_;
+  Named<Convertible> convertibles_;
   Named<Module*> children_;
 };
 
@@ -283,6 +326,35 @@ template <typename T>
 std::ostream& operator<<(std::ostream& os, const Module<T>& module) {
   return os << module.repr();
 }
+
+namespace detail {
+
+/// The convertible parameters of a module (Module::named_convertibles) by tensor: holders
+/// of one tensor or one converted weight (tied) in one group, named by the first, the
+/// name named_parameters() gives it. A holder with neither is left out.
+template <typename T>
+struct ConvertibleGroup {
+  std::string name;
+  std::vector<typename Module<T>::Convertible> members;
+  Tensor<T>& weight() const { return *members.front().weight; }
+  const std::shared_ptr<const LowPrecisionWeight>& converted() const { return *members.front().converted; }
+};
+
+template <typename T>
+std::vector<ConvertibleGroup<T>> convertible_groups(const Module<T>& module) {
+  std::vector<ConvertibleGroup<T>> groups;
+  for (auto& [name, c] : module.named_convertibles()) {
+    if (!c.weight->defined() && !*c.converted) continue;
+    ConvertibleGroup<T>* group = nullptr;
+    for (auto& g : groups)
+      if (c.weight->defined() ? g.weight().is_same(*c.weight) : g.converted() == *c.converted) group = &g;
+    if (group == nullptr) group = &groups.emplace_back(ConvertibleGroup<T>{name, {}});
+    group->members.push_back(c);
+  }
+  return groups;
+}
+
+}  // namespace detail
 
 /// Weight tying: makes the parameter `tied` (a module's member) the tensor `to`, so that
 /// both names read and update one tensor, its gradient the sum of both uses, learnt and

@@ -335,49 +335,71 @@ inline void bf16_block_portable(const QuantizedProduct& p, index_t rows, index_t
 class LowPrecisionWeight {
  public:
   LowPrecisionWeight(const float* weight, index_t out_features, index_t in_features, Precision precision)
-      : precision_(precision), out_features_(out_features), in_features_(in_features) {
-    HEED_CHECK(precision == Precision::int8 || precision == Precision::bf16, ValueError,
-               "LowPrecisionWeight: precision must be bf16 or int8, got ", to_string(precision));
-    HEED_CHECK(out_features > 0 && in_features > 0, ShapeError, "LowPrecisionWeight: weight of shape (", out_features,
-               ", ", in_features, ") is empty");
-    HEED_CHECK(precision != Precision::int8 || in_features <= kMaxInt8InFeatures, ShapeError,
-               "LowPrecisionWeight: int8 takes at most ", kMaxInt8InFeatures, " in_features (the int32 sums), got ",
-               in_features);
-    const index_t group = precision == Precision::int8 ? 4 : 2;
-    k_groups_ = (in_features + group - 1) / group;
-    const index_t tile_columns = kQuantTileVectors * kQuantLanes;
-    blocks_ = (out_features + tile_columns - 1) / tile_columns * kQuantTileVectors;
-    const auto padded = static_cast<std::size_t>(blocks_ * kQuantLanes);
-    packed_.assign(static_cast<std::size_t>(blocks_ * k_groups_ * kQuantGroupBytes), 0);
-    if (precision == Precision::int8) {
-      scale_.assign(padded, 0.0f);
-      compensation_.assign(padded, 0);
-    }
-    // Each row converted as x's rows are (int8_row, bf16_row), then its k groups dealt
-    // to its lane of its block.
+      : LowPrecisionWeight(out_features, in_features, precision) {
+    // Each row converted as x's rows are (int8_row, bf16_row), then packed.
     const bool avx512 = cpu_features().avx512;
     std::vector<unsigned char> bytes(static_cast<std::size_t>(k_groups_ * 4), 0);
     for (index_t n = 0; n < out_features; ++n) {
       const float* row = weight + n * in_features;
+      float scale = 0.0f;
       if (precision == Precision::bf16) {
         bf16_row(avx512, row, in_features, bytes.data());
       } else {
         std::fill(bytes.begin(), bytes.end(), static_cast<unsigned char>(128));
-        const float scale = int8_row(avx512, row, in_features, bytes.data());
+        scale = int8_row(avx512, row, in_features, bytes.data());
         HEED_CHECK(!std::isnan(scale), ValueError, "LowPrecisionWeight: int8 weight row ", n, " of (", out_features,
                    ", ", in_features, ") holds a value that is not finite");
-        std::int32_t sum = 0;
-        for (unsigned char& b : bytes) {
-          const auto q = static_cast<std::int8_t>(int(b) - 128);
-          b = static_cast<unsigned char>(q);
-          sum += q;
-        }
-        scale_[static_cast<std::size_t>(n)] = scale;
-        compensation_[static_cast<std::size_t>(n)] = 128 * sum;
+        for (unsigned char& b : bytes) b = static_cast<unsigned char>(static_cast<std::int8_t>(int(b) - 128));
       }
-      unsigned char* lane = packed_.data() + ((n / kQuantLanes) * k_groups_ * kQuantLanes + n % kQuantLanes) * 4;
-      for (index_t g = 0; g < k_groups_; ++g) std::memcpy(lane + g * kQuantGroupBytes, &bytes[std::size_t(g * 4)], 4);
+      pack_row(n, bytes.data(), scale);
     }
+  }
+
+  /// A weight stored already quantised (a quantised checkpoint): int8 values q
+  /// (out_features, in_features), row-major, and each row's scale, w ≈ q · scale
+  /// (PyTorch's per-channel scale; CTranslate2's weight_scale is its reciprocal). A scale
+  /// that is negative or not finite throws ValueError naming its row.
+  static LowPrecisionWeight from_int8(const std::int8_t* q, const float* scale, index_t out_features,
+                                      index_t in_features) {
+    LowPrecisionWeight w(out_features, in_features, Precision::int8);
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(w.k_groups_ * 4), 0);
+    for (index_t n = 0; n < out_features; ++n) {
+      HEED_CHECK(std::isfinite(scale[n]) && scale[n] >= 0.0f, ValueError, "LowPrecisionWeight::from_int8: row ", n,
+                 " of (", out_features, ", ", in_features, ") has scale ", scale[n],
+                 ", not a finite non-negative number");
+      std::memcpy(bytes.data(), q + n * in_features, static_cast<std::size_t>(in_features));
+      w.pack_row(n, bytes.data(), scale[n]);
+    }
+    return w;
+  }
+  /// A weight stored already in bf16: the values' bits (out_features, in_features), row-major.
+  static LowPrecisionWeight from_bf16(const std::uint16_t* bits, index_t out_features, index_t in_features) {
+    LowPrecisionWeight w(out_features, in_features, Precision::bf16);
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(w.k_groups_ * 4), 0);
+    for (index_t n = 0; n < out_features; ++n) {
+      std::memcpy(bytes.data(), bits + n * in_features, static_cast<std::size_t>(in_features) * 2);
+      w.pack_row(n, bytes.data(), 0.0f);
+    }
+    return w;
+  }
+
+  /// The int8 values (out_features × in_features, row-major) and row scales that
+  /// from_int8 takes back: what a quantised checkpoint stores. An int8 weight only.
+  void unpack_int8(std::int8_t* q, float* scale) const {
+    HEED_CHECK(precision_ == Precision::int8, ValueError, "LowPrecisionWeight::unpack_int8: the weight is ",
+               to_string(precision_));
+    for (index_t n = 0; n < out_features_; ++n) {
+      for (index_t k = 0; k < in_features_; ++k) q[n * in_features_ + k] = static_cast<std::int8_t>(*at(n, k));
+      scale[n] = scale_[static_cast<std::size_t>(n)];
+    }
+  }
+  /// The bf16 bits (out_features × in_features, row-major) that from_bf16 takes back. A
+  /// bf16 weight only.
+  void unpack_bf16(std::uint16_t* bits) const {
+    HEED_CHECK(precision_ == Precision::bf16, ValueError, "LowPrecisionWeight::unpack_bf16: the weight is ",
+               to_string(precision_));
+    for (index_t n = 0; n < out_features_; ++n)
+      for (index_t k = 0; k < in_features_; ++k) std::memcpy(bits + n * in_features_ + k, at(n, k), 2);
   }
 
   Precision precision() const { return precision_; }
@@ -389,14 +411,12 @@ class LowPrecisionWeight {
   /// Row n of the weight as it is stored, in float (int8: Wq[n][k] · its scale):
   /// in_features values into out. An embedding's lookup.
   void row(index_t n, float* out) const {
-    const unsigned char* lane = packed_.data() + ((n / kQuantLanes) * k_groups_ * kQuantLanes + n % kQuantLanes) * 4;
     for (index_t k = 0; k < in_features_; ++k) {
-      const unsigned char* at = lane + (k / (precision_ == Precision::int8 ? 4 : 2)) * kQuantGroupBytes;
       if (precision_ == Precision::int8) {
-        out[k] = static_cast<float>(static_cast<std::int8_t>(at[k % 4])) * scale_[static_cast<std::size_t>(n)];
+        out[k] = static_cast<float>(static_cast<std::int8_t>(*at(n, k))) * scale_[static_cast<std::size_t>(n)];
       } else {
         std::uint16_t h;
-        std::memcpy(&h, at + 2 * (k % 2), 2);
+        std::memcpy(&h, at(n, k), 2);
         out[k] = bf16_bits_to_float(h);
       }
     }
@@ -450,6 +470,48 @@ class LowPrecisionWeight {
   }
 
  private:
+  // Allocates the packed values (zeros: the padding stays so) and int8's constants.
+  LowPrecisionWeight(index_t out_features, index_t in_features, Precision precision)
+      : precision_(precision), out_features_(out_features), in_features_(in_features) {
+    HEED_CHECK(precision == Precision::int8 || precision == Precision::bf16, ValueError,
+               "LowPrecisionWeight: precision must be bf16 or int8, got ", to_string(precision));
+    HEED_CHECK(out_features > 0 && in_features > 0, ShapeError, "LowPrecisionWeight: weight of shape (", out_features,
+               ", ", in_features, ") is empty");
+    HEED_CHECK(precision != Precision::int8 || in_features <= kMaxInt8InFeatures, ShapeError,
+               "LowPrecisionWeight: int8 takes at most ", kMaxInt8InFeatures, " in_features (the int32 sums), got ",
+               in_features);
+    const index_t group = precision == Precision::int8 ? 4 : 2;
+    k_groups_ = (in_features + group - 1) / group;
+    const index_t tile_columns = kQuantTileVectors * kQuantLanes;
+    blocks_ = (out_features + tile_columns - 1) / tile_columns * kQuantTileVectors;
+    const auto padded = static_cast<std::size_t>(blocks_ * kQuantLanes);
+    packed_.assign(static_cast<std::size_t>(blocks_ * k_groups_ * kQuantGroupBytes), 0);
+    if (precision == Precision::int8) {
+      scale_.assign(padded, 0.0f);
+      compensation_.assign(padded, 0);
+    }
+  }
+
+  // Row n's values, stored (int8 values, or bf16 bits in host order; zeros past
+  // in_features: k_groups_ * 4 bytes), dealt to its lane of its block; int8's scale and
+  // the compensation of the +128 shift, 128 · Σ q.
+  void pack_row(index_t n, const unsigned char* bytes, float scale) {
+    unsigned char* lane = packed_.data() + ((n / kQuantLanes) * k_groups_ * kQuantLanes + n % kQuantLanes) * 4;
+    for (index_t g = 0; g < k_groups_; ++g) std::memcpy(lane + g * kQuantGroupBytes, bytes + g * 4, 4);
+    if (precision_ != Precision::int8) return;
+    std::int32_t sum = 0;
+    for (index_t k = 0; k < in_features_; ++k) sum += static_cast<std::int8_t>(bytes[k]);
+    scale_[static_cast<std::size_t>(n)] = scale;
+    compensation_[static_cast<std::size_t>(n)] = 128 * sum;
+  }
+
+  // Where element (n, k) is stored: one int8 byte, or a bf16's two.
+  const unsigned char* at(index_t n, index_t k) const {
+    const index_t group = precision_ == Precision::int8 ? 4 : 2;
+    const unsigned char* lane = packed_.data() + ((n / kQuantLanes) * k_groups_ * kQuantLanes + n % kQuantLanes) * 4;
+    return lane + (k / group) * kQuantGroupBytes + (k % group) * (4 / group);
+  }
+
   Precision precision_;
   index_t out_features_, in_features_, k_groups_ = 0, blocks_ = 0;
   std::vector<unsigned char> packed_;

@@ -217,25 +217,31 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
   } else if (!args.load.empty()) {
     translator.emplace(Translator::load(args.load, args.model));
     if (args.check_model) args.check_model(*translator);
-    out << "loaded " << args.model << " from " << args.load << " (" << translator->num_parameters() << " parameters)\n";
+    out << "loaded " << args.model << " from " << args.load << " (" << translator->num_parameters() << " parameters"
+        << (translator->weights_precision() == Precision::fp32
+                ? std::string()
+                : std::string(", weights in ") + to_string(translator->weights_precision()))
+        << ")\n";
   } else {
     translator = detail::train_d2l_translator(args, out);
     if (!translator) return 0;
   }
   std::map<std::string, std::string> trained_on;
   if (!args.save.empty() || !args.evaluate.empty()) trained_on = detail::training_record(args);
-  if (!args.save.empty()) {
-    translator->save(args.save, trained_on);  // a loaded subword model keeps its SentencePiece models
-    out << "saved " << args.save << "\n";
-  }
   // bf16 or int8: a Transformer's weights converted in place (half or a quarter of their
   // memory); Bahdanau's are converted per run by PredictOptions::precision.
   if (args.decoding.precision != Precision::fp32 && translator->config().model != "bahdanau") {
     const ConvertedWeights converted = translator->convert_weights_(args.decoding.precision);
-    detail::print_to(out, "converted %lld weights to %s (%.1f MiB, fp32 %.1f MiB)\n",
-                     static_cast<long long>(converted.tensors), to_string(args.decoding.precision),
-                     static_cast<double>(converted.converted_bytes) / (1 << 20),
-                     static_cast<double>(converted.fp32_bytes) / (1 << 20));
+    if (converted.tensors > 0)  // none when loaded so
+      detail::print_to(out, "converted %lld weights to %s (%.1f MiB, fp32 %.1f MiB)\n",
+                       static_cast<long long>(converted.tensors), to_string(args.decoding.precision),
+                       static_cast<double>(converted.converted_bytes) / (1 << 20),
+                       static_cast<double>(converted.fp32_bytes) / (1 << 20));
+  }
+  // After the conversion: with --precision bf16 or int8, a quantised checkpoint.
+  if (!args.save.empty()) {
+    translator->save(args.save, trained_on);  // a loaded subword model keeps its SentencePiece models
+    out << "saved " << args.save << "\n";
   }
   // d2l's four sentences with their references after training, or when a loaded model is
   // given nothing to translate; then the user's, or the --evaluate file.

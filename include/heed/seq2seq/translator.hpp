@@ -551,7 +551,20 @@ class Translator {
     Tokenizers tokenizers = Tokenizers::from_metadata(metadata, path);
     tokenizers.check_vocabularies(src, tgt, path);
     check_tensors_fit(header, config, src, tgt, path);
+    // A quantised checkpoint (saved after convert_weights_): the net's fp32 weights are
+    // made but never written, so that their pages are never touched, and freed as the
+    // converted ones load.
+    const std::map<std::string, Precision> converted = detail::converted_weights_of(metadata, path);
+    Precision precision = converted.empty() ? Precision::fp32 : converted.begin()->second;
+    for (const auto& [name, p] : converted)
+      if (p != precision)
+        throw FileError(path + ": its weights are in both " + to_string(precision) + " and " + to_string(p) + " ('" +
+                        name + "'): a translator's converted weights are of one precision");
+    std::optional<detail::SkipInitGuard> skip_init;
+    if (!converted.empty()) skip_init.emplace();
     Translator translator(std::move(config), std::move(src), std::move(tgt), std::move(tokenizers));
+    skip_init.reset();
+    translator.weights_precision_ = precision;
     const bool training = metadata.count("heed.adam.steps") > 0;
     translator.visit([&](auto& net) {
       if (training) {
@@ -579,8 +592,8 @@ class Translator {
   /// (heed/nn/convert_weights.hpp): half or a quarter of their memory, and translate()
   /// and evaluate() then multiply in that precision. A Transformer or MarianMT
   /// translator (Bahdanau's decoder reads its weights itself: decode it in bf16 or int8
-  /// with PredictOptions::precision instead). The fp32 weights are gone: save() and
-  /// save_marian() are refused afterwards. Converting again to the same precision does
+  /// with PredictOptions::precision instead). The fp32 weights are gone: save() writes
+  /// them as they are now, save_marian() is refused. Converting again to the same precision does
   /// nothing; to another, a ValueError.
   ConvertedWeights convert_weights_(Precision precision) {
     HEED_CHECK(config_.model != "bahdanau", ValueError,
@@ -598,11 +611,12 @@ class Translator {
   Precision weights_precision() const { return weights_precision_; }
 
   /// Saves the parameters and metadata() to `path` (atomically), for load(), with
-  /// `extra` metadata besides (what it was trained on: heed/seq2seq/held_out.hpp).
+  /// `extra` metadata besides (what it was trained on: heed/seq2seq/held_out.hpp). After
+  /// convert_weights_, a quantised checkpoint (heed/io/checkpoint.hpp), which load()
+  /// reads back in that precision without an fp32 copy of the weights.
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const {
     HEED_CHECK(!marian_.has_value(), ValueError,
                "Translator::save: a MarianMT translator is saved as a model directory: save_marian(dir)");
-    check_fp32_weights("Translator::save");
     auto metadata = this->metadata();
     for (const auto& [key, value] : extra) metadata.emplace(key, value);
     visit([&](const auto& net) { save_checkpoint(net, path, metadata); });
@@ -612,8 +626,13 @@ class Translator {
   const Vocab& src_vocab() const { return src_vocab_; }
   const Vocab& tgt_vocab() const { return tgt_vocab_; }
   const Tokenizers& tokenizers() const { return tokenizers_; }
+  /// The net's parameters, converted weights (convert_weights_) included.
   index_t num_parameters() const {
-    return visit([](const auto& net) { return static_cast<index_t>(net.num_parameters()); });
+    return visit([](const auto& net) {
+      index_t n = net.num_parameters();
+      for (const auto& [name, w] : net.named_converted_weights()) n += w->out_features() * w->in_features();
+      return n;
+    });
   }
   /// The most tokens the net can decode: the Transformer's positional table's length,
   /// PredictOptions::kMaxLength for the GRU.

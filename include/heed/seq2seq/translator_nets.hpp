@@ -12,10 +12,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "heed/io/checkpoint.hpp"
 #include "heed/io/safetensors.hpp"
 #include "heed/seq2seq/bahdanau_decoder.hpp"
 #include "heed/seq2seq/encoder_decoder.hpp"
@@ -175,10 +177,14 @@ inline void check_tensors_fit(const SafetensorsHeader& header, const TranslatorC
                       std::to_string(tgt.size()) + " tokens, num_hiddens " + std::to_string(config.num_hiddens) +
                       ") has " + detail::format_shape(shape));
   }
-  // The parameters' tensors, not Adam's moments nor the moving average of a training checkpoint.
+  // The parameters' tensors, not Adam's moments nor the moving average of a training
+  // checkpoint, nor the row scales of a quantised one's int8 weights.
+  std::set<std::string> scales;
+  for (const auto& [name, precision] : detail::converted_weights_of(header.metadata, path))
+    if (precision == Precision::int8) scales.insert(name + "_scale");
   std::uint64_t in_file = 0;
   for (const auto& [name, info] : header.tensors) {
-    if (name.rfind("optimizer.", 0) == 0 || name.rfind("ema.", 0) == 0) continue;
+    if (name.rfind("optimizer.", 0) == 0 || name.rfind("ema.", 0) == 0 || scales.count(name)) continue;
     std::uint64_t n = 1;
     for (const index_t d : info.shape) n *= static_cast<std::uint64_t>(d);  // the reader checked the product fits
     in_file += n;
