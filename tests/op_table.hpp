@@ -4,11 +4,13 @@
 // arguments and index tensors it reads), how its inputs are drawn, the op itself as a
 // generic lambda (run in float and in double), a reference (naive loops in double, or
 // a composition of simpler ops), tolerances, what a device does with it (and cases for
-// the device alone), the arguments it refuses and PyTorch's golden values.
+// the device alone), the arguments it refuses, PyTorch's golden values and, for an op
+// with bf16 and int8 paths, their tolerances against fp32.
 // tests/test_op_table.cpp runs every entry in every mode: forward against the
 // reference, gradcheck in double, float against double, each device against the CPU,
 // 1 thread against 3, each input left undefined (the error must name the op), its
-// error cases and its golden values; and checks that every op heed::compiled
+// error cases, its golden values and each low-precision path on every CPU path this
+// machine can force; and checks that every op heed::compiled
 // instantiates has an entry.
 //
 // The table is in six headers: this one (what an entry is, how inputs are drawn),
@@ -179,6 +181,9 @@ struct Entry {
   std::vector<Case> device_cases = {};
   std::vector<ErrorCase> error_cases = {};  // arguments the op refuses
   std::vector<GoldenValues> goldens = {};   // PyTorch's values
+  // The op's bf16 and int8 paths (inside a PackedWeightsGuard of that precision) with
+  // their tolerance against fp32, relative to the largest value; none for most ops.
+  std::vector<std::pair<heed::Precision, double>> precisions = {};
 
   Entry&& reference(Reference r) && { return ref = std::move(r), std::move(*this); }
   Entry&& property(Property p) && { return prop = std::move(p), std::move(*this); }
@@ -194,6 +199,9 @@ struct Entry {
   Entry&& large(std::vector<Case> c) && { return large_cases = std::move(c), std::move(*this); }
   Entry&& on_device_also(std::vector<Case> c) && { return device_cases = std::move(c), std::move(*this); }
   Entry&& errors(std::vector<ErrorCase> c) && { return error_cases = std::move(c), std::move(*this); }
+  Entry&& low_precision(std::vector<std::pair<heed::Precision, double>> p) && {
+    return precisions = std::move(p), std::move(*this);
+  }
 
   const Domain& domain(std::size_t input) const { return domains[std::min(input, domains.size() - 1)]; }
 };

@@ -434,7 +434,10 @@ inline void add_math_entries(std::vector<Entry>& t) {
                     }),
                     {Case{{Shape{2, 3, 4}, Shape{5, 4}, Shape{5}}}, Case{{Shape{4}, Shape{2, 4}, Shape{2}}},
                      Case{{Shape{3, 4}, Shape{5, 4}}}, Case{{Shape{0, 4}, Shape{5, 4}, Shape{5}}}})
-                  .reference(linear_ref));
+                  .reference(linear_ref)
+                  // Several tiles of rows and features, a partial k group of int8's 4 and bf16's 2.
+                  .large({Case{{Shape{13, 255}, Shape{150, 255}, Shape{150}}}})
+                  .low_precision({{heed::Precision::bf16, 1e-2}, {heed::Precision::int8, 2e-2}}));
   // ---- softmax family: args {dim}
   {
     const std::vector<Case> cases = {Case{{Shape{2, 3, 4}}, {0}},

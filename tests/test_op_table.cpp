@@ -9,6 +9,7 @@
 #include "op_table_shapes.hpp"
 
 #include "check.hpp"
+#include "cpu_paths.hpp"
 #include "wrong_kernel.hpp"
 
 #ifdef HEED_TEST_CUDA
@@ -508,6 +509,33 @@ TEST_CASE("op table: 1 thread and 3 threads give the same bits", "[ops][table]")
 #else
   WARN("built without OpenMP: every op runs on one thread, the thread mode checked nothing");
 #endif
+}
+
+// bf16 and int8 (heed/ops/quantized_gemm.hpp): each op that has them, on every CPU path
+// this machine can force (cpu_paths.hpp), against fp32 within the precision's tolerance;
+// and not equal to fp32, which says the path ran. int8's paths give the same bits.
+TEST_CASE("op table: each bf16 and int8 path matches fp32 on every forced CPU path", "[ops][table]") {
+  const std::vector<heed::CpuFeatures> paths = heed_test::feature_sets();
+  for_each_case(Extra::large, [&](const Entry& e, const Case& c, std::uint64_t seed, bool) {
+    if (e.precisions.empty()) return;
+    const Inputs<double> in = make_inputs(e, c, seed);
+    const Run fp32 = run<float>(e, c, in, Device::cpu(), false);
+    for (const auto& [precision, tol] : e.precisions) {
+      INFO(heed::to_string(precision));
+      std::optional<Run> first;
+      for (const heed::CpuFeatures& f : paths) {
+        INFO("avx512 " << f.avx512 << ", avx512_vnni " << f.avx512_vnni << ", avx512_bf16 " << f.avx512_bf16);
+        const heed_test::ForcedCpuFeatures forced(f);
+        const heed::PackedWeightsGuard guard(precision);
+        const Run low = run<float>(e, c, in, Device::cpu(), false);
+        REQUIRE(low.shape == fp32.shape);
+        check_near(low.out, fp32.out, tol, "output");
+        if (!fp32.out.empty()) CHECK(low.out != fp32.out);
+        if (!first) first = low;
+        if (precision == heed::Precision::int8) CHECK(low.out == first->out);
+      }
+    }
+  });
 }
 
 // A tensor argument left undefined (a default-constructed Tensor) is the caller's

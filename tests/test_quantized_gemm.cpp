@@ -6,35 +6,15 @@
 #include <heed/io/half.hpp>
 #include <heed/ops/linear.hpp>
 
+#include "cpu_paths.hpp"
+
 namespace {
 
 using heed::CpuFeatures;
 using heed::Precision;
 using heed::detail::LowPrecisionWeight;
-
-/// Forces the kernels' features for its lifetime.
-struct ForcedCpuFeatures {
-  explicit ForcedCpuFeatures(const CpuFeatures& f) { heed::set_cpu_features(f); }
-  ~ForcedCpuFeatures() { heed::set_cpu_features(saved); }
-  ForcedCpuFeatures(const ForcedCpuFeatures&) = delete;
-  ForcedCpuFeatures& operator=(const ForcedCpuFeatures&) = delete;
-  CpuFeatures saved = heed::cpu_features();
-};
-
-/// Every set of features this CPU allows that picks a different path: the portable one
-/// (none), AVX-512 alone (still portable for these kernels), with VNNI, with BF16.
-std::vector<CpuFeatures> feature_sets() {
-  const CpuFeatures have = heed::detected_cpu_features();
-  std::vector<CpuFeatures> sets{CpuFeatures{}};
-  if (have.avx512) sets.push_back({true, false, false});
-  if (have.avx512_vnni) sets.push_back({true, true, false});
-  if (have.avx512_bf16) sets.push_back({true, false, true});
-  // CI's machines have both (AMD Zen 5): say so where they are missing.
-  if (!have.avx512_vnni || !have.avx512_bf16)
-    WARN("this CPU lacks " << (have.avx512_vnni ? "" : "avx512_vnni ") << (have.avx512_bf16 ? "" : "avx512_bf16")
-                           << ": only the portable paths of those are tested");
-  return sets;
-}
+using heed_test::feature_sets;
+using heed_test::ForcedCpuFeatures;
 
 std::vector<float> apply(const LowPrecisionWeight& w, const Tensorf& x, const float* bias) {
   std::vector<float> out(static_cast<std::size_t>(x.shape()[0] * w.out_features()));

@@ -99,7 +99,6 @@ TEST_CASE("A Translator's weights converted to int8 translate in int8 and save a
   CHECK(header.tensors.at("encoder.embedding.weight").dtype == "I8");
   CHECK(header.metadata.at("heed.converted_weights").find("decoder.dense.weight int8\n") != std::string::npos);
   heed::Translator loaded = heed::Translator::load(path.string());
-  std::filesystem::remove(path);
   CHECK(loaded.weights_precision() == heed::Precision::int8);
   CHECK(loaded.num_parameters() == 1776);
   const auto again = loaded.translate({"go ."}, options)[0];
@@ -114,6 +113,13 @@ TEST_CASE("A Translator's weights converted to int8 translate in int8 and save a
   heed::Translator bahdanau(config, translator.src_vocab(), translator.tgt_vocab());
   CHECK_THROWS_WITH(bahdanau.convert_weights_(heed::Precision::int8),
                     Catch::Matchers::Contains("decode it in int8 with PredictOptions::precision"));
+  // A bahdanau checkpoint with converted weights (its net converted directly) is refused
+  // at load: its decoder reads the fp32 weights.
+  bahdanau.visit([](auto& net) { heed::convert_weights_(net, heed::Precision::int8); });
+  bahdanau.save(path.string());
+  CHECK_ERROR(heed::FileError, "a bahdanau translator's decoder reads its fp32 weights itself",
+              heed::Translator::load(path.string()));
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("A Translator saved loads back with the same configuration, vocabularies and translations",

@@ -555,6 +555,10 @@ class Translator {
     // made but never written, so that their pages are never touched, and freed as the
     // converted ones load.
     const std::map<std::string, Precision> converted = detail::converted_weights_of(metadata, path);
+    if (!converted.empty() && config.model == "bahdanau")
+      throw FileError(path + ": holds weights converted to " + to_string(converted.begin()->second) + " ('" +
+                      converted.begin()->first +
+                      "'), but a bahdanau translator's decoder reads its fp32 weights itself");
     Precision precision = converted.empty() ? Precision::fp32 : converted.begin()->second;
     for (const auto& [name, p] : converted)
       if (p != precision)
