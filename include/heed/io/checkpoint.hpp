@@ -59,10 +59,6 @@ inline std::string format_names(const std::vector<std::string>& names) {
   return out;
 }
 
-}  // namespace detail
-
-namespace detail {
-
 /// The metadata key listing a checkpoint's converted weights, a line "<name> <precision>"
 /// each (precision int8 or bf16).
 inline constexpr const char* kConvertedWeightsKey = "heed.converted_weights";
@@ -240,10 +236,6 @@ std::map<std::string, Tensor<T>> read_checkpoint_tensors(
   return values;
 }
 
-}  // namespace detail
-
-namespace detail {
-
 /// The converted weights a checkpoint's metadata lists (kConvertedWeightsKey), name →
 /// precision; FileError starting with `where` ("load_checkpoint: path") for a list that
 /// does not parse.
@@ -325,18 +317,15 @@ std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std:
     targets.emplace(name, parameter);
     expected.emplace_back(name, parameter.shape());
   }
+  // Each convertible weight by its first name, with its (out_features, in_features).
   const auto groups = detail::convertible_groups(module);
-  std::map<std::string, const detail::ConvertibleGroup<T>*> group_of;
+  std::map<std::string, std::pair<const detail::ConvertibleGroup<T>*, Shape>> group_of;
   for (const auto& group : groups) {
-    group_of.emplace(group.name, &group);
-    if (group.converted())
-      expected.emplace_back(group.name, Shape{group.converted()->out_features(), group.converted()->in_features()});
+    const auto& c = group.converted();
+    group_of.emplace(group.name,
+                     std::pair(&group, c ? Shape{c->out_features(), c->in_features()} : group.weight().shape()));
+    if (c) expected.emplace_back(group.name, group_of.at(group.name).second);
   }
-  const auto shape_of = [&](const std::string& name) -> Shape {
-    for (const auto& [n, shape] : expected)
-      if (n == name) return shape;
-    return {};
-  };
   // The weights stored converted: their values (and scales) read as the file holds them.
   std::map<std::string, std::string> raw;
   for (const auto& [name, precision] : stored) {
@@ -346,7 +335,7 @@ std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std:
                   ", which is not a convertible weight of the model (a Linear's or an Embedding's)");
     raw.emplace(name, precision == Precision::int8 ? "I8" : "BF16");
     if (precision == Precision::int8) {
-      const Shape& shape = shape_of(name);
+      const Shape& shape = group->second.second;
       if (shape[1] > detail::kMaxInt8InFeatures)
         reader.fail("tensor '", name, "' ", to_string(shape), ": int8 weights take at most ",
                     detail::kMaxInt8InFeatures, " columns");
@@ -360,38 +349,34 @@ std::map<std::string, std::string> load_checkpoint(Module<T>& module, const std:
   std::map<std::string, std::shared_ptr<const detail::LowPrecisionWeight>> converted;
   if constexpr (std::is_same_v<T, float>) {
     try {
-      for (const auto& [name, precision] : stored) {
-        converted.emplace(name, detail::converted_weight_of(reader, name, precision, shape_of(name), raw_bytes));
-      }
+      for (const auto& [name, precision] : stored)
+        converted.emplace(name,
+                          detail::converted_weight_of(reader, name, precision, group_of.at(name).second, raw_bytes));
     } catch (const std::bad_alloc&) {
       reader.out_of_memory("for the converted weights");
     }
   }
-  // A weight the module held converted and the file holds in fp32 becomes a parameter again.
-  for (auto& [name, value] : values)
-    if (targets.count(name) == 0) value.requires_grad_();
   // Everything is read and checked: from here on nothing can fail.
   NoGradGuard no_grad;
-  bool freed = false;
   for (auto& [name, value] : values) {
     const auto target = targets.find(name);
     if (target != targets.end()) {
       target->second.copy_(value);
       continue;
     }
-    for (const auto& member : group_of.at(name)->members) {  // converted in the module, fp32 in the file
+    // Converted in the module, fp32 in the file: a parameter again.
+    value.requires_grad_();
+    for (const auto& member : group_of.at(name).first->members) {
       *member.weight = value;
       member.converted->reset();
     }
   }
-  for (auto& [name, weight] : converted) {
-    for (const auto& member : group_of.at(name)->members) {
+  for (auto& [name, weight] : converted)
+    for (const auto& member : group_of.at(name).first->members) {
       *member.converted = weight;
       *member.weight = Tensor<T>();
     }
-    freed = true;
-  }
-  if (freed) empty_buffer_cache();  // the fp32 storage of the weights now converted
+  if (!converted.empty()) empty_buffer_cache();  // the fp32 storage of the weights now converted
   return reader.metadata();
 }
 

@@ -93,10 +93,7 @@ void save_training_checkpoint(const Module<T>& module, const Adam<T>& optimizer,
                               std::map<std::string, std::string> metadata = {},
                               const ExponentialMovingAverage* ema = nullptr) {
   constexpr const char* op = "save_training_checkpoint";
-  const auto converted = module.named_converted_weights();
-  HEED_CHECK(converted.empty(), ValueError, op, ": '", converted.empty() ? "" : converted.front().first,
-             "' was converted for inference (convert_weights_): a converted net does not train; save it with "
-             "save_checkpoint");
+  detail::check_not_converted(module, op);
   const std::vector<std::string> names = detail::optimizer_parameter_names(module, optimizer, op);
   for (const char* key : {detail::kAdamStepsKey, detail::kEmaUpdatesKey})
     HEED_CHECK(metadata.count(key) == 0, ValueError, op, ": the metadata key '", key, "' is heed's");

@@ -354,6 +354,16 @@ std::vector<ConvertibleGroup<T>> convertible_groups(const Module<T>& module) {
   return groups;
 }
 
+/// Throws ValueError naming `op` and the first converted weight of `module`, if it has
+/// one: a net converted for inference does not train.
+template <typename T>
+void check_not_converted(const Module<T>& module, const char* op) {
+  const auto converted = module.named_converted_weights();
+  HEED_CHECK(converted.empty(), ValueError, op, ": '", converted.empty() ? "" : converted.front().first,
+             "' was converted for inference (convert_weights_): a converted net does not train; train the fp32 net, "
+             "then convert it");
+}
+
 }  // namespace detail
 
 /// Weight tying: makes the parameter `tied` (a module's member) the tensor `to`, so that

@@ -144,10 +144,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   HEED_CHECK(options.ema_decay >= 0.0 && options.ema_decay < 1.0, ValueError,
              "train_seq2seq: ema_decay must be in [0, 1), got ", options.ema_decay);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
-  const auto converted = net.named_converted_weights();
-  HEED_CHECK(converted.empty(), ValueError, "train_seq2seq: '", converted.empty() ? "" : converted.front().first,
-             "' holds ", converted.empty() ? "" : to_string(converted.front().second->precision()),
-             " weights converted for inference (convert_weights_): train the fp32 net, then convert it");
+  detail::check_not_converted(net, "train_seq2seq");
   HEED_CHECK(tgt_vocab.contains(tgt_vocab.special_tokens().bos), ValueError,
              "train_seq2seq: the target vocabulary has no start token ", tgt_vocab.special_tokens().bos);
   // Training runs where the net is (net.to(device) first): each batch goes there, and
