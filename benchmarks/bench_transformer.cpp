@@ -147,10 +147,18 @@ void BM_EncoderBlockFwdBwd(benchmark::State& state, bool keep_weights) {
   encoder_block_fwd_bwd(state, encoder_inputs(), keep_weights);
 }
 
+// Mixed precision (heed/ops/autocast.hpp): the products in bf16, as PyTorch's
+// torch.autocast('cpu', dtype=torch.bfloat16), against which compare_transformer.py runs it.
+void BM_EncoderBlockFwdBwdBf16(benchmark::State& state) {
+  const heed::AutocastGuard autocast(heed::Precision::bf16);
+  encoder_block_fwd_bwd(state, encoder_inputs(), false);
+}
+
 BENCHMARK_CAPTURE(BM_EncoderBlock, keep, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_EncoderBlock, no_keep, false)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwd, keep, true)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_EncoderBlockFwdBwd, no_keep, false)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_EncoderBlockFwdBwdBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // The block's sublayers on their own, forward+backward at the block's size, to show
 // where its time goes: block = attention + 2 × AddNorm + FFN (+ the graph's glue).

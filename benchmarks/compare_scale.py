@@ -110,7 +110,7 @@ D2L_NUM_EXAMPLES = 600
 SCALE = {"batch-size": 128, "num-steps": 12, "lr": 0.001, "num-hiddens": 128, "embed-size": 128,
          "ffn-num-hiddens": 512, "num-heads": 4, "num-layers": 2, "dropout": 0.1}
 DECODE_BATCH = 128
-GOALS = {"d2l": 10.0, "train": 4.0, "scaling": 1.9, "decode": 3.0, "rss": 0.25}
+GOALS = {"d2l": 10.0, "train": 4.0, "scaling": 1.9, "decode": 3.0, "rss": 0.25, "bf16": 1.6}
 TORCH_INCLUDE = "/usr/include/torch/csrc/api/include"
 TRAINED = re.compile(r"^trained (\d+) epochs in ([0-9.]+) s: loss ([0-9.naif-]+), ([0-9.]+) tokens/s$")
 
@@ -324,6 +324,9 @@ def run_scale(impl, threads, args, tmp, test_src, repeat):
     out = os.path.join(tmp, f"scale_{impl}_{threads}_{repeat}.json")
     hyp = os.path.join(tmp, f"hyp_{impl}_{threads}_{repeat}.txt")
     flags = scale_flags(threads, args, test_src, hyp, out)
+    impl, _, precision = impl.partition("-")  # "heed-bf16": heed, training in bf16
+    if precision:
+        flags += ["--precision", precision]
     if impl == "heed":
         cmd, env = [args.heed] + flags + ["--micro-batches", str(args.heed_micro_batches)], heed_env(threads, args)
     elif impl == "libtorch":
@@ -338,7 +341,7 @@ def run_scale(impl, threads, args, tmp, test_src, repeat):
         fail(f"{impl} scale run", cmd, env, f"no JSON record in {out} ({e})", stdout, stderr)
     if "peak_rss_mib" in record:  # heed's own VmHWM; the table uses wait4's figure for all alike
         record["self_reported_peak_rss_mib"] = record.pop("peak_rss_mib")
-    record.update({"workload": "scale", "impl": impl, "threads": threads, "peak_rss_mib": rss,
+    record.update({"workload": "scale", "impl": impl + ("-" + precision if precision else ""), "threads": threads, "peak_rss_mib": rss,
                    "hyp_file": hyp if test_src else None, "command": shell_line(cmd, env)})
     return record
 
@@ -441,6 +444,9 @@ def blas_line(record):
 
 
 def scale_workload(args, impls, thread_counts, tmp, all_records):
+    # Each implementation at each precision: "heed", "heed-bf16", ...; libtorch's peer is fp32 only.
+    impls = [impl if p == "fp32" else f"{impl}-{p}" for impl in impls for p in args.precisions
+             if p == "fp32" or impl != "libtorch"]
     subset = "all pairs" if args.train_subset == 0 else f"{args.train_subset} evenly spaced pairs"
     print(f"\n== scale: d2l's Transformer, 128 hidden, FFN 512, 4 heads, 2 + 2 layers, batch 128, 12 steps, "
           f"lr 0.001, dropout 0.1; {args.scale_data}: {subset}, {args.scale_epochs} "
@@ -498,20 +504,28 @@ def scale_workload(args, impls, thread_counts, tmp, all_records):
               f"{SCALE['num-steps']} steps")
     for threads in thread_counts:
         for impl in impls:
-            if impl != "heed":
+            if not impl.startswith("heed"):
                 print(f"BLAS of {impl} at {threads} {plural(threads)}: {blas_line(runs[(impl, threads)][0])}")
 
     if "heed" not in impls:
         return
     print("\nRatios (> 1: heed is better, except RSS, where < 1 is):")
-    peers = [(best[(impl, t)]["tokens_per_s"], impl, t) for impl in impls if impl != "heed" for t in thread_counts]
+    peers = [(best[(impl, t)]["tokens_per_s"], impl, t) for impl in impls if not impl.startswith("heed")
+             for t in thread_counts]
+    heeds = [impl for impl in impls if impl.startswith("heed")]
     if peers:
         peer_tps, peer_impl, peer_t = max(peers)
+        for heed in heeds:
+            for t in thread_counts:
+                ratio = best[(heed, t)]["tokens_per_s"] / peer_tps
+                print(f"  training: {heed} {t}t {best[(heed, t)]['tokens_per_s']:.0f} tokens/s / best peer "
+                      f"{peer_impl} {peer_t}t {peer_tps:.0f} = {ratio:.2f}x   goal >= {GOALS['train']:g}x: "
+                      f"{verdict(ratio >= GOALS['train'])}")
+    if "heed-bf16" in impls:
         for t in thread_counts:
-            ratio = best[("heed", t)]["tokens_per_s"] / peer_tps
-            print(f"  training: heed {t}t {best[('heed', t)]['tokens_per_s']:.0f} tokens/s / best peer {peer_impl} "
-                  f"{peer_t}t {peer_tps:.0f} = {ratio:.2f}x   goal >= {GOALS['train']:g}x: "
-                  f"{verdict(ratio >= GOALS['train'])}")
+            ratio = best[("heed-bf16", t)]["tokens_per_s"] / best[("heed", t)]["tokens_per_s"]
+            print(f"  bf16: heed-bf16 {t}t / heed {t}t tokens/s = {ratio:.2f}x   goal >= {GOALS['bf16']:g}x: "
+                  f"{verdict(ratio >= GOALS['bf16'])}")
     if 1 in thread_counts and 2 in thread_counts:
         ratio = best[("heed", 2)]["tokens_per_s"] / best[("heed", 1)]["tokens_per_s"]
         print(f"  scaling: heed 2 threads / 1 thread tokens/s = {ratio:.2f}x   goal >= {GOALS['scaling']:g}x: "
@@ -631,6 +645,8 @@ def torch_scale_child(argv):
     p.add_argument("--decode-batch", type=int, default=128)
     p.add_argument("--out")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bf16: training under torch.autocast('cpu', dtype=torch.bfloat16); decoding stays fp32")
     a = p.parse_args(argv)
 
     torch, d2l, TransformerEncoder, TransformerDecoder = import_d2l_torch(a.threads, a.seed)
@@ -668,7 +684,8 @@ def torch_scale_child(argv):
 
     device = torch.device("cpu")
     start = time.perf_counter()
-    losses = d2l.train_seq2seq(net, data_iter, a.lr, a.epochs, tgt_vocab, device, verbose=not a.quiet)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        losses = d2l.train_seq2seq(net, data_iter, a.lr, a.epochs, tgt_vocab, device, verbose=not a.quiet)
     train_wall = time.perf_counter() - start
     tokens = int(tgt_valid_len.sum()) * a.epochs
 
@@ -792,6 +809,10 @@ def parse_args():
     scale.add_argument("--scale-epochs", type=int, default=1, help="training epochs (the real figure: 2)")
     scale.add_argument("--max-pairs", type=int, default=0, help="read only the first N lines (0: all)")
     scale.add_argument("--decode-sentences", type=int, default=1258, help="sentences each one decodes; 0: none")
+    scale.add_argument("--precisions", default="fp32",
+                       help="comma-separated: fp32, bf16. heed and PyTorch train in each (heed-bf16: "
+                            "TrainOptions::precision; pytorch-bf16: torch.autocast('cpu', dtype=torch.bfloat16)); "
+                            "the libtorch peer trains in fp32 only; decoding stays fp32")
     args = parser.parse_args()
 
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
@@ -814,6 +835,9 @@ def parse_args():
         parser.error("--pause must be >= 0")
     if args.epochs is not None and args.epochs < 1:
         parser.error("--epochs must be >= 1")
+    args.precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    if not args.precisions or any(p not in ("fp32", "bf16") for p in args.precisions):
+        parser.error("--precisions wants fp32 and/or bf16")
     if args.scale_epochs < 1 or args.train_subset < 0 or args.max_pairs < 0 or args.decode_sentences < 0:
         parser.error("--scale-epochs must be >= 1; --train-subset, --max-pairs and --decode-sentences >= 0")
     for name in ("d2l_data", "scale_data", "heed", "translate", "peer_src", "peer_dir", "python"):

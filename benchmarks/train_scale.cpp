@@ -17,7 +17,8 @@
 // trains each batch as K parts on parallel threads (TrainOptions::micro_batches) and
 // decodes each as K groups (PredictOptions::micro_batches), --bucket W sorts by length
 // within windows of W batches (NmtDataLoader::set_bucketing; 0, the default, is d2l's
-// shuffle) and the first stderr line says how much of an epoch is padding. The time is
+// shuffle) and the first stderr line says how much of an epoch is padding, --precision
+// bf16 trains in mixed precision (TrainOptions::precision; decoding stays fp32). The time is
 // train_seq2seq's alone (the peer's too); tokens are the targets' valid lengths, as d2l
 // counts them.
 //
@@ -71,6 +72,7 @@ struct Args {
   heed::dist::Communicator* communicator = nullptr;  // mpiexec's processes, when more than one
   bool quiet = false;
   index_t bucket = 0;  // NmtDataLoader::set_bucketing: windows of this many batches sorted by length
+  heed::Precision precision = heed::Precision::fp32;  // training's products (TrainOptions::precision)
   index_t batch_size = 128, num_steps = 12, num_hiddens = 128, num_layers = 2, embed_size = 128, ffn_num_hiddens = 512,
           num_heads = 4;
   double lr = 0.001, dropout = 0.1;
@@ -113,6 +115,12 @@ Args parse_args(int argc, char** argv) {
       a.micro_batches = parse_number<long>(flag, next(), 1);
     else if (flag == "--bucket")
       a.bucket = parse_number<long>(flag, next(), 0);
+    else if (flag == "--precision")
+      try {
+        a.precision = heed::parse_precision(next(), "--precision");
+      } catch (const heed::ValueError& e) {
+        throw std::invalid_argument(e.what());
+      }
     else if (flag == "--seed")
       a.seed = static_cast<std::uint64_t>(parse_number<long>(flag, next(), 0));
     else if (flag == "--batch-size")
@@ -239,6 +247,7 @@ int run(const Args& a) {
                  gemm.c_str(), static_cast<long long>(a.bucket), 100.0 * padding.fraction());
   heed::TrainOptions options;
   options.micro_batches = a.micro_batches;
+  options.precision = a.precision;
   options.communicator = a.communicator;
   if (!a.quiet)
     options.on_epoch = [](const heed::EpochStats& s) {
@@ -307,6 +316,7 @@ int run(const Args& a) {
        << ", \"allreduce_wait_s\": " << json_number(result.wait_seconds)
        << ", \"allreduce_elements_per_step\": " << json_number(elements_per_step)
        << ", \"micro_batches\": " << a.micro_batches << ", \"bucket\": " << a.bucket
+       << ", \"precision\": " << json_string(heed::to_string(a.precision))
        << ", \"padded_fraction\": " << json_number(padding.fraction()) << ", \"seed\": " << a.seed
        << ", \"train_file\": " << json_string(a.train_path) << ", \"max_pairs\": " << a.max_pairs
        << ", \"train_subset\": " << a.train_subset << ", \"n_pairs_read\": " << n_pairs_read
@@ -355,7 +365,7 @@ int main(int argc, char** argv) {
                  " [--train-subset K] [--epochs N] [--threads N] [--seed N] [--batch-size N] [--num-steps N] [--lr X]"
                  " [--num-hiddens N] [--embed-size N] [--ffn-num-hiddens N] [--num-heads N] [--num-layers N]"
                  " [--dropout X] [--test-src FILE --hyp FILE] [--decode-batch N] [--out FILE] [--quiet]"
-                 " [--save FILE] [--load FILE] [--micro-batches K] [--bucket W]\n",
+                 " [--save FILE] [--load FILE] [--micro-batches K] [--bucket W] [--precision fp32|bf16]\n",
                  e.what());
     return 2;
   }

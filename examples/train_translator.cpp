@@ -146,6 +146,11 @@ int main(int argc, char** argv) {
                  "not the threads, set the bits)")
       ->check(CLI::Range(index_t(1), index_t(1024)))
       ->group(training);
+  std::string precision = "fp32";
+  app.add_option("--precision", precision,
+                 "the products' precision: fp32, or bf16 (mixed precision as PyTorch's CPU autocast: bf16 operands, "
+                 "fp32 sums, weights, gradients and Adam); int8 is for decoding (translate --precision)")
+      ->group(training);
   app.add_option("--max-steps", args.max_steps,
                  "stop after this many optimiser steps in all, in mid-epoch if so (0: --epochs alone); a --resume "
                  "with more goes on from there")
@@ -222,6 +227,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
+    args.precision = heed::parse_precision(precision, "--precision");
     const heed::TranslatorTrainReport report = heed::train_translator(args, std::cout);
     if (!json.empty()) report.save_json(json);
     return 0;

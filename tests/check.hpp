@@ -5,6 +5,7 @@
 #include <heed/heed.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <type_traits>
 #include <vector>
@@ -79,6 +80,13 @@ void check_close(const heed::Tensor<T>& x, const heed::Tensor<T>& y, double marg
     INFO("element " << i);
     REQUIRE(static_cast<double>(x.data()[i]) == Approx(static_cast<double>(y.data()[i])).margin(margin));
   }
+}
+
+/// x and y have one shape and the same bits, element by element.
+template <typename T>
+bool same_bits(const heed::Tensor<T>& x, const heed::Tensor<T>& y) {
+  return x.shape() == y.shape() &&
+         std::memcmp(x.data(), y.data(), static_cast<std::size_t>(x.numel()) * sizeof(T)) == 0;
 }
 
 }  // namespace heed_test

@@ -184,6 +184,10 @@ struct Entry {
   // The op's bf16 and int8 paths (inside a PackedWeightsGuard of that precision) with
   // their tolerance against fp32, relative to the largest value; none for most ops.
   std::vector<std::pair<heed::Precision, double>> precisions = {};
+  // Under an AutocastGuard of bf16 (mixed-precision training): the tolerance of its large
+  // cases against fp32, forward and backward, relative to the largest value; 0: the op
+  // has no products that the guard reaches.
+  double autocast_tol = 0.0;
 
   Entry&& reference(Reference r) && { return ref = std::move(r), std::move(*this); }
   Entry&& property(Property p) && { return prop = std::move(p), std::move(*this); }
@@ -202,6 +206,7 @@ struct Entry {
   Entry&& low_precision(std::vector<std::pair<heed::Precision, double>> p) && {
     return precisions = std::move(p), std::move(*this);
   }
+  Entry&& autocast(double t) && { return autocast_tol = t, std::move(*this); }
 
   const Domain& domain(std::size_t input) const { return domains[std::min(input, domains.size() - 1)]; }
 };

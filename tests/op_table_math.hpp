@@ -423,12 +423,14 @@ inline void add_math_entries(std::vector<Entry>& t) {
                      Case{{Shape{2, 0}, Shape{0, 4}}}, Case{{Shape{2, 3, 2}, Shape{3, 4}}, {1, 0}},
                      Case{{Shape{2, 3}, Shape{4, 3}}, {0, 1}}, Case{{Shape{2, 3, 2}, Shape{2, 4, 3}}, {1, 1}}})
                   .reference(matmul_ref())
-                  .large({Case{{Shape{256, 256}, Shape{256, 256}}}}));
+                  .large({Case{{Shape{256, 256}, Shape{256, 256}}}})
+                  .autocast(1e-2));
   t.push_back(entry("bmm", op([](const auto& x, const Case&) { return heed::bmm(x[0], x[1]); }),
                     {Case{{Shape{2, 2, 3}, Shape{2, 3, 4}}}, Case{{Shape{1, 1, 1}, Shape{1, 1, 1}}},
                      Case{{Shape{0, 2, 3}, Shape{0, 3, 4}}}, Case{{Shape{2, 0, 3}, Shape{2, 3, 4}}}})
                   .reference(matmul_ref())
-                  .large({Case{{Shape{16, 64, 64}, Shape{16, 64, 64}}}}));
+                  .large({Case{{Shape{16, 64, 64}, Shape{16, 64, 64}}}})
+                  .autocast(1e-2));
   t.push_back(entry("linear", op([](const auto& x, const Case&) {
                       return x.size() > 2 ? heed::linear(x[0], x[1], x[2]) : heed::linear(x[0], x[1]);
                     }),
@@ -437,7 +439,8 @@ inline void add_math_entries(std::vector<Entry>& t) {
                   .reference(linear_ref)
                   // Several tiles of rows and features, a partial k group of int8's 4 and bf16's 2.
                   .large({Case{{Shape{13, 255}, Shape{150, 255}, Shape{150}}}})
-                  .low_precision({{heed::Precision::bf16, 1e-2}, {heed::Precision::int8, 2e-2}}));
+                  .low_precision({{heed::Precision::bf16, 1e-2}, {heed::Precision::int8, 2e-2}})
+                  .autocast(1e-2));
   // ---- softmax family: args {dim}
   {
     const std::vector<Case> cases = {Case{{Shape{2, 3, 4}}, {0}},

@@ -538,6 +538,40 @@ TEST_CASE("op table: each bf16 and int8 path matches fp32 on every forced CPU pa
   });
 }
 
+// Mixed precision (heed/ops/autocast.hpp): under an AutocastGuard of bf16, each product
+// op's large cases run their products in bf16, forward and backward, on every CPU path
+// this machine can force: within the entry's tolerance of fp32 and not equal to it. Its
+// small cases, below the guard's smallest product, keep fp32's bits.
+TEST_CASE("op table: each op's products under AutocastGuard(bf16) match fp32, forward and backward", "[ops][table]") {
+  const std::vector<heed::CpuFeatures> paths = heed_test::feature_sets();
+  for_each_case(Extra::large, [&](const Entry& e, const Case& c, std::uint64_t seed, bool large) {
+    if (e.autocast_tol == 0.0) return;
+    const Inputs<double> in = make_inputs(e, c, seed);
+    const Run fp32 = run<float>(e, c, in, Device::cpu(), e.differentiable);
+    for (const heed::CpuFeatures& f : paths) {
+      INFO("avx512 " << f.avx512 << ", avx512_bf16 " << f.avx512_bf16);
+      const heed_test::ForcedCpuFeatures forced(f);
+      const heed::AutocastGuard autocast(heed::Precision::bf16);
+      const Run bf16 = run<float>(e, c, in, Device::cpu(), e.differentiable);
+      REQUIRE(bf16.shape == fp32.shape);
+      if (!large) {
+        CHECK(bf16.out == fp32.out);
+        CHECK(bf16.grads == fp32.grads);
+        continue;
+      }
+      check_near(bf16.out, fp32.out, e.autocast_tol, "output");
+      CHECK(bf16.out != fp32.out);
+      std::size_t differ = 0;  // a product too small for bf16 (linear's dW over 13 rows) keeps fp32's
+      for (std::size_t i = 0; i < fp32.grads.size(); ++i) {
+        INFO("the gradient of input " << i);
+        check_near(bf16.grads[i], fp32.grads[i], e.autocast_tol, "gradient");
+        differ += bf16.grads[i] != fp32.grads[i];
+      }
+      if (e.differentiable) CHECK(differ > 0);
+    }
+  });
+}
+
 // A tensor argument left undefined (a default-constructed Tensor) is the caller's
 // mistake: the error must name the op and the argument, never only "Tensor: use of an
 // undefined tensor", which says neither. An op whose argument is optional (an absent

@@ -5,6 +5,7 @@
 // shared helpers are in nn_common.hpp.
 
 #include "test_activation.cpp"
+#include "test_bf16_gemm.cpp"
 #include "test_convert_weights.cpp"
 #include "test_dropout.cpp"
 #include "test_embedding.cpp"

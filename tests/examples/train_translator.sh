@@ -77,6 +77,18 @@ out=$("$train" "${steps[@]}" --epochs 2 --out "$dir/budget" --resume "$dir/budge
 grep -q "resumed from .* after epoch 0 and 1 batches of epoch 1, step 1" <<<"$out" || fail "no resume line: $out"
 cmp "$dir/epochs2/last.safetensors" "$dir/budget/last.safetensors" || fail "1 batch + resume differs from 2 epochs"
 
+# --precision bf16: mixed-precision training (its products differ from fp32's), resumed
+# to the same bytes; int8 is refused with a message.
+out=$("$train" "${steps[@]}" --epochs 2 --precision bf16 --out "$dir/bf16" 2>&1) || fail "--precision bf16: $out"
+cmp -s "$dir/bf16/last.safetensors" "$dir/epochs2/last.safetensors" && fail "--precision bf16 trained as fp32 did"
+"$train" "${steps[@]}" --epochs 1 --precision bf16 --out "$dir/bf16r" >/dev/null 2>&1 || fail "the 1-epoch bf16 run"
+out=$("$train" "${steps[@]}" --epochs 2 --precision bf16 --out "$dir/bf16r" --resume "$dir/bf16r/last.safetensors" 2>&1) ||
+  fail "the resumed bf16 run: $out"
+cmp "$dir/bf16/last.safetensors" "$dir/bf16r/last.safetensors" || fail "bf16: 1 epoch + resume + 1 differ from 2 epochs"
+out=$("$train" "${steps[@]}" --epochs 1 --precision int8 --out "$dir/int8" 2>&1) && fail "--precision int8 trained"
+grep -q "^train_translator: .*precision int8 is for decoding only" <<<"$out" ||
+  fail "no refusal of int8 training: $out"
+
 # --average-last and --ema: the epoch checkpoints of the last N epochs only, averaged.safetensors
 # and ema.safetensors validated and loadable, and 2 epochs + resume + 2 the bytes of 4 epochs
 # (the moving average travels in last.safetensors).

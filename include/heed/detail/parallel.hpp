@@ -3,7 +3,8 @@
 // With OpenMP enabled in the user's build (-fopenmp), large loops split into one
 // contiguous chunk per thread; without it, or for small work, they run on the calling
 // thread. Each element is computed by exactly one thread in the same order as the
-// serial loop, so results do not depend on the thread count.
+// serial loop, so results do not depend on the thread count. The threads that run a
+// region's parts take the calling thread's ThreadContext for them.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +19,30 @@
 
 namespace heed::detail {
 
+/// A thread's settings that its parallel regions carry to the threads running their
+/// parts, so that a part computes as its caller would: whether float products run in
+/// bf16 (an AutocastGuard, heed/ops/autocast.hpp).
+struct ThreadContext {
+  bool bf16_products = false;
+};
+
+inline ThreadContext& thread_context() {
+  thread_local ThreadContext context;
+  return context;
+}
+
+/// Sets this thread's context for its lifetime: a worker taking its caller's, a guard.
+class ThreadContextScope {
+ public:
+  explicit ThreadContextScope(const ThreadContext& context) : saved_(thread_context()) { thread_context() = context; }
+  ~ThreadContextScope() { thread_context() = saved_; }
+  ThreadContextScope(const ThreadContextScope&) = delete;
+  ThreadContextScope& operator=(const ThreadContextScope&) = delete;
+
+ private:
+  ThreadContext saved_;
+};
+
 /// Elements per chunk below which threading costs more than it saves.
 constexpr index_t kParallelGrain = 32768;
 
@@ -27,8 +52,12 @@ void parallel_for(index_t n, index_t grain, Body&& body) {
 #ifdef _OPENMP
   const index_t threads = std::min<index_t>(omp_get_max_threads(), n / std::max<index_t>(grain, 1));
   if (threads > 1 && !omp_in_parallel()) {
+    const ThreadContext context = thread_context();
 #pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(static)
-    for (index_t chunk = 0; chunk < threads; ++chunk) body(n * chunk / threads, n * (chunk + 1) / threads);
+    for (index_t chunk = 0; chunk < threads; ++chunk) {
+      const ThreadContextScope caller(context);
+      body(n * chunk / threads, n * (chunk + 1) / threads);
+    }
     return;
   }
 #else
@@ -54,8 +83,12 @@ void parallel_tasks(index_t n, index_t work, Body&& body) {
 #ifdef _OPENMP
   const index_t threads = work < kParallelTaskWork ? 1 : std::min<index_t>(omp_get_max_threads(), n);
   if (threads > 1 && !omp_in_parallel()) {
+    const ThreadContext context = thread_context();
 #pragma omp parallel for num_threads(static_cast <int>(threads)) schedule(dynamic, 1)
-    for (index_t task = 0; task < n; ++task) body(task);
+    for (index_t task = 0; task < n; ++task) {
+      const ThreadContextScope caller(context);
+      body(task);
+    }
     return;
   }
 #else

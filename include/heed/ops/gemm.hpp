@@ -10,7 +10,8 @@
 // heed's either way: a large product is cut into panels whose edges depend only on its
 // sizes, and each panel is computed by one thread, so the bits of a result do not depend
 // on the thread count (they do depend on the kernel: a build with OpenBLAS and one
-// without agree to rounding, not bit for bit).
+// without agree to rounding, not bit for bit). Under an AutocastGuard of bf16
+// (heed/ops/autocast.hpp) float products large enough go to heed/ops/bf16_gemm.hpp.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -24,6 +25,8 @@
 #endif
 
 #include "heed/detail/parallel.hpp"
+#include "heed/ops/autocast.hpp"
+#include "heed/ops/bf16_gemm.hpp"
 #include "heed/ops/kernels.hpp"
 #include "heed/ops/small_gemm.hpp"
 
@@ -221,6 +224,8 @@ void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_
 template <typename T>
 void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
                    const T* bias = nullptr) {
+  if constexpr (std::is_same_v<T, float>)
+    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, bias);
   gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/false, bias);
 }
 
@@ -232,6 +237,8 @@ void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, ind
 template <typename T>
 void gemm_add_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
                        T* scratch) {
+  if constexpr (std::is_same_v<T, float>)
+    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, nullptr, /*accumulate=*/true);
   if (gemm_uses_small<T>(m, n, k, trans_b)) {
     small_gemm(a, trans_a, b, trans_b, scratch, m, n, k, 0, m, 0, n);
     for (index_t i = 0; i < m * n; ++i) c[i] += scratch[i];
@@ -288,6 +295,8 @@ constexpr index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
 template <typename T>
 void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
           const T* bias = nullptr) {
+  if constexpr (std::is_same_v<T, float>)
+    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, bias);
   index_t panels = gemm_panels<T>(m, n, k, trans_b);
   if (panels < 2) {
     const SerialGemmScope serial(true);

@@ -152,19 +152,22 @@ HEED_TARGET_AVX512 inline float int8_row_avx512(const float* row, index_t n, uns
   return max_abs / 127.0f;
 }
 
-/// bf16_row_portable's bits, 16 at a time.
-HEED_TARGET_AVX512 inline void bf16_row_avx512(const float* row, index_t n, unsigned char* out) {
+/// float_to_bf16_bits of 16 floats' bits, each into the low half of its 32-bit lane.
+HEED_TARGET_AVX512 HEED_QUANT_INLINE __m512i bf16_bits_avx512(__m512i bits) {
   const __m512i magnitude = _mm512_set1_epi32(0x7FFFFFFF), infinity = _mm512_set1_epi32(0x7F800000),
                 half = _mm512_set1_epi32(0x7FFF), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
+  const __m512i even = _mm512_and_si512(_mm512_maskz_srli_epi32(kAllLanes, bits, 16), one);
+  const __m512i rounded = _mm512_maskz_srli_epi32(kAllLanes, _mm512_add_epi32(bits, _mm512_add_epi32(half, even)), 16);
+  const __m512i kept = _mm512_or_si512(_mm512_maskz_srli_epi32(kAllLanes, bits, 16), quiet);
+  return _mm512_mask_mov_epi32(rounded, nan, kept);
+}
+
+/// bf16_row_portable's bits, 16 at a time.
+HEED_TARGET_AVX512 inline void bf16_row_avx512(const float* row, index_t n, unsigned char* out) {
   for (index_t k = 0; k < n; k += 16) {
     const __mmask16 mask = first_lanes(n - k);
-    const __m512i bits = _mm512_maskz_loadu_epi32(mask, row + k);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude), infinity);
-    const __m512i even = _mm512_and_si512(_mm512_maskz_srli_epi32(kAllLanes, bits, 16), one);
-    const __m512i rounded =
-        _mm512_maskz_srli_epi32(kAllLanes, _mm512_add_epi32(bits, _mm512_add_epi32(half, even)), 16);
-    const __m512i kept = _mm512_or_si512(_mm512_maskz_srli_epi32(kAllLanes, bits, 16), quiet);
-    _mm512_mask_cvtepi32_storeu_epi16(out + 2 * k, mask, _mm512_mask_mov_epi32(rounded, nan, kept));
+    _mm512_mask_cvtepi32_storeu_epi16(out + 2 * k, mask, bf16_bits_avx512(_mm512_maskz_loadu_epi32(mask, row + k)));
   }
 }
 #endif
@@ -200,6 +203,7 @@ struct QuantizedProduct {
   const float* bias;                 // null: none
   float* out;                        // rows × out_features
   index_t out_features;
+  bool accumulate = false;  // bf16: out += the product (+ bias) instead of out =
 };
 
 #if HEED_X86_64
@@ -230,8 +234,10 @@ struct Bf16Avx512 {
   }
   HEED_TARGET_AVX512_BF16 HEED_QUANT_INLINE static void store(const Acc& acc, const QuantizedProduct& p, index_t row,
                                                               index_t n, __mmask16 mask) {
-    const __m512 y = p.bias ? _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, p.bias + n)) : acc;
-    _mm512_mask_storeu_ps(p.out + row * p.out_features + n, mask, y);
+    float* const out = p.out + row * p.out_features + n;
+    __m512 y = p.bias ? _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, p.bias + n)) : acc;
+    if (p.accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), y);
+    _mm512_mask_storeu_ps(out, mask, y);
   }
 };
 
@@ -324,7 +330,9 @@ inline void bf16_block_portable(const QuantizedProduct& p, index_t rows, index_t
       }
     for (index_t lane = 0; lane < count; ++lane) {
       const index_t n = first + lane;
-      p.out[r * p.out_features + n] = p.bias ? acc[lane] + p.bias[n] : acc[lane];
+      const float y = p.bias ? acc[lane] + p.bias[n] : acc[lane];
+      float& out = p.out[r * p.out_features + n];
+      out = p.accumulate ? out + y : y;
     }
   }
 }

@@ -92,6 +92,7 @@
 #include "heed/dist/settings.hpp"
 #include "heed/io/training_checkpoint.hpp"
 #include "heed/nn/init.hpp"
+#include "heed/ops/autocast.hpp"
 #include "heed/ops/reduce.hpp"
 #include "heed/ops/shape.hpp"
 #include "heed/optim/adam.hpp"
@@ -145,11 +146,16 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
              "train_seq2seq: ema_decay must be in [0, 1), got ", options.ema_decay);
   detail::check_label_smoothing(options.label_smoothing, "train_seq2seq");
   detail::check_not_converted(net, "train_seq2seq");
+  HEED_CHECK(options.precision != Precision::int8, ValueError,
+             "train_seq2seq: precision int8 is for decoding only; training takes fp32 or bf16");
   HEED_CHECK(tgt_vocab.contains(tgt_vocab.special_tokens().bos), ValueError,
              "train_seq2seq: the target vocabulary has no start token ", tgt_vocab.special_tokens().bos);
   // Training runs where the net is (net.to(device) first): each batch goes there, and
   // each step's loss comes back, nothing else.
   const Device device = net.device();
+  HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<T, float> && device.is_cpu()), ValueError,
+             "train_seq2seq: precision ", to_string(options.precision), " trains a float net on the CPU, the net is ",
+             std::is_same_v<T, float> ? "float" : "double", " on ", device);
   if (options.xavier_init) {
     net.to(Device::cpu());  // the initialisers write on the host: once, before training
     init::xavier_init_weights(net, options.generator ? *options.generator : default_generator());
@@ -180,6 +186,7 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   const index_t ranks = parallel ? parallel->size() : 1;
   const bool trim_source = options.trim_padding && detail::ignores_padding<typename Net::EncoderType>::value;
   const bool trim_target = options.trim_padding && detail::ignores_padding<typename Net::DecoderType>::value;
+  const AutocastGuard autocast(options.precision);  // the micro-batches' threads take it too
   const auto start = std::chrono::steady_clock::now();
   auto seconds_since = [](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

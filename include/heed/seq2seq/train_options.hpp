@@ -20,6 +20,7 @@
 #include "heed/dist/communicator.hpp"
 #include "heed/optim/ema.hpp"
 #include "heed/optim/lr_schedule.hpp"
+#include "heed/ops/precision.hpp"
 
 namespace heed {
 
@@ -40,6 +41,10 @@ struct TrainOptions {
   bool trim_padding = true;               // cut each batch after its longest sequence (see above)
   bool fuse_output_loss = true;           // the decoder's output layer and the loss in one (see above)
   index_t micro_batches = 1;              // parts of each batch run on parallel threads (see above)
+  // The products' precision (heed/ops/autocast.hpp): fp32, or bf16 — mixed precision as
+  // torch.autocast's on the CPU: bf16 operands, fp32 sums, parameters, gradients and Adam.
+  // bf16 trains a float net on the CPU; int8 is for decoding only.
+  Precision precision = Precision::fp32;
   std::optional<LrSchedule> lr_schedule;  // the rate of step 1, 2, ... over all epochs; `lr` when unset
   index_t accumulation_steps = 1;         // batches whose gradients are summed into one update (see above)
   double label_smoothing = 0.0;           // ε of the loss's targets, as nn.CrossEntropyLoss(label_smoothing=ε)

@@ -56,6 +56,7 @@ std::map<std::string, std::string> data_parallel_settings(index_t num_epochs, co
   std::map<std::string, std::string> settings = {
       {"num_epochs", std::to_string(num_epochs)},
       {"micro_batches", std::to_string(options.micro_batches)},
+      {"precision", to_string(options.precision)},
       {"accumulation_steps", std::to_string(options.accumulation_steps)},
       {"epochs_done", std::to_string(resume.epochs_done)},
       {"steps_done", std::to_string(resume.steps_done)},

@@ -56,6 +56,7 @@ struct TranslatorTrainOptions {
   index_t accumulation_steps = 1, micro_batches = 1, valid_every = 1, beam = 1;
   double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
   std::uint64_t seed = 1;
+  Precision precision = Precision::fp32;  // the products' (TrainOptions::precision): fp32 or bf16
   bool quiet = false;  // no per-epoch progress line from the training loop
   // Checkpoint averaging: keep out/epoch-K.safetensors of the last `average_last` epochs
   // and write out/averaged.safetensors, their mean (average_checkpoints), at the end,
@@ -371,6 +372,7 @@ TranslatorTrainReport train_translator_net(Net& net, const Translator& translato
 
   TrainOptions train;
   train.micro_batches = options.micro_batches;
+  train.precision = options.precision;
   train.accumulation_steps = options.accumulation_steps;
   train.grad_clip = options.grad_clip;
   train.label_smoothing = options.label_smoothing;
@@ -586,6 +588,9 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
              options.average_last, options.out.empty() ? " without out" : "");
   HEED_CHECK(options.ema >= 0.0 && options.ema < 1.0, ValueError, "train_translator: ema must be in [0, 1), got ",
              options.ema);
+  HEED_CHECK(options.precision != Precision::int8, ValueError,
+             "train_translator: precision int8 is for decoding only (translate --precision int8); training takes fp32 "
+             "or bf16");
   HEED_CHECK(options.valid_fraction >= 0.0 && options.valid_fraction <= 0.9, ValueError,
              "train_translator: valid_fraction must be in [0, 0.9], got ", options.valid_fraction);
   HEED_CHECK(options.valid.empty() || options.valid_fraction == 0.0, ValueError,

@@ -1,0 +1,166 @@
+// Products with bf16 operands and fp32 sums (heed/ops/bf16_gemm.hpp) in every layout,
+// through every path this CPU can take, and AutocastGuard (heed/ops/autocast.hpp)
+// sending linear's and matmul's products there, forward and backward.
+#include "nn_common.hpp"
+
+#include <heed/ops/linear.hpp>
+#include <heed/ops/matmul.hpp>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "cpu_paths.hpp"
+
+namespace {
+
+using heed::AutocastGuard;
+using heed::CpuFeatures;
+using heed::Precision;
+using heed_test::feature_sets;
+using heed_test::ForcedCpuFeatures;
+
+/// The element (i, j) of op(x), x stored row-major with `cols` columns.
+float element(const Tensorf& x, bool trans, index_t i, index_t j) {
+  const index_t cols = x.shape()[1];
+  return trans ? x.data()[j * cols + i] : x.data()[i * cols + j];
+}
+
+/// |c − (c0 + op(a) op(b) + bias)| within bf16's rounding of each operand (2⁻⁸ of a
+/// product, 2⁻⁹ each) and fp32's of the sum, element by element.
+void check_within_bf16(const std::vector<float>& c, const std::vector<float>& c0, const Tensorf& a, bool trans_a,
+                       const Tensorf& b, bool trans_b, const Tensorf& bias, index_t m, index_t n, index_t k) {
+  for (index_t i = 0; i < m; ++i)
+    for (index_t j = 0; j < n; ++j) {
+      double exact = c0.empty() ? 0.0 : c0[static_cast<std::size_t>(i * n + j)], abs_sum = 0;
+      if (bias.defined()) exact += bias.data()[j];
+      for (index_t l = 0; l < k; ++l) {
+        const double product = double(element(a, trans_a, i, l)) * element(b, trans_b, l, j);
+        exact += product;
+        abs_sum += std::fabs(product);
+      }
+      const double bound = std::ldexp(abs_sum, -7) + double(k + 2) * std::ldexp(abs_sum + std::fabs(exact), -23);
+      const double got = c[static_cast<std::size_t>(i * n + j)];
+      INFO("element (" << i << ", " << j << "): " << got << " against " << exact << ", bound " << bound);
+      CHECK(std::fabs(got - exact) <= bound);
+    }
+}
+
+#ifdef _OPENMP
+/// Runs f with `threads` OpenMP threads, then restores the count.
+template <typename F>
+auto with_threads(int threads, F&& f) {
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  auto result = f();
+  omp_set_num_threads(saved);
+  return result;
+}
+#else
+template <typename F>
+auto with_threads(int, F&& f) {
+  return f();
+}
+#endif
+
+}  // namespace
+
+TEST_CASE("bf16_gemm stays within bf16's rounding of the exact product in every layout and on every path",
+          "[ops]") {
+  heed::Generator gen(41);
+  const auto sets = feature_sets();
+  // Rows on both sides of a tile (6) and of a task's panel (96); columns on both sides
+  // of a vector (16) and a tile (64); k on both sides of a pair and of a vector's 16.
+  for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{
+           {1, 1, 1}, {7, 17, 3}, {13, 64, 16}, {97, 65, 33}, {200, 130, 515}, {6, 200, 2}})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true}) {
+        INFO("m " << m << ", n " << n << ", k " << k << ", trans_a " << trans_a << ", trans_b " << trans_b);
+        const Tensorf a = trans_a ? heed::randn<float>({k, m}, gen) : heed::randn<float>({m, k}, gen);
+        const Tensorf b = trans_b ? heed::randn<float>({n, k}, gen) : heed::randn<float>({k, n}, gen);
+        const Tensorf bias = heed::randn<float>({n}, gen);
+        const Tensorf start = heed::randn<float>({m * n}, gen);
+        const std::vector<float> c0(start.data(), start.data() + m * n);
+        std::vector<float> first;
+        for (const CpuFeatures& f : sets) {
+          INFO("features " << heed::to_string(f));
+          const ForcedCpuFeatures forced(f);
+          std::vector<float> c(static_cast<std::size_t>(m * n), -7.0f);
+          heed::detail::bf16_gemm(a.data(), trans_a, b.data(), trans_b, c.data(), m, n, k, bias.data());
+          check_within_bf16(c, {}, a, trans_a, b, trans_b, bias, m, n, k);
+          std::vector<float> added = c0;
+          heed::detail::bf16_gemm(a.data(), trans_a, b.data(), trans_b, added.data(), m, n, k, nullptr, true);
+          check_within_bf16(added, c0, a, trans_a, b, trans_b, Tensorf(), m, n, k);
+          if (first.empty()) first = c;
+          // vdpbf16ps's order, emulated; the instruction alone flushes denormals.
+          for (std::size_t i = 0; i < c.size(); ++i) CHECK(c[i] == Approx(first[i]).margin(1e-5));
+        }
+      }
+}
+
+TEST_CASE("bf16_gemm gives the same bits on 1, 2 and 3 threads", "[ops]") {
+  heed::Generator gen(42);
+  const index_t m = 300, n = 200, k = 130;  // 4 panels of rows × 4 tiles of columns
+  const Tensorf a = heed::randn<float>({k, m}, gen), b = heed::randn<float>({k, n}, gen);
+  const auto product = [&] {
+    std::vector<float> c(static_cast<std::size_t>(m * n));
+    heed::detail::bf16_gemm(a.data(), true, b.data(), false, c.data(), m, n, k);
+    return c;
+  };
+  const auto one = with_threads(1, product);
+  CHECK(with_threads(2, product) == one);
+  CHECK(with_threads(3, product) == one);
+}
+
+TEST_CASE("AutocastGuard runs linear and matmul in bf16, forward and backward, and restores fp32", "[ops]") {
+  heed::Generator gen(43);
+  const Tensorf x0 = heed::randn<float>({2, 40, 96}, gen), w0 = heed::randn<float>({80, 96}, gen),
+                b0 = heed::randn<float>({80}, gen), y0 = heed::randn<float>({2, 80, 24}, gen);
+  struct Result {
+    Tensorf out, dx, dw, db, dy;
+  };
+  const auto run = [&](Precision precision) {
+    const AutocastGuard autocast(precision);
+    Tensorf x = x0.clone(), w = w0.clone(), b = b0.clone(), y = y0.clone();
+    for (Tensorf* t : {&x, &w, &b, &y}) t->requires_grad_(true);
+    Tensorf out = heed::matmul(heed::linear(x, w, b), y);  // (2, 40, 24): a batched product
+    heed::sum(out * out).backward();
+    return Result{out.detach(), x.grad(), w.grad(), b.grad(), y.grad()};
+  };
+  const Result fp32 = run(Precision::fp32), bf16 = run(Precision::bf16);
+  CHECK(AutocastGuard::current() == Precision::fp32);
+  const auto close = [](const Tensorf& got, const Tensorf& want) {
+    double largest = 0, error = 0;
+    for (index_t i = 0; i < want.numel(); ++i) {
+      largest = std::max(largest, std::fabs(double(want.data()[i])));
+      error = std::max(error, std::fabs(double(got.data()[i]) - want.data()[i]));
+    }
+    INFO("largest error " << error << " of largest value " << largest);
+    CHECK(error > 0);                  // bf16 did run
+    CHECK(error <= 2e-2 * largest);    // the op table's bf16 tolerance
+  };
+  close(bf16.out, fp32.out);
+  close(bf16.dx, fp32.dx);
+  close(bf16.dw, fp32.dw);
+  close(bf16.db, fp32.db);
+  close(bf16.dy, fp32.dy);
+  // The same bits on 1 and 3 threads: the guard reaches the threads of the batched products.
+  const auto out_on = [&](int threads) { return with_threads(threads, [&] { return run(Precision::bf16); }); };
+  const Result one = out_on(1), three = out_on(3);
+  CHECK(heed_test::same_bits(one.out, three.out));
+  CHECK(heed_test::same_bits(one.dw, three.dw));
+}
+
+TEST_CASE("AutocastGuard refuses int8, keeps small products in fp32 and nests", "[ops]") {
+  CHECK_THROWS_WITH(AutocastGuard(Precision::int8), Contains("int8 is for decoding only"));
+  heed::Generator gen(44);
+  const Tensorf x = heed::randn<float>({4, 8}, gen), w = heed::randn<float>({8, 8}, gen);
+  const Tensorf exact = heed::linear(x, w);
+  const AutocastGuard outer(Precision::bf16);
+  CHECK(heed_test::same_bits(heed::linear(x, w), exact));  // 256 multiply-adds: fp32
+  {
+    const AutocastGuard inner(Precision::fp32);
+    CHECK(AutocastGuard::current() == Precision::fp32);
+  }
+  CHECK(AutocastGuard::current() == Precision::bf16);
+}
