@@ -65,8 +65,7 @@ auto with_threads(int, F&& f) {
 
 }  // namespace
 
-TEST_CASE("bf16_gemm stays within bf16's rounding of the exact product in every layout and on every path",
-          "[ops]") {
+TEST_CASE("bf16_gemm stays within bf16's rounding of the exact product in every layout and on every path", "[ops]") {
   heed::Generator gen(41);
   const auto sets = feature_sets();
   // Rows on both sides of a tile (6) and of a task's panel (96); columns on both sides
@@ -136,8 +135,8 @@ TEST_CASE("AutocastGuard runs linear and matmul in bf16, forward and backward, a
       error = std::max(error, std::fabs(double(got.data()[i]) - want.data()[i]));
     }
     INFO("largest error " << error << " of largest value " << largest);
-    CHECK(error > 0);                  // bf16 did run
-    CHECK(error <= 2e-2 * largest);    // the op table's bf16 tolerance
+    CHECK(error > 0);                // bf16 did run
+    CHECK(error <= 2e-2 * largest);  // the op table's bf16 tolerance
   };
   close(bf16.out, fp32.out);
   close(bf16.dx, fp32.dx);

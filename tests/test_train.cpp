@@ -178,9 +178,10 @@ TEST_CASE("train_seq2seq runs the decoders' output layer and loss fused, as unfu
   }
 }
 
-TEST_CASE("Training gives the same bits on 1, 2 and 3 threads at sizes past every threading threshold, in fp32 and "
-          "in bf16",
-          "[seq2seq][train][threads]") {
+TEST_CASE(
+    "Training gives the same bits on 1, 2 and 3 threads at sizes past every threading threshold, in fp32 and "
+    "in bf16",
+    "[seq2seq][train][threads]") {
 #ifndef _OPENMP
   WARN("built without OpenMP: one thread only, nothing to compare");
 #else

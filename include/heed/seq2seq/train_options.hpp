@@ -18,9 +18,9 @@
 #include "heed/core/shape.hpp"
 #include "heed/detail/deprecated.hpp"
 #include "heed/dist/communicator.hpp"
+#include "heed/ops/precision.hpp"
 #include "heed/optim/ema.hpp"
 #include "heed/optim/lr_schedule.hpp"
-#include "heed/ops/precision.hpp"
 
 namespace heed {
 
@@ -41,16 +41,16 @@ struct TrainOptions {
   bool trim_padding = true;               // cut each batch after its longest sequence (see above)
   bool fuse_output_loss = true;           // the decoder's output layer and the loss in one (see above)
   index_t micro_batches = 1;              // parts of each batch run on parallel threads (see above)
-  // The products' precision (heed/ops/autocast.hpp): fp32, or bf16 — mixed precision as
-  // torch.autocast's on the CPU: bf16 operands, fp32 sums, parameters, gradients and Adam.
-  // bf16 trains a float net on the CPU; int8 is for decoding only.
-  Precision precision = Precision::fp32;
   std::optional<LrSchedule> lr_schedule;  // the rate of step 1, 2, ... over all epochs; `lr` when unset
   index_t accumulation_steps = 1;         // batches whose gradients are summed into one update (see above)
   double label_smoothing = 0.0;           // ε of the loss's targets, as nn.CrossEntropyLoss(label_smoothing=ε)
   index_t max_steps =
       0;  // stop once the TrainState's steps_done + this run's updates reach it, mid-epoch if so; 0: off
   double max_seconds = 0.0;  // stop after the update at which this run has trained this long, mid-epoch if so; 0: off
+  // The products' precision (heed/ops/autocast.hpp): fp32, or bf16 — mixed precision as
+  // torch.autocast's on the CPU: bf16 operands, fp32 sums, parameters, gradients and Adam.
+  // bf16 trains a float net on the CPU; int8 is for decoding only.
+  Precision precision = Precision::fp32;
   // Marian's exponential smoothing (heed/optim/ema.hpp): after each update, ema = ema_decay·ema +
   // (1 − ema_decay)·param, in fp32; training never reads it. 0: off; e.g. 0.9999. The average
   // lives in *ema when given (started from the parameters after the initialisation unless

@@ -57,7 +57,7 @@ struct TranslatorTrainOptions {
   double valid_fraction = 0.0, lr = 0.005, min_lr = 0.0, grad_clip = 1.0, time_budget = 0.0, label_smoothing = 0.0;
   std::uint64_t seed = 1;
   Precision precision = Precision::fp32;  // the products' (TrainOptions::precision): fp32 or bf16
-  bool quiet = false;  // no per-epoch progress line from the training loop
+  bool quiet = false;                     // no per-epoch progress line from the training loop
   // Checkpoint averaging: keep out/epoch-K.safetensors of the last `average_last` epochs
   // and write out/averaged.safetensors, their mean (average_checkpoints), at the end,
   // validated beside last and best. 0: off.
