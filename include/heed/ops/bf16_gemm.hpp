@@ -189,8 +189,8 @@ inline void bf16_gemm(const float* a, bool trans_a, const float* b, bool trans_b
     QuantizedProduct panel = p;
     panel.x += first * x_row;
     panel.out += first * n;
-    for (index_t b = block; b < block + kQuantTileVectors && b * kQuantLanes < n; ++b)
-      bf16_block_portable(panel, rows, b);
+    for (index_t v = block; v < block + kQuantTileVectors && v * kQuantLanes < n; ++v)
+      bf16_block_portable(panel, rows, v);
   });
 }
 
