@@ -7,10 +7,10 @@
 // quantized_gemm.hpp's bf16 tiles: op(a)'s rows as x's rows (k in pairs), op(b)'s
 // columns as a weight's rows (blocks of 16 columns, a 64-byte vector per pair of k).
 // Packing reads either layout of either operand (the backward's dY·W and dYᵀ·X take
-// them transposed) and writes the packed form directly: no transposed copy in fp32. Each element of c is one
-// sum over k from 0 in vdpbf16ps's order: the bits depend on neither the threads nor
-// the tiling, and the portable path (no AVX512_BF16, or forced) gives the same bits,
-// but where the instruction flushes denormals to zero.
+// them transposed) and writes the packed form directly: no transposed copy in fp32.
+// Each element of c is one sum over k from 0 in vdpbf16ps's order: the bits depend on
+// neither the threads nor the tiling, and the portable path (no AVX512_BF16, or forced)
+// gives the same bits, but where the instruction flushes denormals to zero.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"

@@ -219,13 +219,23 @@ void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_
   eigen_gemm(a, trans_a, b, trans_b, c, m, n, k, r0, rows, c0, cols, accumulate);
 }
 
+/// Under an AutocastGuard of bf16, a float product large enough (autocast_bf16) by
+/// bf16_gemm: c = op(a) · op(b) (+ bias), or with `accumulate` c += that, and true;
+/// false where the product stays in T, untouched.
+template <typename T>
+bool gemm_autocast(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
+                   const T* bias, bool accumulate) {
+  if constexpr (std::is_same_v<T, float>)
+    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, bias, accumulate), true;
+  return false;
+}
+
 /// c = op(a) · op(b) (+ bias, one value per column of c), with whatever threading is in
 /// force (see gemm).
 template <typename T>
 void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
                    const T* bias = nullptr) {
-  if constexpr (std::is_same_v<T, float>)
-    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, bias);
+  if (gemm_autocast(a, trans_a, b, trans_b, c, m, n, k, bias, /*accumulate=*/false)) return;
   gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/false, bias);
 }
 
@@ -237,8 +247,7 @@ void gemm_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, ind
 template <typename T>
 void gemm_add_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
                        T* scratch) {
-  if constexpr (std::is_same_v<T, float>)
-    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, nullptr, /*accumulate=*/true);
+  if (gemm_autocast(a, trans_a, b, trans_b, c, m, n, k, static_cast<const T*>(nullptr), /*accumulate=*/true)) return;
   if (gemm_uses_small<T>(m, n, k, trans_b)) {
     small_gemm(a, trans_a, b, trans_b, scratch, m, n, k, 0, m, 0, n);
     for (index_t i = 0; i < m * n; ++i) c[i] += scratch[i];
@@ -295,8 +304,7 @@ constexpr index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
 template <typename T>
 void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
           const T* bias = nullptr) {
-  if constexpr (std::is_same_v<T, float>)
-    if (autocast_bf16(m, n, k)) return bf16_gemm(a, trans_a, b, trans_b, c, m, n, k, bias);
+  if (gemm_autocast(a, trans_a, b, trans_b, c, m, n, k, bias, /*accumulate=*/false)) return;
   index_t panels = gemm_panels<T>(m, n, k, trans_b);
   if (panels < 2) {
     const SerialGemmScope serial(true);
