@@ -212,6 +212,10 @@ int main(int argc, char** argv) {
                  "MarianMT directory; 0: off)")
       ->check(CLI::Range(0.0, 0.999999999))
       ->group(output);
+  app.add_option("--shortlist", args.shortlist,
+                 "write a vocabulary shortlist of the training pairs to this file (each source token's 30 target "
+                 "tokens of highest Dice coefficient and the 100 most frequent ones) for translate --shortlist")
+      ->group(output);
   app.add_flag("--quiet", args.quiet, "no per-epoch progress line from the training loop")->group(output);
   app.add_option("--json", json,
                  "also write what the run did (its data, model, every epoch's loss, speed and validation) to this "

@@ -38,6 +38,7 @@ const std::string kUsage =
     "                 [--save FILE] [--load FILE] [--marian DIR] [--heatmaps DIR] [--alignments FILE]\n"
     "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
     "                 [--stream] [--target-prefix TEXT] [--precision fp32|bf16|int8]\n"
+    "                 [--shortlist FILE]\n"
     "                 [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"
@@ -66,6 +67,9 @@ const std::string kUsage =
     "  --worst          how many of the worst translations --evaluate prints (default 5)\n"
     "  --stream         print each translation's words as they are decoded (greedy: --beam 1)\n"
     "  --target-prefix  every translation starts with TEXT (forced, then decoded on)\n"
+    "  --shortlist      score only the target words that FILE (train_translator --shortlist, or\n"
+    "                   CTranslate2's vocabulary map) gives for the batch's source words, its\n"
+    "                   always-kept words, <eos> and <unk>; log P over those words\n"
     "  --micro-batches  split each batch into K parts trained on parallel threads (1 to 1024,\n"
     "                   default 1; K = the thread count trains fastest; K, not the threads, sets\n"
     "                   the bits)\n"
@@ -117,6 +121,7 @@ Args parse_args(int argc, char** argv) try {
       {"--heatmaps", path(a.heatmaps, "a directory")},
       {"--alignments", path(a.alignments, "a file name")},
       {"--evaluate", path(a.evaluate, "a file name")},
+      {"--shortlist", path(a.shortlist, "a vocabulary map file")},
       {"--worst", count(a.worst, 0, index_t(1) << 30)},
       {"--micro-batches", count(a.micro_batches, 1, 1024)},
       {"--seed", [&](const std::string& f, const std::string& text) { a.seed = heed::parse_seed_flag(f, text); }}};

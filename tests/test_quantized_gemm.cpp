@@ -167,6 +167,30 @@ TEST_CASE("A weight unpacked to its stored values and packed back multiplies bit
   }
 }
 
+TEST_CASE("LowPrecisionWeight::select_rows keeps the stored values of the rows chosen, in their order", "[ops]") {
+  const Tensorf w = heed::uniform<float>({70, 37}, -2.0f, 2.0f, heed::default_generator());
+  const Tensorf x = heed::uniform<float>({5, 37}, -1.0f, 1.0f, heed::default_generator());
+  const std::vector<index_t> rows = {69, 0, 33, 33, 64, 7};  // repeats, across tiles
+  for (const Precision precision : {Precision::bf16, Precision::int8}) {
+    INFO(heed::to_string(precision));
+    const LowPrecisionWeight converted(w.data(), 70, 37, precision);
+    const LowPrecisionWeight some = converted.select_rows(rows);
+    CHECK(some.out_features() == 6);
+    CHECK(some.precision() == precision);
+    const std::vector<float> all = apply(converted, x, nullptr), kept = apply(some, x, nullptr);
+    std::vector<float> row(37), again(37);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      converted.row(rows[i], row.data());
+      some.row(static_cast<index_t>(i), again.data());
+      CHECK(again == row);
+      for (index_t r = 0; r < 5; ++r)
+        CHECK(kept[static_cast<std::size_t>(r * 6) + i] == all[static_cast<std::size_t>(r * 70 + rows[i])]);
+    }
+    CHECK_THROWS_WITH(converted.select_rows({3, 70}), Contains("select_rows: row 70 of a weight of 70 rows"));
+    CHECK_THROWS_AS(converted.select_rows({-1}), heed::IndexError);
+  }
+}
+
 TEST_CASE("LowPrecisionWeight refuses fp32, empty weights, non-finite int8 weights and over-long int8 rows", "[ops]") {
   const std::vector<float> w{1.0f, std::numeric_limits<float>::infinity(), 0.0f, 2.0f};
   CHECK_THROWS_WITH(LowPrecisionWeight(w.data(), 2, 2, Precision::fp32), Contains("bf16 or int8, got fp32"));

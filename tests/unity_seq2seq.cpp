@@ -8,5 +8,6 @@
 #include "test_gru.cpp"
 #include "test_predict.cpp"
 #include "test_seq2seq_models.cpp"
+#include "test_shortlist.cpp"
 #include "test_train.cpp"
 #include "test_translator.cpp"

@@ -117,6 +117,7 @@
 #include "heed/seq2seq/predict_flags.hpp"
 #include "heed/seq2seq/predict_options.hpp"
 #include "heed/seq2seq/progress.hpp"
+#include "heed/seq2seq/shortlist.hpp"
 #include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/token_choice.hpp"
 #include "heed/seq2seq/train.hpp"

@@ -40,6 +40,21 @@ evaluated=$("$translate" --load "$dir/straight/last.safetensors" --evaluate "$pa
 grep -Eq "^warning: [1-5] of the 5 English sentences of $pairs are in this model's training data \(the built-in corpus\)" \
   <<<"$evaluated" || fail "no warning for trained-on sentences: $evaluated"
 
+# --shortlist: train_translator writes the vocabulary map of its training pairs (always-kept
+# line first); translate --shortlist decodes with it; a bad map is refused (status 1)
+# naming the file and line.
+out=$("$train" "${small[@]}" --epochs 1 --shortlist "$dir/shortlist.txt" 2>&1) || fail "--shortlist: $out"
+grep -q "^shortlist: [0-9]* source tokens' target candidates and the [0-9]* most frequent target tokens in $dir/shortlist.txt" \
+  <<<"$out" || fail "no shortlist line: $out"
+[ "$(head -c 1 "$dir/shortlist.txt")" = $'\t' ] && [ "$(wc -l <"$dir/shortlist.txt")" -gt 10 ] ||
+  fail "the shortlist: $(head -c 300 "$dir/shortlist.txt")"
+evaluated=$("$translate" --load "$dir/straight/last.safetensors" --evaluate "$dir/straight/valid.txt" \
+  --shortlist "$dir/shortlist.txt" 2>&1) || fail "translate --shortlist: $evaluated"
+grep -q "^BLEU = " <<<"$evaluated" || fail "no BLEU with --shortlist: $evaluated"
+printf 'cat chat\n' >"$dir/bad_shortlist.txt"
+got=$("$translate" --load "$dir/straight/last.safetensors" --shortlist "$dir/bad_shortlist.txt" "go ." 2>&1)
+[ $? -eq 1 ] && grep -q "$dir/bad_shortlist.txt: line 1: no tab" <<<"$got" || fail "a bad shortlist: ${got:0:300}"
+
 "$train" "${small[@]}" --epochs 2 --out "$dir/resumed" >/dev/null 2>&1 || fail "the 2-epoch run"
 cp "$dir/resumed/last.safetensors" "$dir/after2.safetensors"
 out=$("$train" "${small[@]}" --epochs 4 --out "$dir/resumed" --resume "$dir/after2.safetensors" 2>&1) ||

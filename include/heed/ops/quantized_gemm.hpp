@@ -410,6 +410,24 @@ class LowPrecisionWeight {
       for (index_t k = 0; k < in_features_; ++k) std::memcpy(bits + n * in_features_ + k, at(n, k), 2);
   }
 
+  /// The weight of these rows (indices into out_features, in their order), their stored
+  /// values kept as they are (no requantising): a vocabulary shortlist's output layer.
+  LowPrecisionWeight select_rows(const std::vector<index_t>& rows) const {
+    LowPrecisionWeight w(static_cast<index_t>(rows.size()), in_features_, precision_);
+    const std::size_t width = precision_ == Precision::int8 ? 1 : 2;
+    std::vector<unsigned char> bytes(static_cast<std::size_t>(k_groups_ * 4), 0);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const index_t n = rows[i];
+      HEED_CHECK(n >= 0 && n < out_features_, IndexError, "LowPrecisionWeight::select_rows: row ", n,
+                 " of a weight of ", out_features_, " rows");
+      for (index_t k = 0; k < in_features_; ++k)
+        std::memcpy(bytes.data() + static_cast<std::size_t>(k) * width, at(n, k), width);
+      w.pack_row(static_cast<index_t>(i), bytes.data(),
+                 precision_ == Precision::int8 ? scale_[static_cast<std::size_t>(n)] : 0.0f);
+    }
+    return w;
+  }
+
   Precision precision() const { return precision_; }
   index_t out_features() const { return out_features_; }
   index_t in_features() const { return in_features_; }

@@ -24,6 +24,7 @@
 #include "heed/seq2seq/data.hpp"
 #include "heed/seq2seq/decoder_state.hpp"
 #include "heed/seq2seq/predict_options.hpp"
+#include "heed/seq2seq/shortlist.hpp"
 #include "heed/seq2seq/token_choice.hpp"
 namespace heed {
 
@@ -45,11 +46,12 @@ void keep_best(std::vector<Live>& ended, index_t count, const Score& score_of) {
 /// <eos>), into the
 /// same places of all_results, under the caller's settings (no grad, eval mode, packed
 /// weights, attention weights kept or not). Sample j of sentence i draws from a
-/// generator seeded with mix_seed(sample_seed, i · beam_size + j).
+/// generator seeded with mix_seed(sample_seed, i · beam_size + j). With a `shortlist`,
+/// the logits are those of its kept target ids only.
 template <typename T, typename Net>
 void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all_sources, std::size_t first,
                       std::size_t last, const Vocab& src_vocab, const Vocab& tgt_vocab, index_t num_steps,
-                      const PredictOptions& options, std::uint64_t sample_seed,
+                      const PredictOptions& options, const ShortlistedOutput<T>* shortlist, std::uint64_t sample_seed,
                       std::vector<Translation<T>>& all_results) {
   const std::vector<std::string>* sources = all_sources.data() + first;
   Translation<T>* results = all_results.data() + first;
@@ -121,7 +123,9 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     return K == 1 ? h.log_prob : h.log_prob / std::pow(static_cast<double>(length), options.length_penalty);
   };
   IndexTensor dec_X = full<std::int64_t>({batch * K, 1}, tgt_vocab.bos_index());
-  const index_t V = tgt_vocab.size();
+  // The tokens scored: the vocabulary's, or the shortlist's, whose row positions are
+  // mapped to and from target ids around the token choice below.
+  const index_t V = shortlist ? shortlist->size() : tgt_vocab.size();
   using Decoder = std::decay_t<decltype(net.decoder())>;
   // The output layer's rows at a time: ≤ 16 MiB of logits, in multiples of 32 rows
   // (the in-place product's panel of rows: fewer rows per pass read its weights more
@@ -153,6 +157,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       features = net.decoder().features(dec_X, state);
     else
       logits = net.decoder()(dec_X, state);
+    if (logits.defined() && shortlist) logits = shortlist->select(logits);
     if (step == 0) detail::reserve_steps(state, max_steps);
     const std::vector<Tensor<T>> cross =
         options.save_attention_weights ? detail::step_cross_attention(net.decoder()) : std::vector<Tensor<T>>();
@@ -180,10 +185,17 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       const index_t forced = length < prefix.size()                                     ? prefix[length]
                              : options.force_eos_at_max_length && step == max_steps - 1 ? eos
                                                                                         : -1;
+      if (shortlist) {  // the candidates are kept with the prefixes' tokens and <eos>: forced is one
+        std::size_t kept = 0;
+        for (const index_t id : f)
+          if (shortlist->position(id) >= 0) f[kept++] = shortlist->position(id);
+        f.resize(kept);
+      }
       if (forced >= 0) {
+        const index_t at = shortlist ? shortlist->position(forced) : forced;
         f.clear();
         for (index_t v = 0; v < V; ++v)
-          if (v != forced) f.push_back(v);
+          if (v != at) f.push_back(v);
       }
     }
     const index_t rows_per_thread = std::max<index_t>(1, detail::kParallelGrain / std::max<index_t>(V, 1));
@@ -192,7 +204,8 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       const index_t n = std::min(chunk_rows, num_active * K - chunk);
       Tensor<T> part = logits;  // rows [chunk, chunk + n): (n, 1, V)
       if constexpr (detail::has_output_features<Decoder>::value)
-        part = net.decoder().dense(narrow(features, 0, chunk, n));
+        part = shortlist ? shortlist->logits(narrow(features, 0, chunk, n))
+                         : net.decoder().dense(narrow(features, 0, chunk, n));
       if (!part.device().is_cpu()) part = part.to(Device::cpu());
       detail::parallel_for(n, rows_per_thread, [&](index_t first_row, index_t last_row) {
         detail::SampleScratch scratch;
@@ -207,6 +220,10 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
             found[r] = detail::sample_token(row_logits, V, top.data() + r, forbidden[r], options, gen, scratch);
           } else {
             found[r] = detail::top_log_probs(row_logits, V, top.data() + r * per_row, per_row, forbidden[r]);
+          }
+          for (std::size_t j = 0; shortlist && j < found[r]; ++j) {
+            detail::TopToken<T>& t = top[r * per_row + j];
+            t.token = shortlist->id(t.token);
           }
         }
       });

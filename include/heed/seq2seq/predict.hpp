@@ -59,6 +59,7 @@
 #include <functional>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -73,6 +74,7 @@
 #include "heed/seq2seq/decoder_state.hpp"
 #include "heed/seq2seq/gru_encoder.hpp"
 #include "heed/seq2seq/predict_options.hpp"
+#include "heed/seq2seq/shortlist.hpp"
 #include "heed/seq2seq/token_choice.hpp"
 #include "heed/transformer/decoder.hpp"
 
@@ -122,6 +124,8 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
   HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<U, float> && net.device().is_cpu()), ValueError,
              "predict_seq2seq: precision ", to_string(options.precision), " needs a float net on the CPU, got a ",
              detail::dtype_name<U>(), " net on ", to_string(net.device()));
+  HEED_CHECK(!options.shortlist || net.device().is_cpu(), ValueError,
+             "predict_seq2seq: a shortlist needs a net on the CPU, got one on ", to_string(net.device()));
   for (const Vocab* vocab : {&src_vocab, &tgt_vocab}) {
     const SpecialTokens& special = vocab->special_tokens();
     for (const std::string* token : {&special.pad, &special.bos, &special.eos})
@@ -163,13 +167,25 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
   NoGradGuard no_grad;
   PackedWeightsGuard packed_weights(options.precision);  // every step multiplies by the same weights
   net.eval();
+  // The shortlist's candidates for the whole call (the prefixes' tokens among them), its
+  // rows of the output layer gathered once for every group.
+  std::optional<detail::ShortlistedOutput<U>> shortlisted;
+  if (options.shortlist) {
+    std::vector<index_t> prefix_ids;
+    for (const auto& prefix : options.target_prefix)
+      for (const index_t id : tgt_vocab[prefix]) prefix_ids.push_back(id);
+    shortlisted.emplace(options.shortlist->candidates(src_tokens, tgt_vocab, prefix_ids), tgt_vocab.size());
+    if constexpr (detail::has_output_features<std::decay_t<decltype(net.decoder())>>::value)
+      shortlisted->gather(net.decoder().dense);
+  }
+  const detail::ShortlistedOutput<U>* const shortlist = shortlisted ? &*shortlisted : nullptr;
   const detail::NoAttentionWeightsScope encoder_weights(net.encoder(), options.save_attention_weights);
   const detail::NoAttentionWeightsScope decoder_weights(net.decoder(), options.save_attention_weights);
   const std::size_t count = src_tokens.size();
   const auto parts = static_cast<std::size_t>(std::min<index_t>(options.micro_batches, static_cast<index_t>(count)));
   if (parts == 1) {
-    detail::decode_sentences<U>(net, src_tokens, 0, count, src_vocab, tgt_vocab, num_steps, options, sample_seed,
-                                results);
+    detail::decode_sentences<U>(net, src_tokens, 0, count, src_vocab, tgt_vocab, num_steps, options, shortlist,
+                                sample_seed, results);
     return results;
   }
   // The groups run on parallel threads, with this thread's settings, unless they keep
@@ -187,7 +203,7 @@ std::vector<Translation<detail::model_type_or<T, Net>>> predict_seq2seq_tokens(
       const detail::PackedWeightsScope packed_here(packed);
       const detail::ForwardRecordsScope records_here(!parallel && detail::keeps_forward_records());
       detail::decode_sentences<U>(net, src_tokens, count * at / parts, count * (at + 1) / parts, src_vocab, tgt_vocab,
-                                  num_steps, options, sample_seed, results);
+                                  num_steps, options, shortlist, sample_seed, results);
     } catch (...) {
       errors[at] = std::current_exception();
     }

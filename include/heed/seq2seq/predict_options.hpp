@@ -7,6 +7,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "heed/seq2seq/data.hpp"
 
 namespace heed {
+
+class Shortlist;  // heed/seq2seq/shortlist.hpp
 
 /// How beam search keeps its finished hypotheses and when it stops (predict.hpp):
 /// heed's rule stops only when no live hypothesis can still beat the n_best finished ones
@@ -71,6 +74,10 @@ struct PredictOptions {
   // embeddings, attention, softmax, layer norm and the GRU in fp32. A float net on the
   // CPU only.
   Precision precision = Precision::fp32;
+  // A vocabulary shortlist (heed/seq2seq/shortlist.hpp): the output layer scores only
+  // the union of this call's sentences' candidate tokens, and log P is normalised over
+  // them. Null: the whole vocabulary. A net on the CPU only.
+  std::shared_ptr<const Shortlist> shortlist;
 };
 
 template <typename T>

@@ -31,6 +31,7 @@
 #include "heed/seq2seq/corpus.hpp"
 #include "heed/seq2seq/held_out.hpp"
 #include "heed/seq2seq/progress.hpp"
+#include "heed/seq2seq/shortlist.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/seq2seq/translator.hpp"
 
@@ -47,6 +48,7 @@ struct TranslateRunOptions {
   bool quiet = false;         // no progress report
   bool stream = false;        // print each translation's words as they are decoded (greedy)
   std::string target_prefix;  // every translation starts with this text; empty: none
+  std::string shortlist;      // a vocabulary map file (heed/seq2seq/shortlist.hpp); empty: none
   std::vector<std::string> sentences;
   dist::Communicator* communicator = nullptr;  // data-parallel over its ranks when it has several; rank 0 reports
   /// Called once the model is built or loaded, before training or decoding: the
@@ -197,7 +199,11 @@ inline void translate_streaming(Translator& translator, const std::vector<std::s
 
 /// Runs translate as the top of this file says; returns its exit status (0). Errors are
 /// heed's: a bad option a ValueError, a file a FileError.
-inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
+inline int run_translate(const TranslateRunOptions& run_options, std::ostream& out) {
+  TranslateRunOptions args = run_options;
+  // Read first: a bad file is refused before any training.
+  if (!args.shortlist.empty())
+    args.decoding.shortlist = std::make_shared<const Shortlist>(Shortlist::load(args.shortlist));
   HEED_CHECK(args.model == "transformer" || args.model == "bahdanau", ValueError,
              "run_translate: model must be transformer or bahdanau, got '", args.model, "'");
   HEED_CHECK(args.num_examples >= 1 && args.epochs >= -1 && args.micro_batches >= 1 && args.worst >= 0, ValueError,

@@ -37,6 +37,7 @@
 #include "heed/seq2seq/corpus.hpp"
 #include "heed/seq2seq/held_out.hpp"
 #include "heed/seq2seq/progress.hpp"
+#include "heed/seq2seq/shortlist.hpp"
 #include "heed/seq2seq/train.hpp"
 #include "heed/seq2seq/translator.hpp"
 
@@ -65,6 +66,10 @@ struct TranslatorTrainOptions {
   // Marian's exponential smoothing (TrainOptions::ema_decay): validate with the moving
   // average too and save it as out/ema.safetensors. 0: off.
   double ema = 0.0;
+  // A vocabulary shortlist built from the training pairs (Shortlist::build, in the
+  // model's tokens) written to this file before training, for translate --shortlist.
+  // Empty: none.
+  std::string shortlist;
 
   /// The epochs in all: `epochs`, or d2l's for the model (250 Bahdanau, 200 Transformer).
   index_t total_epochs() const { return epochs >= 0 ? epochs : (model.model == "bahdanau" ? 250 : 200); }
@@ -641,6 +646,12 @@ inline TranslatorTrainReport train_translator(const TranslatorTrainOptions& opti
     if (marian)
       for (auto& references : valid_refs.references)
         for (std::string& reference : references) reference = detail::d2l_words(reference);
+  }
+  if (!options.shortlist.empty()) {
+    const Shortlist shortlist = Shortlist::build(split.train);
+    shortlist.save(options.shortlist);
+    log << "shortlist: " << shortlist.size() << " source tokens' target candidates and the "
+        << shortlist.always().size() << " most frequent target tokens in " << options.shortlist << "\n";
   }
   Translator translator =
       marian ? std::move(*pretrained) : Translator(model, std::move(src_vocab), std::move(tgt_vocab), tokenizers);
