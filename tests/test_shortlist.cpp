@@ -48,12 +48,13 @@ TEST_CASE("Shortlist::build keeps the frequent target words and each source word
           "[seq2seq][shortlist]") {
   heed::NmtTokens pairs;
   pairs.source = {{"the", "cat"}, {"the", "dog"}, {"a", "cat"}, {"the", "cat", "sleeps"}};
-  pairs.target = {{"le", "chat"}, {"le", "chien"}, {"un", "chat"}, {"le", "chat", "dort", ""}};
+  pairs.target = {{"le", "chat"}, {"le", "chien"}, {"un", "chat"}, {"le", "chat", "dort", "", "x\vy"}};
   heed::ShortlistOptions options;
   options.frequent = 2;
   options.per_source = 2;
   const heed::Shortlist list = heed::Shortlist::build(pairs, options);
-  // le 3 times, chat 3: the tie goes to the first in byte order; the empty token is left out.
+  // le 3 times, chat 3: the tie goes to the first in byte order; the empty token and the
+  // one with white space are left out.
   CHECK(list.always() == Words{"chat", "le"});
   // cat: with chat in 3 of its 3 sentences (Dice 2·3/(3+3) = 1), le 2 (2·2/6), un 1 (2/4),
   // dort 1 (2/4): chat, then le.

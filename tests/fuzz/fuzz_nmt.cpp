@@ -5,16 +5,21 @@
 // answer to a malformed file; the properties checked besides are the header's promises:
 // a lenient read never throws and equals a successful strict one, and the text it
 // returns (valid UTF-8, a tab on every line) always loads. At most 21 sentence pairs are
-// used, so that one input stays fast.
+// used, so that one input stays fast. The same bytes are read as a vocabulary shortlist
+// (heed/seq2seq/shortlist.hpp) too: refused with an Error, or giving sorted ids of the
+// vocabulary that a save and a reload keep; and the shortlist built from the bytes'
+// pairs keeps its candidates through its file.
 #include "fuzz_common.hpp"
 
 #include <heed/core/error.hpp>
 #include <heed/seq2seq/data.hpp>
+#include <heed/seq2seq/shortlist.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -32,6 +37,19 @@ void check_batch(const heed::IndexTensor& tokens, const heed::IndexTensor& valid
       heed_fuzz::fail("load_data_nmt: valid length out of range");
 }
 
+// `list`'s candidates for the pairs' sources are sorted ids of `vocab`, and those of
+// the list saved and read back are the same.
+void check_shortlist(const heed::Shortlist& list, const heed::NmtTokens& pairs, const heed::Vocab& vocab) {
+  static const heed_fuzz::InputFile saved("shortlist", ".txt");
+  const std::vector<heed::index_t> ids = list.candidates(pairs.source, vocab);
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= vocab.size() || (i > 0 && ids[i] <= ids[i - 1]))
+      heed_fuzz::fail("Shortlist::candidates: not sorted ids of the vocabulary");
+  list.save(saved.path());
+  if (heed::Shortlist::load(saved.path()).candidates(pairs.source, vocab) != ids)
+    heed_fuzz::fail("Shortlist: a saved list read back has other candidates");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -43,7 +61,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)heed::tokenize_nmt(heed::preprocess_nmt(raw), kExamples);
   } catch (const heed::Error&) {
   }
-  (void)heed::tokenize_nmt(raw, kExamples);  // any bytes split: nothing to throw
+  const heed::NmtTokens pairs = heed::tokenize_nmt(raw, kExamples);  // any bytes split: nothing to throw
+  const heed::Vocab vocab(pairs.target, 0, {"<pad>", "<bos>", "<eos>"});
+  try {
+    check_shortlist(heed::Shortlist::build(pairs), pairs, vocab);
+  } catch (const heed::Error& e) {
+    heed_fuzz::fail(std::string("a shortlist built from pairs did not save and load: ") + e.what());
+  }
+  std::optional<heed::Shortlist> loaded;
+  try {
+    loaded = heed::Shortlist::load(path);
+  } catch (const heed::Error&) {
+  }
+  if (loaded) check_shortlist(*loaded, pairs, vocab);
 
   std::optional<std::string> strict;
   try {

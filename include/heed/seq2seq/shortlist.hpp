@@ -59,9 +59,8 @@ class Shortlist {
   static constexpr index_t kMaxNgram = 16;
 
   /// From training pairs (the model's tokens: words or SentencePiece pieces). Empty
-  /// tokens and tokens with a space, tab or line break (which the file cannot hold) are
-  /// left out. Ties go to the token first in byte order, so the list is a function of the
-  /// pairs alone.
+  /// tokens and tokens with white space (which the file cannot hold) are left out. Ties
+  /// go to the token first in byte order, so the list is a function of the pairs alone.
   static Shortlist build(const NmtTokens& pairs, const ShortlistOptions& options = {}) {
     HEED_CHECK(pairs.source.size() == pairs.target.size(), ValueError, "Shortlist::build: ", pairs.source.size(),
                " sources but ", pairs.target.size(), " targets");
@@ -225,7 +224,7 @@ class Shortlist {
 
  private:
   static bool storable(const std::string& token) {
-    return !token.empty() && token.find_first_of(" \t\r\n") == std::string::npos;
+    return !token.empty() && token.find_first_of(" \t\n\v\f\r") == std::string::npos;
   }
   static std::vector<std::string> split_on_spaces(const std::string& text) {
     std::vector<std::string> out;

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -48,7 +49,7 @@ struct TranslateRunOptions {
   bool quiet = false;         // no progress report
   bool stream = false;        // print each translation's words as they are decoded (greedy)
   std::string target_prefix;  // every translation starts with this text; empty: none
-  std::string shortlist;      // a vocabulary map file (heed/seq2seq/shortlist.hpp); empty: none
+  std::string shortlist;      // a vocabulary map file (heed/seq2seq/shortlist.hpp); empty: decoding.shortlist
   std::vector<std::string> sentences;
   dist::Communicator* communicator = nullptr;  // data-parallel over its ranks when it has several; rank 0 reports
   /// Called once the model is built or loaded, before training or decoding: the
@@ -133,8 +134,9 @@ inline std::vector<std::string> raw_sources(const std::string& text, const std::
 
 /// Translates each distinct English sentence of --evaluate once, in batches, scores the
 /// translations against all of that sentence's French lines, and prints the worst; warns
-/// when the model was trained on some of the sentences.
+/// when the model was trained on some of the sentences. With a shortlist when not null.
 inline void evaluate_file(Translator& translator, const TranslateRunOptions& args,
+                          const std::shared_ptr<const Shortlist>& shortlist,
                           const std::map<std::string, std::string>& trained_on, std::ostream& out) {
   const std::string text = read_data_nmt(args.evaluate);
   const NmtTokens pairs = tokenize_nmt(preprocess_nmt(text));
@@ -151,6 +153,7 @@ inline void evaluate_file(Translator& translator, const TranslateRunOptions& arg
   // distinct sentence's first line as it is in the file.
   if (translator.tokenizers().is_pretrained()) refs.sources = raw_sources(text, refs.sources);
   PredictOptions options = args.decoding;
+  options.shortlist = shortlist;
   options.save_attention_weights = false;
   const Scored scored = translator.evaluate(refs, options);
   out << args.evaluate << ": " << refs.sources.size() << " English sentences, " << pairs.source.size()
@@ -199,11 +202,12 @@ inline void translate_streaming(Translator& translator, const std::vector<std::s
 
 /// Runs translate as the top of this file says; returns its exit status (0). Errors are
 /// heed's: a bad option a ValueError, a file a FileError.
-inline int run_translate(const TranslateRunOptions& run_options, std::ostream& out) {
-  TranslateRunOptions args = run_options;
-  // Read first: a bad file is refused before any training.
-  if (!args.shortlist.empty())
-    args.decoding.shortlist = std::make_shared<const Shortlist>(Shortlist::load(args.shortlist));
+inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
+  // Read first: a bad file is refused before any training. (args.decoding is read where
+  // it is used: check_model may change it.)
+  const std::shared_ptr<const Shortlist> shortlist =
+      args.shortlist.empty() ? args.decoding.shortlist
+                             : std::make_shared<const Shortlist>(Shortlist::load(args.shortlist));
   HEED_CHECK(args.model == "transformer" || args.model == "bahdanau", ValueError,
              "run_translate: model must be transformer or bahdanau, got '", args.model, "'");
   HEED_CHECK(args.num_examples >= 1 && args.epochs >= -1 && args.micro_batches >= 1 && args.worst >= 0, ValueError,
@@ -254,13 +258,14 @@ inline int run_translate(const TranslateRunOptions& run_options, std::ostream& o
   std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home ."};
   std::vector<std::string> references = {"va !", "j'ai perdu .", "il est calme .", "je suis chez moi ."};
   if (!args.evaluate.empty()) {
-    detail::evaluate_file(*translator, args, trained_on, out);
+    detail::evaluate_file(*translator, args, shortlist, trained_on, out);
     sentences.clear(), references.clear();
   } else if ((!args.load.empty() || !args.marian.empty()) && !args.sentences.empty()) {
     sentences.clear(), references.clear();
   }
   sentences.insert(sentences.end(), args.sentences.begin(), args.sentences.end());
   PredictOptions options = args.decoding;
+  options.shortlist = shortlist;
   options.micro_batches = 1;  // attention weights are kept: one group
   if (sentences.empty()) return 0;
   if (!args.target_prefix.empty())
