@@ -43,6 +43,7 @@
 #include "heed/ops/quantized_gemm.hpp"
 #include "heed/ops/shape.hpp"
 #include "heed/seq2seq/data.hpp"
+#include "heed/seq2seq/text.hpp"
 #include "heed/seq2seq/vocab.hpp"
 namespace heed {
 
@@ -171,8 +172,8 @@ class Shortlist {
 
   /// Writes the map atomically, the always-kept line first, then the n-grams in byte order.
   void save(const std::string& path) const {
-    std::string text = "\t" + join(always_) + "\n";
-    for (const auto& [key, targets] : rules_) text += key + "\t" + join(targets) + "\n";
+    std::string text = "\t" + detail::join_words(always_) + "\n";
+    for (const auto& [key, targets] : rules_) text += key + "\t" + detail::join_words(targets) + "\n";
     detail::save_atomically("Shortlist::save", path,
                             [&text](const detail::SaveSink& file) { file.write(text.data(), text.size()); });
   }
@@ -232,11 +233,6 @@ class Shortlist {
     for (std::string word; words >> word;) out.push_back(word);
     return out;
   }
-  static std::string join(const std::vector<std::string>& tokens) {
-    std::string out;
-    for (std::size_t i = 0; i < tokens.size(); ++i) out += (i ? " " : "") + tokens[i];
-    return out;
-  }
 
   std::vector<std::string> always_;
   std::map<std::string, std::vector<std::string>> rules_;  // source n-gram -> target tokens
@@ -252,13 +248,9 @@ namespace detail {
 template <typename T>
 class ShortlistedOutput {
  public:
-  ShortlistedOutput(std::vector<index_t> ids, index_t vocab_size)
-      : ids_(std::move(ids)), position_(static_cast<std::size_t>(vocab_size), -1) {
-    index_ = detail::make_tensor<std::int64_t>(Shape{static_cast<index_t>(ids_.size())});
-    for (std::size_t i = 0; i < ids_.size(); ++i) {
-      position_[static_cast<std::size_t>(ids_[i])] = static_cast<index_t>(i);
-      index_.data()[i] = ids_[i];
-    }
+  ShortlistedOutput(const std::vector<index_t>& ids, index_t vocab_size)
+      : position_(static_cast<std::size_t>(vocab_size), -1), index_(ids, Shape{static_cast<index_t>(ids.size())}) {
+    for (std::size_t i = 0; i < ids.size(); ++i) position_[static_cast<std::size_t>(ids[i])] = static_cast<index_t>(i);
   }
 
   /// Gathers `dense`'s rows (its out_features must be the vocabulary's size).
@@ -269,21 +261,21 @@ class ShortlistedOutput {
     if (dense.bias.defined()) bias_ = index_select(dense.bias, 0, index_);
     if constexpr (std::is_same_v<T, float>) {
       if (dense.converted_weight) {
-        converted_ = std::make_shared<const LowPrecisionWeight>(dense.converted_weight->select_rows(ids_));
+        const std::vector<index_t> ids(index_.data(), index_.data() + index_.numel());
+        converted_ = std::make_shared<const LowPrecisionWeight>(dense.converted_weight->select_rows(ids));
+        return;
+      }
+      // Inside a bf16 or int8 PackedWeightsGuard, converted here rather than by the
+      // guard, which would keep every call's gathered rows for as long as it lasts.
+      const PackedWeights* guard = current_packed_weights();
+      if (guard && guard->precision != Precision::fp32) {
+        const Tensor<T> rows = index_select(dense.weight, 0, index_);
+        converted_ =
+            std::make_shared<const LowPrecisionWeight>(rows.data(), rows.shape()[0], rows.shape()[1], guard->precision);
         return;
       }
     }
     weight_ = index_select(dense.weight, 0, index_);
-    // Inside a bf16 or int8 PackedWeightsGuard, converted here rather than by the guard,
-    // which would keep every call's gathered rows for as long as it lasts.
-    if constexpr (std::is_same_v<T, float>) {
-      const PackedWeights* guard = current_packed_weights();
-      if (guard && guard->precision != Precision::fp32 && weight_.is_cpu()) {
-        converted_ = std::make_shared<const LowPrecisionWeight>(weight_.data(), weight_.shape()[0], weight_.shape()[1],
-                                                                guard->precision);
-        weight_ = Tensor<T>();
-      }
-    }
   }
 
   /// The kept logits of `features` through the gathered rows.
@@ -297,14 +289,14 @@ class ShortlistedOutput {
   // logits: (rows, 1, vocab) -> (rows, 1, kept tokens)
   Tensor<T> select(const Tensor<T>& logits) const { return index_select(logits, -1, index_); }
 
-  index_t size() const { return static_cast<index_t>(ids_.size()); }
-  index_t id(index_t kept) const { return ids_[static_cast<std::size_t>(kept)]; }
+  index_t size() const { return index_.numel(); }
+  index_t id(index_t kept) const { return index_.data()[kept]; }
   /// A target id's place among the kept ones, or −1.
   index_t position(index_t id) const { return position_[static_cast<std::size_t>(id)]; }
 
  private:
-  std::vector<index_t> ids_, position_;
-  IndexTensor index_;
+  std::vector<index_t> position_;
+  IndexTensor index_;  // the kept ids, ascending
   Tensor<T> weight_, bias_;
   std::shared_ptr<const LowPrecisionWeight> converted_;
 };
