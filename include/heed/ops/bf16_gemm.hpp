@@ -176,21 +176,9 @@ inline void bf16_gemm(const float* a, bool trans_a, const float* b, bool trans_b
   const index_t panels = (m + kBf16PanelRows - 1) / kBf16PanelRows;
   const bool vector = features.avx512_bf16;
   parallel_tasks(panels * tiles, work, [&](index_t task) {
-    const index_t first = (task % panels) * kBf16PanelRows, rows = std::min(kBf16PanelRows, m - first);
-    const index_t block = (task / panels) * kQuantTileVectors;
-#if HEED_X86_64
-    if (vector) {
-      for (index_t row = first; row < first + rows; row += kQuantTileRows)
-        kQuantizedTiles<Bf16Avx512>[std::min(kQuantTileRows, first + rows - row)](p, row, block);
-      return;
-    }
-#endif
-    (void)vector;
-    QuantizedProduct panel = p;
-    panel.x += first * x_row;
-    panel.out += first * n;
-    for (index_t v = block; v < block + kQuantTileVectors && v * kQuantLanes < n; ++v)
-      bf16_block_portable(panel, rows, v);
+    const index_t first = (task % panels) * kBf16PanelRows;
+    quantized_tile_rows(p, Precision::bf16, vector, first, std::min(kBf16PanelRows, m - first),
+                        (task / panels) * kQuantTileVectors);
   });
 }
 

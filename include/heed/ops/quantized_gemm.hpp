@@ -337,6 +337,34 @@ inline void bf16_block_portable(const QuantizedProduct& p, index_t rows, index_t
   }
 }
 
+/// Rows [first, first + rows) of the tile of kQuantTileVectors blocks from `block`, in
+/// `precision`: the AVX-512 kernels' tiles of kQuantTileRows rows where `vector` (the
+/// CPU has the instruction), else the portable blocks, the same sums in the same order.
+/// The loop of LowPrecisionWeight::apply and bf16_gemm.
+inline void quantized_tile_rows(const QuantizedProduct& p, Precision precision, bool vector, index_t first,
+                                index_t rows, index_t block) {
+#if HEED_X86_64
+  if (vector) {
+    const QuantizedTile* by_rows =
+        precision == Precision::int8 ? kQuantizedTiles<Int8Vnni> : kQuantizedTiles<Bf16Avx512>;
+    for (index_t row = first; row < first + rows; row += kQuantTileRows)
+      by_rows[std::min(kQuantTileRows, first + rows - row)](p, row, block);
+    return;
+  }
+#endif
+  (void)vector;
+  QuantizedProduct panel = p;  // the portable blocks count rows from the panel's first
+  panel.x += first * p.x_row;
+  panel.out += first * p.out_features;
+  if (panel.x_scale) panel.x_scale += first;
+  for (index_t b = block; b < block + kQuantTileVectors && b * kQuantLanes < p.out_features; ++b) {
+    if (precision == Precision::int8)
+      int8_block_portable(panel, rows, b);
+    else
+      bf16_block_portable(panel, rows, b);
+  }
+}
+
 /// A weight (out_features, in_features), row-major as Linear keeps it, converted to bf16
 /// or int8 in the layout above, and x Wᵀ + b by it. Holds its own copy: the original may
 /// go.
@@ -475,23 +503,7 @@ class LowPrecisionWeight {
     const bool vector = precision_ == Precision::int8 ? features.avx512_vnni : features.avx512_bf16;
     const index_t tiles = blocks_ / kQuantTileVectors;
     parallel_tasks(tiles, rows * out_features_ * in_features_, [&](index_t tile) {
-      const index_t block = tile * kQuantTileVectors;
-#if HEED_X86_64
-      if (vector) {
-        const QuantizedTile* by_rows =
-            precision_ == Precision::int8 ? kQuantizedTiles<Int8Vnni> : kQuantizedTiles<Bf16Avx512>;
-        for (index_t row = 0; row < rows; row += kQuantTileRows)
-          by_rows[std::min(kQuantTileRows, rows - row)](p, row, block);
-        return;
-      }
-#endif
-      (void)vector;
-      for (index_t b = block; b < block + kQuantTileVectors && b * kQuantLanes < out_features_; ++b) {
-        if (precision_ == Precision::int8)
-          int8_block_portable(p, rows, b);
-        else
-          bf16_block_portable(p, rows, b);
-      }
+      quantized_tile_rows(p, precision_, vector, 0, rows, tile * kQuantTileVectors);
     });
   }
 
