@@ -81,6 +81,21 @@ TEST_CASE("training_overlap counts the evaluated sentences a checkpoint's model 
   CHECK(whole.seen == english(split.train).size());
   CHECK(whole.data == record.at(heed::TrainingData::kTrainKey));
 
+  // The first pairs only (num_examples 3 reads 4, d2l's test), and a separate validation
+  // file (every pair of the training file trained on, the validation file never read).
+  for (const bool separate_valid : {false, true}) {
+    heed::TrainingData limited = data;
+    limited.num_examples = 3;
+    if (separate_valid) limited.valid_fraction = 0.0, limited.valid = file.path() + ".not-read";
+    const std::set<std::string> trained = separate_valid ? english(heed::tokenize_nmt(heed::preprocess_nmt(kPairs), 3))
+                                                         : english(heed::split_training_data(limited).train);
+    INFO("separate validation file " << separate_valid << ", " << trained.size() << " trained sentences");
+    if (separate_valid) CHECK(trained.size() == 3);  // go, go, hi, run
+    const heed::TrainingOverlap first = heed::training_overlap(limited.to_metadata(split.crc32c), "ckpt", all);
+    CHECK(first.known);
+    CHECK(first.seen == trained.size());
+  }
+
   // No record: unknown, no reason. The file changed or gone: unknown, and why.
   const heed::TrainingOverlap none = heed::training_overlap({}, "ckpt", all);
   CHECK_FALSE(none.known);

@@ -77,6 +77,29 @@ struct NmtTokens {
 /// columns uses the first two (d2l skips it; Tatoeba's third column is attribution).
 NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_examples = std::nullopt);
 
+namespace detail {
+/// f(source, target) with the first two columns of each pair tokenize_nmt reads, in
+/// order, without holding the text's lines or tokens at once (held_out.hpp's overlap
+/// walks a whole training file so).
+template <typename F>
+void for_each_nmt_pair(std::string_view text, std::optional<std::size_t> num_examples, F&& f) {
+  std::size_t pairs = 0;
+  for (std::size_t start = 0; start <= text.size();) {
+    if (num_examples && *num_examples > 0 && pairs > *num_examples) break;
+    std::size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    const std::size_t tab = line.find('\t');
+    if (tab == std::string_view::npos) continue;
+    const std::size_t second = line.find('\t', tab + 1);
+    f(line.substr(0, tab),
+      line.substr(tab + 1, second == std::string_view::npos ? std::string_view::npos : second - tab - 1));
+    ++pairs;
+  }
+}
+}  // namespace detail
+
 // ---- truncate_pad, build_array_nmt -----------------------------------------------
 
 /// d2l's truncate_pad: the first num_steps entries of line, padded with padding_token.
@@ -290,14 +313,10 @@ HEED_INLINE std::string preprocess_nmt(std::string_view text) {
 
 HEED_INLINE NmtTokens tokenize_nmt(const std::string& text, std::optional<std::size_t> num_examples) {
   NmtTokens out;
-  const std::vector<std::string> lines = detail::split(text, '\n');
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    if (num_examples && *num_examples > 0 && out.source.size() > *num_examples) break;
-    const std::vector<std::string> parts = detail::split(lines[i], '\t');
-    if (parts.size() < 2) continue;
-    out.source.push_back(detail::split(parts[0], ' '));
-    out.target.push_back(detail::split(parts[1], ' '));
-  }
+  detail::for_each_nmt_pair(text, num_examples, [&out](std::string_view source, std::string_view target) {
+    out.source.push_back(detail::split(source, ' '));
+    out.target.push_back(detail::split(target, ' '));
+  });
   return out;
 }
 
