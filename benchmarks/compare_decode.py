@@ -15,11 +15,12 @@ so that their peak RSS is that of a user who keeps the converted model.
 
 The peer: PyTorch (this python3's torch) running d2l's TransformerEncoder/Decoder
 (tests/data/d2l_reference.py) with heed's checkpoint loaded into it (its tensor names are
-d2l's state_dict), in eval mode under no_grad, on the same sentences in the same batches,
-each batch padded to its longest: the encoder as d2l's, then greedy decoding that keeps
-each layer's projected keys and values (d2l's own decoder re-projects every earlier token
-at every step and restarts the positional encoding at each call), drops finished
-sentences from the batch as heed does, and never emits <pad> or <bos> (heed's rule). At
+d2l's state_dict), in eval mode under inference_mode, on the same sentences in the same
+batches, each batch padded to its longest: the encoder as d2l's, then greedy decoding
+that keeps each layer's projected keys and values (d2l's own decoder re-projects every
+earlier token at every step and restarts the positional encoding at each call), drops
+finished sentences from the batch as heed does, and never emits <pad> or <bos> (heed's
+rule). At
   fp32;
   bf16: under torch.autocast('cpu', dtype=torch.bfloat16) (oneDNN's bf16 products);
   int8: torch.ao.quantization.quantize_dynamic of every nn.Linear to qint8 (the output
@@ -238,7 +239,7 @@ def peer_child(argv):
     def translate_all(sentences):
         hyps = []
         start = time.perf_counter()
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
+        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
             for b in range(0, len(sentences), 128):
                 hyps += translate_batch(sentences[b:b + 128])
         return hyps, time.perf_counter() - start
