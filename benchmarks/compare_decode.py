@@ -367,7 +367,7 @@ def main():
                 r.update({"impl": impl, "precision": p, "beam": b, "threads": t, "repeat": repeat})
                 runs[(impl, p, b, t)].append(r)
                 print(f"  {impl:<7} {p:<4} beam {b} {t} thr: {r['sentences'] / r['seconds']:8.0f} sentences/s, "
-                      f"peak {r['rss']:.0f} MiB, BLEU {r['bleu']:.2f}", flush=True)
+                      f"peak {r['rss']:.0f} MiB", flush=True)
 
     speed = {k: statistics.median(r["sentences"] / r["seconds"] for r in rs) for k, rs in runs.items()}
     rss = {k: statistics.median(r["rss"] for r in rs) for k, rs in runs.items()}
