@@ -41,78 +41,30 @@ import collections
 import json
 import math
 import os
-import re
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TESTS_DATA = os.path.join(HERE, "..", "tests", "data")
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+sys.dont_write_bytecode = True  # no __pycache__ in benchmarks/ or tests/data/
+sys.path.insert(0, HERE)
+import compare_recipe as cr  # noqa: E402  standard library only: corpus BLEU, translate --evaluate's lines
+import compare_scale as cs  # noqa: E402  the child runner (peak RSS from wait4), the peers' allocator
+
+TESTS_DATA = cs.TESTS_DATA
+TCMALLOC = cs.PEER_MALLOCS["tcmalloc"]
 GOALS = {"int8": 2.0, "bf16": 1.5, "bleu": 0.3, "rss": 0.4, "peer": 3.5}
-
-
-# ---- corpus BLEU, as heed/seq2seq/bleu.hpp computes it ------------------------------------------
-
-
-def ngram_counts(tokens, order):
-    counts = collections.Counter()
-    for n in range(1, order + 1):
-        for i in range(len(tokens) - n + 1):
-            counts[tuple(tokens[i:i + n])] += 1
-    return counts
-
-
-def corpus_bleu(hypotheses, references, order=4):
-    """sacreBLEU's corpus_score (tokenize none, exp smoothing), as heed::corpus_bleu."""
-    counts, totals, sys_len, ref_len = [0] * order, [0] * order, 0, 0
-    for hyp, refs in zip(hypotheses, references):
-        h = hyp.split()
-        closest, ref_max = -1, collections.Counter()
-        for ref in refs:
-            r = ref.split()
-            if closest < 0 or abs(len(h) - len(r)) < abs(len(h) - closest) or \
-                    (abs(len(h) - len(r)) == abs(len(h) - closest) and len(r) < closest):
-                closest = len(r)
-            for ngram, c in ngram_counts(r, order).items():
-                ref_max[ngram] = max(ref_max[ngram], c)
-        sys_len += len(h)
-        ref_len += max(closest, 0)
-        for ngram, c in ngram_counts(h, order).items():
-            counts[len(ngram) - 1] += min(c, ref_max.get(ngram, 0))
-        for n in range(1, order + 1):
-            totals[n - 1] += max(len(h) - n + 1, 0)
-    bp = 1.0 if sys_len >= ref_len else (math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0)
-    if not any(counts):
-        return 0.0
-    precisions, smooth = [0.0] * order, 1.0
-    for n in range(order):
-        if totals[n] == 0:
-            break
-        if counts[n] == 0:
-            smooth *= 2
-            precisions[n] = 100.0 / (smooth * totals[n])
-        else:
-            precisions[n] = 100.0 * counts[n] / totals[n]
-    return bp * math.exp(sum(math.log(p) if p > 0 else -9999999999.0 for p in precisions) / order)
 
 
 def read_references(path):
     """translate --evaluate's sentences: each distinct English sentence of a fra.txt-format
-    file (d2l's preprocess_nmt and tokenize_nmt, in order of first appearance), and all its
-    French lines."""
+    file (d2l's preprocess_nmt and tokenize_nmt) and all its French lines."""
     sys.path.insert(0, TESTS_DATA)
-    sys.dont_write_bytecode = True
     from d2l_nmt import preprocess_nmt, tokenize_nmt
     with open(path, encoding="utf-8") as f:
-        source, target = tokenize_nmt(preprocess_nmt(f.read()))
-    refs = {}
-    for s, t in zip(source, target):
-        refs.setdefault(" ".join(s), []).append(" ".join(t))
-    return list(refs.keys()), list(refs.values())
+        return cr.group_references(*tokenize_nmt(preprocess_nmt(f.read())))
 
 
 # ---- the peer (a child process: the parent never imports torch) ----------------------------------
@@ -145,7 +97,6 @@ def peer_child(argv):
 
     import torch
     sys.path.insert(0, TESTS_DATA)
-    sys.dont_write_bytecode = True
     from d2l_reference import TransformerDecoder, TransformerEncoder
     torch.set_num_threads(a.threads)
     torch.set_num_interop_threads(1)
@@ -246,7 +197,7 @@ def peer_child(argv):
 
     sources, references = read_references(a.evaluate)
     hyps, seconds = translate_all(sources)
-    record = {"bleu": corpus_bleu(hyps, references), "sentences": len(sources), "seconds": seconds}
+    record = {"bleu": cr.corpus_bleu(hyps, references)["score"], "sentences": len(sources), "seconds": seconds}
     if a.hyp:
         with open(a.hyp, "w", encoding="utf-8") as f:
             f.writelines(hyp + "\n" for hyp in hyps)
@@ -261,35 +212,15 @@ def peer_child(argv):
 # ---- the parent ----------------------------------------------------------------------------------
 
 
-def run_measured(cmd, env_changes):
-    """Runs cmd with its peak RSS from wait4 (communicate() reaps the child first, so wait
-    for it here and read the pipes afterwards)."""
-    env = dict(os.environ, **env_changes)
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if proc.returncode != 0:
-        env_line = " ".join(f"{k}={v}" for k, v in env_changes.items())
-        sys.exit(f"{env_line} {' '.join(cmd)} failed ({proc.returncode}):\n{stdout}{stderr}")
-    return stdout, usage.ru_maxrss / 1024
-
-
 def heed_run(args, precision, beam, threads, path):
     cmd = [args.translate, "--load", args.checkpoints[precision], "--evaluate", path, "--worst", "0",
            "--micro-batches", str(threads), "--precision", precision, "--beam", str(beam), "--quiet"]
     env = {"OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "passive"}
-    stdout, rss = run_measured(cmd, env)
-    bleu = re.search(r"^BLEU = ([0-9.]+)", stdout, re.M)
-    speed = re.search(r"decoded in ([0-9.]+) s", stdout)
-    count = re.search(r"^\S+: ([0-9]+) English sentences", stdout, re.M)
-    if not bleu or not speed or not count:
-        sys.exit(f"no BLEU, count or speed line from {' '.join(cmd)}:\n{stdout}")
-    return {"bleu": float(bleu.group(1)), "seconds": float(speed.group(1)), "sentences": int(count.group(1)),
-            "rss": rss}
+    stdout, stderr, rss, _ = cs.run_child(cmd, env, f"heed {precision} beam {beam}, {threads} threads")
+    r = cr.parse_evaluate(stdout)
+    if isinstance(r, str):
+        cs.fail("heed", cmd, env, f"no {r}", stdout, stderr)
+    return {"bleu": r["bleu"], "seconds": r["decode_s"], "sentences": r["sentences"], "rss": rss}
 
 
 def peer_run(args, precision, threads, with_timing):
@@ -300,8 +231,10 @@ def peer_run(args, precision, threads, with_timing):
     env = {"OMP_NUM_THREADS": str(threads)}
     if args.peer_malloc == "tcmalloc":
         env["LD_PRELOAD"] = TCMALLOC
-    stdout, rss = run_measured(cmd, env)
-    record = json.loads(stdout.strip().splitlines()[-1])
+    stdout, stderr, rss, _ = cs.run_child(cmd, env, f"pytorch {precision}, {threads} threads")
+    record = cs.last_json_line(stdout)
+    if record is None:
+        cs.fail("pytorch", cmd, env, "no JSON line", stdout, stderr)
     record["rss"] = rss
     return record
 
@@ -312,8 +245,8 @@ def convert_checkpoints(args, tmp):
     for precision in ("bf16", "int8"):
         if precision in args.precisions:
             path = os.path.join(tmp, f"{precision}.safetensors")
-            run_measured([args.translate, "--load", args.checkpoint, "--precision", precision, "--save", path,
-                          "--quiet"], {"OMP_NUM_THREADS": "1"})
+            cs.run_child([args.translate, "--load", args.checkpoint, "--precision", precision, "--save", path,
+                          "--quiet"], {"OMP_NUM_THREADS": "1"}, f"converting to {precision}")
             args.checkpoints[precision] = path
 
 
@@ -382,9 +315,6 @@ def main():
     def best(impl, p, b):  # (sentences/s, threads) at the best thread count
         return max((speed[(impl, p, b, t)], t) for t in thread_counts if (impl, p, b, t) in speed)
 
-    def verdict(ok):
-        return "met" if ok else "MISSED"
-
     print("\nRatios (each at its best thread count):")
     for b in beams:
         fp32, _ = best("heed", "fp32", b)
@@ -395,13 +325,13 @@ def main():
             goal = GOALS[p]
             delta = bleu[("heed", p, b)] - bleu[("heed", "fp32", b)]
             print(f"  beam {b}: heed {p} {s:.0f} / heed fp32 {fp32:.0f} sentences/s = {s / fp32:.2f}x   goal >= "
-                  f"{goal:g}x: {verdict(s / fp32 >= goal)}; BLEU {delta:+.2f}   goal within {GOALS['bleu']:g}: "
-                  f"{verdict(abs(delta) <= GOALS['bleu'])}")
+                  f"{goal:g}x: {cs.verdict(s / fp32 >= goal)}; BLEU {delta:+.2f}   goal within {GOALS['bleu']:g}: "
+                  f"{cs.verdict(abs(delta) <= GOALS['bleu'])}")
     if "int8" in args.precisions:
         top = max(thread_counts)
         ratio = rss[("heed", "int8", 1, top)] / rss[("heed", "fp32", 1, top)]
         print(f"  peak RSS: heed int8 / heed fp32 (greedy, {top} threads) = {ratio:.2f}   goal <= {GOALS['rss']:g}: "
-              f"{verdict(ratio <= GOALS['rss'])}")
+              f"{cs.verdict(ratio <= GOALS['rss'])}")
     if not args.skip_peer and 1 in beams:
         peers = [(best("pytorch", p, 1), p) for p in args.precisions]
         (peer_s, peer_t), peer_p = max(peers)
@@ -412,7 +342,7 @@ def main():
         (heed_s, heed_t), heed_p = max((best("heed", p, 1), p) for p in args.precisions)
         print(f"  greedy: heed's best ({heed_p}, {heed_t}t) {heed_s:.0f} / the best peer (pytorch {peer_p}, "
               f"{peer_t}t) {peer_s:.0f} sentences/s = {heed_s / peer_s:.2f}x   goal >= {GOALS['peer']:g}x: "
-              f"{verdict(heed_s / peer_s >= GOALS['peer'])}")
+              f"{cs.verdict(heed_s / peer_s >= GOALS['peer'])}")
         print(f"  BLEU of the same model: heed fp32 {bleu[('heed', 'fp32', 1)]:.2f}, pytorch fp32 "
               f"{bleu[('pytorch', 'fp32', 1)]:.2f} (greedy)")
     if args.json:
