@@ -28,37 +28,9 @@
 
 #include "heed/core/error.hpp"
 #include "heed/detail/inline.hpp"
+#include "heed/seq2seq/text.hpp"
 
 namespace heed {
-namespace detail {
-
-/// Python's s.split(' '): every single space separates two tokens, which may be empty.
-inline std::vector<std::string> split_on_spaces(const std::string& s) {
-  std::vector<std::string> tokens;
-  std::string::size_type begin = 0;
-  for (;;) {
-    const std::string::size_type end = s.find(' ', begin);
-    if (end == std::string::npos) break;
-    tokens.push_back(s.substr(begin, end - begin));
-    begin = end + 1;
-  }
-  tokens.push_back(s.substr(begin));
-  return tokens;
-}
-
-/// Python's s.split(): runs of whitespace separate tokens; none is empty.
-inline std::vector<std::string> split_on_whitespace(const std::string& s) {
-  std::vector<std::string> tokens;
-  const char* const space = " \t\n\r\f\v";
-  for (std::string::size_type begin = s.find_first_not_of(space); begin != std::string::npos;) {
-    const std::string::size_type end = s.find_first_of(space, begin);
-    tokens.push_back(s.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
-    begin = end == std::string::npos ? end : s.find_first_not_of(space, end);
-  }
-  return tokens;
-}
-
-}  // namespace detail
 
 /// BLEU of predicted tokens against label tokens, with n-grams up to k.
 double bleu(const std::vector<std::string>& pred_tokens, const std::vector<std::string>& label_tokens, int k);
@@ -129,7 +101,7 @@ HEED_INLINE double bleu(const std::vector<std::string>& pred_tokens, const std::
 }
 
 HEED_INLINE double bleu(const std::string& pred_seq, const std::string& label_seq, int k) {
-  return bleu(detail::split_on_spaces(pred_seq), detail::split_on_spaces(label_seq), k);
+  return bleu(detail::split(pred_seq, ' '), detail::split(label_seq, ' '), k);
 }
 
 HEED_INLINE std::string CorpusBleu::to_string() const {

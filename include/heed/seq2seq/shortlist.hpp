@@ -28,7 +28,6 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -148,7 +147,7 @@ class Shortlist {
         throw FileError(where() + "no tab between the source n-gram and its target tokens");
       }
       const std::string key = line.substr(0, tab);
-      std::vector<std::string> targets = split_on_spaces(line.substr(tab + 1));
+      std::vector<std::string> targets = detail::split_on_whitespace(line.substr(tab + 1));
       if (key.empty()) {
         if (have_always) throw FileError(where() + "a second line of the tokens always kept (empty n-gram)");
         have_always = true;
@@ -226,12 +225,6 @@ class Shortlist {
  private:
   static bool storable(const std::string& token) {
     return !token.empty() && token.find_first_of(" \t\n\v\f\r") == std::string::npos;
-  }
-  static std::vector<std::string> split_on_spaces(const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream words(text);
-    for (std::string word; words >> word;) out.push_back(word);
-    return out;
   }
 
   std::vector<std::string> always_;

@@ -128,6 +128,18 @@ inline std::vector<std::string> split(std::string_view s, char sep) {
   }
 }
 
+/// Python's s.split(): runs of whitespace separate tokens; none is empty.
+inline std::vector<std::string> split_on_whitespace(const std::string& s) {
+  std::vector<std::string> tokens;
+  const char* const space = " \t\n\r\f\v";
+  for (std::string::size_type begin = s.find_first_not_of(space); begin != std::string::npos;) {
+    const std::string::size_type end = s.find_first_of(space, begin);
+    tokens.push_back(s.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    begin = end == std::string::npos ? end : s.find_first_not_of(space, end);
+  }
+  return tokens;
+}
+
 /// Words joined by single spaces, as Python's ' '.join(words).
 inline std::string join_words(const std::vector<std::string>& words) {
   std::string out;
