@@ -1,12 +1,14 @@
 // bench_gemm_shapes — the matrix products heed's models run, at their shapes: Eigen's
-// GEMM (what heed uses by default), OpenBLAS's cblas_sgemm on one thread,
-// heed::detail::gemm as it is configured (HEED_WITH_BLAS or not), which picks its path
-// per shape, heed's small-product kernel where it fits (heed/ops/small_gemm.hpp) and, for
-// the forward products x·Wᵀ, heed's kernel against a weight packed once (inference,
-// heed/ops/packed_gemm.hpp). This is the measurement behind those
-// choices (heed/ops/gemm.hpp).
+// GEMM, OpenBLAS's cblas_sgemm, heed::detail::gemm as it is configured (which picks its
+// kernel per shape: heed's own fp32 GEMM with AVX-512, heed/ops/fp32_gemm.hpp), heed's
+// bf16 products (heed/ops/bf16_gemm.hpp: mixed-precision training's), heed's
+// small-product kernel where it fits (heed/ops/small_gemm.hpp) and, for the forward
+// products x·Wᵀ, heed's inference kernels against a weight read in place or converted
+// once (heed/ops/packed_gemm.hpp, quantized_gemm.hpp). This is the measurement behind
+// gemm's choices (heed/ops/gemm.hpp); benchmarks/compare_gemm.py runs it at 1 and 2
+// threads and prints the ratios.
 //
-//   build/bench/benchmarks/bench_gemm_shapes --benchmark_min_time=0.2
+//   OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 build/bench/benchmarks/bench_gemm_shapes --benchmark_min_time=0.2
 //
 // Shapes (m × n × k, c = op(a) · op(b), row-major, float):
 //   realistic Transformer (128 hidden, FFN 512, target vocabulary 9807, batch 128 ×
@@ -17,11 +19,14 @@
 //   d2l's Transformer (32 hidden, batch 64 × 10 steps): 640×32×32, 640×201×32, 32×32×640;
 //   small: 32×32×32, 16×16×128, 12×12×32 (the realistic model's attention per head),
 //   10×10×8 and 10×8×10 (d2l's, forward and backward), 12×32×12 (both ways), 1×10×8 and
-//   1×32×12 (decoding's), 32×32×16, 64×64×4; skinny: 16×9807×128, 8×512×128, 1×9807×1.
-// Single-threaded on both sides (OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 for the
-// reference runs; OPENBLAS_CORETYPE=SkylakeX where OpenBLAS 0.3.21 does not recognise
-// an AVX-512 CPU such as AMD's Zen 4 and falls back to its Haswell kernels): heed splits large products itself (see
-// gemm.hpp), so the kernel each thread runs is what decides.
+//   1×32×12 (decoding's), 32×32×16, 64×64×4; skinny: 16×9807×128, 8×512×128, 1×9807×1;
+//   the large sizes' (512 hidden, FFN 2048: d2l's EncoderBlock at (8, 128, 512) and
+//   OPUS-MT's vocabulary of 59,514).
+// Threads: each side as OMP_NUM_THREADS / OPENBLAS_NUM_THREADS say (heed splits large
+// products itself, see gemm.hpp; Eigen's GEMM uses OpenMP's threads; OpenBLAS its own).
+// OPENBLAS_CORETYPE=SkylakeX where OpenBLAS 0.3.21 does not recognise an AVX-512 CPU
+// such as AMD's Zen 4 or 5 and falls back to its Haswell kernels; the context line
+// "openblas" names the kernel it ran.
 #include <benchmark/benchmark.h>
 
 #include <vector>
@@ -108,11 +113,11 @@ void set_flops(benchmark::State& state, const Shape3& s) {
                          benchmark::Counter::kIs1000);
 }
 
+// Eigen's GEMM with OpenMP's threads (its own blocking per thread count).
 void BM_Eigen(benchmark::State& state) {
   const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
   Operands x(s);
   for (auto _ : state) {
-    const heed::detail::SerialGemmScope serial(true);
     heed::detail::eigen_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k, 0, s.m, 0, s.n);
     benchmark::DoNotOptimize(x.c.data());
     benchmark::ClobberMemory();
@@ -129,6 +134,20 @@ void BM_Heed(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   set_flops(state, s);
+}
+
+// Both operands rounded to bf16, fp32 sums (what linear and matmul run under an
+// AutocastGuard of bf16), with the kernels cpu_features() picks.
+void BM_Bf16Gemm(benchmark::State& state) {
+  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
+  Operands x(s);
+  for (auto _ : state) {
+    heed::detail::bf16_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k);
+    benchmark::DoNotOptimize(x.c.data());
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, s);
+  state.SetLabel(heed::to_string(heed::cpu_features()));
 }
 
 // x·Wᵀ against the weight packed once (heed/ops/packed_gemm.hpp: what linear() runs
@@ -212,6 +231,7 @@ void small_shapes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Eigen)->Apply(shapes);
 BENCHMARK(BM_Heed)->Apply(shapes);
+BENCHMARK(BM_Bf16Gemm)->Apply(shapes);
 BENCHMARK(BM_Packed)->Apply(forward_shapes);
 BENCHMARK(BM_Int8)->Apply(forward_shapes);
 BENCHMARK(BM_Bf16)->Apply(forward_shapes);
@@ -224,6 +244,10 @@ BENCHMARK(BM_OpenBLAS)->Apply(shapes);
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+#ifdef HEED_BENCH_OPENBLAS
+  benchmark::AddCustomContext("openblas", openblas_get_corename());
+#endif
+  benchmark::AddCustomContext("heed_cpu_features", heed::to_string(heed::cpu_features()));
   for (std::size_t i = 0; i < kShapes.size(); ++i) {
     const Shape3& s = kShapes[i];
     benchmark::AddCustomContext("shape " + std::to_string(i), std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +

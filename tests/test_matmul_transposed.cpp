@@ -2,6 +2,8 @@
 // copies, by gradcheck, and its operand checks.
 #include "nn_common.hpp"
 
+#include "cpu_paths.hpp"
+
 #include <array>
 #include <cstring>
 #include <utility>
@@ -160,16 +162,27 @@ TEST_CASE("gemm computes op(a) · op(b) on every path, the same bits on any thre
   CHECK(heed::detail::gemm_uses_blas<float>(64, 64, 64) == with_openblas);
   CHECK(heed::detail::gemm_uses_blas<double>(64, 64, 64) == with_openblas);
   REQUIRE(512 * 256 * 128 >= heed::detail::kParallelGemmWork);
-  CHECK(heed::detail::gemm_panels<float>(512, 256, 127, false) == 1);  // below kParallelGemmWork
-  CHECK(heed::detail::gemm_panels<float>(512, 256, 128, false) == (with_openblas ? 2 : 4));
-  CHECK(heed::detail::gemm_panels<float>(1024, 512, 2048, true) == (with_openblas ? 4 : 8));
-  CHECK(heed::detail::gemm_panels<float>(1536, 9807, 128, true) == (with_openblas ? 8 : 12));
-  CHECK(heed::detail::gemm_panels<float>(524288, 8, 16, false) == 12);  // heed's small kernel: Eigen's rule
+  CHECK(heed::detail::gemm_panels<double>(512, 256, 127, false) == 1);  // below kParallelGemmWork
+  CHECK(heed::detail::gemm_panels<double>(512, 256, 128, false) == (with_openblas ? 2 : 4));
+  CHECK(heed::detail::gemm_panels<double>(1024, 512, 2048, true) == (with_openblas ? 4 : 8));
+  CHECK(heed::detail::gemm_panels<double>(1536, 9807, 128, true) == (with_openblas ? 8 : 12));
+  CHECK(heed::detail::gemm_panels<double>(524288, 8, 16, false) == 12);  // heed's small kernel: Eigen's rule
+  // In float, heed's fp32 GEMM (AVX-512) shares a product among the threads itself: one
+  // panel; forced off, Eigen's (or OpenBLAS's) panels as in double.
+  for (const heed::CpuFeatures& features : heed_test::feature_sets()) {
+    const heed_test::ForcedCpuFeatures forced(features);
+    INFO("features " << heed::to_string(features));
+    CHECK(heed::detail::gemm_panels<float>(1024, 512, 2048, true) == (features.avx512 ? 1 : with_openblas ? 4 : 8));
+    for (const auto& [m, n, k] :
+         std::vector<std::array<index_t, 3>>{{3, 5, 4}, {10, 8, 10}, {64, 64, 64}, {37, 129, 70}})
+      check_gemm<float>(m, n, k, 1e-4);
+    check_gemm<float>(512, 256, 128, 1e-4);
+    check_gemm<float>(96, 4096, 48, 1e-4);  // wider than tall: panels of columns
+  }
   for (const auto& [m, n, k] : std::vector<std::array<index_t, 3>>{{3, 5, 4}, {10, 8, 10}, {64, 64, 64}, {37, 129, 70}})
-    check_gemm<double>(m, n, k, 1e-12), check_gemm<float>(m, n, k, 1e-4);
-  check_gemm<float>(512, 256, 128, 1e-4);
-  check_gemm<float>(96, 4096, 48, 1e-4);  // wider than tall: panels of columns
-  check_gemm<double>(4, 3, 0, 0.0);       // k = 0: zeros
+    check_gemm<double>(m, n, k, 1e-12);
+  check_gemm<double>(4, 3, 0, 0.0);  // k = 0: zeros
+  check_gemm<float>(40, 3, 0, 0.0);
 }
 
 namespace {

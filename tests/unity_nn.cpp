@@ -9,6 +9,7 @@
 #include "test_convert_weights.cpp"
 #include "test_dropout.cpp"
 #include "test_embedding.cpp"
+#include "test_fp32_gemm.cpp"
 #include "test_layer_norm.cpp"
 #include "test_linear.cpp"
 #include "test_matmul_transposed.cpp"

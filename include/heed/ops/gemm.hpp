@@ -1,16 +1,18 @@
 // heed/ops/gemm.hpp — the CPU's matrix product, c = op(a) · op(b) on row-major
 // buffers, under every op that multiplies matrices (matmul, linear, the GRU's gates).
 //
-// Three kernels: heed's own for products with few columns and a short inner dim
-// (heed/ops/small_gemm.hpp: attention per head, thin layers; gemm_uses_small), Eigen's
-// GEMM (always there) and, when heed is built with HEED_WITH_OPENBLAS (CMake option of
-// that name; it defines the macro and links OpenBLAS), OpenBLAS's cblas_sgemm /
-// cblas_dgemm for the products where bench_gemm_shapes measures it faster on one
-// thread (gemm_uses_blas). Threads are
-// heed's either way: a large product is cut into panels whose edges depend only on its
-// sizes, and each panel is computed by one thread, so the bits of a result do not depend
-// on the thread count (they do depend on the kernel: a build with OpenBLAS and one
-// without agree to rounding, not bit for bit). Under an AutocastGuard of bf16
+// Four kernels: heed's own for products with few columns and a short inner dim
+// (heed/ops/small_gemm.hpp: attention per head, thin layers; gemm_uses_small), heed's
+// own fp32 GEMM on a CPU with AVX-512 (heed/ops/fp32_gemm.hpp; gemm_uses_fp32), Eigen's
+// GEMM (always there: the portable path) and, when heed is built with
+// HEED_WITH_OPENBLAS (CMake option of that name; it defines the macro and links
+// OpenBLAS), OpenBLAS's cblas_sgemm / cblas_dgemm for the products where
+// bench_gemm_shapes measures it faster than Eigen on one thread (gemm_uses_blas).
+// Threads are heed's in every case: fp32_gemm shares its packed operand among them and
+// its bits do not depend on their number; for Eigen and OpenBLAS a large product is cut
+// into panels whose edges depend only on its sizes, and each panel is computed by one
+// thread, so neither do theirs (the bits do depend on the kernel: the kernels agree to
+// rounding, not bit for bit). Under an AutocastGuard of bf16
 // (heed/ops/autocast.hpp) float products large enough go to heed/ops/bf16_gemm.hpp.
 #pragma once
 
@@ -27,6 +29,8 @@
 #include "heed/detail/parallel.hpp"
 #include "heed/ops/autocast.hpp"
 #include "heed/ops/bf16_gemm.hpp"
+#include "heed/ops/cpu_features.hpp"
+#include "heed/ops/fp32_gemm.hpp"
 #include "heed/ops/kernels.hpp"
 #include "heed/ops/small_gemm.hpp"
 
@@ -170,14 +174,33 @@ constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, bool trans_b) {
   return true;
 }
 
-enum class GemmKernel { small, blas, eigen };
+/// Products with fewer rows than this stay with Eigen (or OpenBLAS) where fp32_gemm
+/// would take them: its packing of op(b) costs more than their few rows gain from it
+/// (4×9807×128 a·bᵀ: 23 GFLOP/s against Eigen's 28; 8×512×512: 43 against 46; from 16
+/// rows it is as fast or faster, 1.3-1.9× Eigen from 32).
+constexpr index_t kFp32MinRows = 16;
+
+/// Whether heed's own fp32 GEMM (heed/ops/fp32_gemm.hpp) computes a product of
+/// m × n × k: in float, on a CPU with AVX-512 (cpu_features(): forcing it off is how
+/// the portable path is tested), with at least kFp32MinRows rows, among the products
+/// heed's small kernel does not take (gemm_uses_small, asked first).
+template <typename T>
+bool gemm_uses_fp32([[maybe_unused]] index_t m) {
+  if constexpr (std::is_same_v<T, float>)
+    return HEED_X86_64 && m >= kFp32MinRows && cpu_features().avx512;
+  else
+    return false;
+}
+
+enum class GemmKernel { small, fp32, blas, eigen };
 
 /// The kernel that computes a product of m × n × k, whole or any panel of it: heed's
-/// small kernel (gemm_uses_small; it only overwrites), else OpenBLAS (gemm_uses_blas),
-/// else Eigen.
+/// small kernel (gemm_uses_small; it only overwrites), else heed's fp32 GEMM
+/// (gemm_uses_fp32), else OpenBLAS (gemm_uses_blas), else Eigen.
 template <typename T>
-constexpr GemmKernel gemm_kernel(index_t m, index_t n, index_t k, bool trans_b, bool accumulate = false) {
+GemmKernel gemm_kernel(index_t m, index_t n, index_t k, bool trans_b, bool accumulate = false) {
   if (!accumulate && gemm_uses_small<T>(m, n, k, trans_b)) return GemmKernel::small;
+  if (gemm_uses_fp32<T>(m)) return GemmKernel::fp32;
   if (k > 0 && gemm_uses_blas<T>(m, n, k)) return GemmKernel::blas;
   return GemmKernel::eigen;
 }
@@ -185,16 +208,25 @@ constexpr GemmKernel gemm_kernel(index_t m, index_t n, index_t k, bool trans_b, 
 /// c[r0 : r0 + rows, c0 : c0 + cols] = (op(a) · op(b)) over those rows and columns, by
 /// the kernel gemm_kernel picks for the whole product (m × n × k): so that every panel
 /// of one product takes the same path. With `accumulate` the product is added to the
-/// block (OpenBLAS's β = 1, Eigen's +=); the small kernel cannot, so callers that
-/// accumulate send its products elsewhere (gemm_add_in_scope). With `bias` (n values,
-/// one per column of c) each row of the block gets bias[c0 : c0 + cols] added: OpenBLAS
-/// and Eigen start from the bias and accumulate, which saves a pass over the block
-/// against zeroing it (their β = 0) and adding the bias after; the small kernel, which
-/// writes each element once, adds it after.
+/// block (OpenBLAS's β = 1, Eigen's +=, fp32_gemm's chain from c); the small kernel
+/// cannot, so callers that accumulate send its products elsewhere (gemm_add_in_scope).
+/// With `bias` (n values, one per column of c) each row of the block gets
+/// bias[c0 : c0 + cols] added: OpenBLAS and Eigen start from the bias and accumulate,
+/// which saves a pass over the block against zeroing it (their β = 0) and adding the
+/// bias after; the small kernel and fp32_gemm, which write each element once, add it
+/// after. fp32_gemm shares the block among the threads when called outside a parallel
+/// region.
 template <typename T>
 void gemm_block(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k, index_t r0,
                 index_t rows, index_t c0, index_t cols, bool accumulate = false, const T* bias = nullptr) {
   const GemmKernel kernel = gemm_kernel<T>(m, n, k, trans_b, accumulate);
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel == GemmKernel::fp32) {
+      // op(a)'s rows r0.. and op(b)'s columns c0.. (see blas_gemm).
+      fp32_gemm(trans_a ? a + r0 : a + r0 * k, trans_a ? m : k, trans_a, trans_b ? b + c0 * k : b + c0, trans_b ? k : n,
+                trans_b, c + r0 * n + c0, n, rows, cols, k, accumulate, bias ? bias + c0 : nullptr);
+      return;
+    }
   using Block = Eigen::Map<RowMajorMatrix<T>, 0, Eigen::OuterStride<>>;
   const auto block = [&] { return Block(c + r0 * n + c0, rows, cols, Eigen::OuterStride<>(n)); };
   const auto bias_row = [&] { return Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bias + c0, cols); };
@@ -279,13 +311,15 @@ constexpr index_t kBlasPanelMin = 256;
 constexpr index_t kBlasMaxPanels = 8;
 
 /// How many panels gemm cuts a product of m × n × k into (1: it runs whole, on the
-/// calling thread): a function of the sizes and of the kernel that takes them alone, so
-/// the bits of a result do not depend on the thread count.
+/// calling thread, or in fp32_gemm, which shares it among the threads itself): a
+/// function of the sizes and of the kernel that takes them alone, so the bits of a
+/// result do not depend on the thread count.
 template <typename T>
-constexpr index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
+index_t gemm_panels(index_t m, index_t n, index_t k, bool trans_b) {
   const index_t work = m * n * k, extent = m >= n ? m : n;
-  if (work < kParallelGemmWork) return 1;
-  if (gemm_kernel<T>(m, n, k, trans_b) == GemmKernel::blas) {
+  const GemmKernel kernel = gemm_kernel<T>(m, n, k, trans_b);
+  if (work < kParallelGemmWork || kernel == GemmKernel::fp32) return 1;
+  if (kernel == GemmKernel::blas) {
     const index_t most = std::min({work / kGemmPanelWork, extent / kBlasPanelMin, kBlasMaxPanels});
     index_t panels = 1;
     while (panels * 2 <= most) panels *= 2;
@@ -305,6 +339,8 @@ template <typename T>
 void gemm(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
           const T* bias = nullptr) {
   if (gemm_autocast(a, trans_a, b, trans_b, c, m, n, k, bias, /*accumulate=*/false)) return;
+  if (gemm_kernel<T>(m, n, k, trans_b) == GemmKernel::fp32)
+    return gemm_block(a, trans_a, b, trans_b, c, m, n, k, 0, m, 0, n, /*accumulate=*/false, bias);
   index_t panels = gemm_panels<T>(m, n, k, trans_b);
   if (panels < 2) {
     const SerialGemmScope serial(true);

@@ -1,0 +1,267 @@
+// heed/ops/fp32_gemm.hpp — heed's own fp32 GEMM on AVX-512: c = op(a) · op(b) (+ bias).
+//
+//   heed::detail::fp32_gemm(a, lda, trans_a, b, ldb, trans_b, c, ldc, m, n, k);  // row-major
+//
+// ops/gemm.hpp sends float products here when the CPU has AVX-512 (cpu_features(); forced
+// off, Eigen's GEMM, or OpenBLAS's, takes them: the portable path and the reference).
+// A GEMM library's threads each pack their own copy of an operand and block the product
+// by the thread count, so the bits change with it; this one packs op(b) once per block,
+// shared by the threads, and every element of c is one fused multiply-add chain over k
+// in order from 0 (from c's value with `accumulate`), then + bias: the bits of a scalar
+// std::fma loop, whatever the threads, the blocking or the tile an element falls in,
+// and the bits of x Wᵀ's inference kernels (ops/packed_gemm.hpp).
+//
+// Blocking (BLIS's, without packing op(a)): op(b) in blocks of kFp32Depth rows (k) ×
+// kFp32Width columns, packed into panels of 64 columns (each k's 64 values side by side,
+// zeros past n) that stay in L2 while tiles of 6 rows × 64 columns sweep them: a tile's
+// 24 accumulators live in registers, each k loads the panel's 4 vectors and broadcasts
+// op(a)'s 6 values straight from a (either layout: a row of a, or a column across rows;
+// the 6 × kFp32Depth values stay in L1 across the panels). A block of k after the first
+// reloads the tile from c and goes on (fp32 stored exactly: the chain is unbroken).
+// Tasks of kFp32TaskRows rows × kFp32TaskColumns columns are shared out among threads.
+#pragma once
+
+#include "heed/detail/header_begin.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "heed/core/tensor.hpp"
+#include "heed/detail/parallel.hpp"
+#include "heed/ops/cpu_features.hpp"
+#include "heed/ops/quantized_gemm.hpp"  // first_lanes, kAllLanes
+
+#if HEED_X86_64
+#include <immintrin.h>
+#define HEED_FP32_TARGET __attribute__((target("avx512f,avx512bw,avx512vl")))
+#endif
+
+// GCC keeps a tile's accumulators in registers only where its loops are unrolled whole.
+#if defined(__clang__) || !defined(__GNUC__)
+#define HEED_FP32_UNROLL
+#else
+#define HEED_FP32_PRAGMA(x) _Pragma(#x)
+#define HEED_FP32_UNROLL HEED_FP32_PRAGMA(GCC unroll 8)
+#endif
+
+namespace heed::detail {
+
+constexpr index_t kFp32Lanes = 16;                             // floats per vector
+constexpr index_t kFp32TileVectors = 4;                        // vectors of columns per tile
+constexpr index_t kFp32Panel = kFp32TileVectors * kFp32Lanes;  // columns per packed panel
+constexpr index_t kFp32TileRows = 6;
+/// Rows of op(b) per packed block: a panel (256 × 64 floats, 64 KiB) streams from L2.
+constexpr index_t kFp32Depth = 256;
+/// Columns per packed block: 256 × 512 floats, 512 KiB of Zen 5's 1 MiB L2.
+constexpr index_t kFp32Width = 512;
+constexpr index_t kFp32TaskRows = 16 * kFp32TileRows;
+constexpr index_t kFp32TaskColumns = 4 * kFp32Panel;
+/// Products below this many multiply-adds run on the calling thread.
+constexpr index_t kFp32ParallelWork = index_t(1) << 22;
+
+#if HEED_X86_64
+/// c (rows × 16 NV, the last vector's columns `last`) at ldc: the chain over kc values of
+/// k of op(a)'s rows (a: element (r, k) at a[r · lda + k], or a[k · lda + r] when
+/// TransA) by a packed panel (64 floats per k); from c when load_c, else from 0; + bias
+/// (16 NV values, when not null) after.
+template <index_t R, index_t NV, bool TransA>
+HEED_FP32_TARGET void fp32_tile(const float* a, index_t lda, const float* panel, index_t kc, float* c, index_t ldc,
+                                __mmask16 last, bool load_c, const float* bias) {
+  __m512 acc[R][NV];
+  HEED_FP32_UNROLL
+  for (index_t r = 0; r < R; ++r) {
+    HEED_FP32_UNROLL
+    for (index_t v = 0; v < NV; ++v)
+      acc[r][v] = load_c ? _mm512_maskz_loadu_ps(v + 1 < NV ? __mmask16(0xFFFF) : last, c + r * ldc + v * kFp32Lanes)
+                         : _mm512_setzero_ps();
+  }
+  for (index_t k = 0; k < kc; ++k) {
+    const float* b = panel + k * kFp32Panel;
+    __m512 bv[NV];
+    HEED_FP32_UNROLL
+    for (index_t v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + v * kFp32Lanes);
+    HEED_FP32_UNROLL
+    for (index_t r = 0; r < R; ++r) {
+      const __m512 av = _mm512_set1_ps(TransA ? a[k * lda + r] : a[r * lda + k]);
+      HEED_FP32_UNROLL
+      for (index_t v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+  HEED_FP32_UNROLL
+  for (index_t v = 0; v < NV; ++v) {
+    const __mmask16 mask = v + 1 < NV ? __mmask16(0xFFFF) : last;
+    const __m512 add = bias ? _mm512_maskz_loadu_ps(mask, bias + v * kFp32Lanes) : _mm512_setzero_ps();
+    HEED_FP32_UNROLL
+    for (index_t r = 0; r < R; ++r) {
+      if (bias) acc[r][v] = _mm512_add_ps(acc[r][v], add);
+      _mm512_mask_storeu_ps(c + r * ldc + v * kFp32Lanes, mask, acc[r][v]);
+    }
+  }
+}
+
+/// fp32_tile for `rows` ≤ R and `vectors` ≤ NV.
+template <bool TransA, index_t R, index_t NV = kFp32TileVectors>
+void fp32_tile_of(index_t rows, index_t vectors, const float* a, index_t lda, const float* panel, index_t kc, float* c,
+                  index_t ldc, __mmask16 last, bool load_c, const float* bias) {
+  if constexpr (R > 0 && NV > 0) {
+    if (rows < R) return fp32_tile_of<TransA, R - 1, NV>(rows, vectors, a, lda, panel, kc, c, ldc, last, load_c, bias);
+    if (vectors < NV)
+      return fp32_tile_of<TransA, R, NV - 1>(rows, vectors, a, lda, panel, kc, c, ldc, last, load_c, bias);
+    fp32_tile<R, NV, TransA>(a, lda, panel, kc, c, ldc, last, load_c, bias);
+  }
+}
+
+/// out[kk][0 .. 16) = w[j · ld + kk] for the j < rows (zeros past them) and kk < depth
+/// (≤ 16): 16 rows of b (16 columns of op(b)) transposed in registers, stored at stride
+/// kFp32Panel.
+HEED_FP32_TARGET inline void fp32_store_transposed(const float* w, index_t ld, index_t rows, index_t depth,
+                                                   float* out) {
+  __m512 t[16];
+  const __mmask16 mask = first_lanes(depth);
+  for (index_t j = 0; j < 16; ++j) t[j] = j < rows ? _mm512_maskz_loadu_ps(mask, w + j * ld) : _mm512_setzero_ps();
+  __m512 u[16];
+  for (index_t i = 0; i < 16; i += 2) {
+    u[i] = _mm512_maskz_unpacklo_ps(kAllLanes, t[i], t[i + 1]);
+    u[i + 1] = _mm512_maskz_unpackhi_ps(kAllLanes, t[i], t[i + 1]);
+  }
+  // t[4i + j]'s 128-bit block L: rows 4i .. 4i + 3 at column 4L + j.
+  for (index_t i = 0; i < 16; i += 4) {
+    t[i] = _mm512_maskz_shuffle_ps(kAllLanes, u[i], u[i + 2], 0x44);
+    t[i + 1] = _mm512_maskz_shuffle_ps(kAllLanes, u[i], u[i + 2], 0xEE);
+    t[i + 2] = _mm512_maskz_shuffle_ps(kAllLanes, u[i + 1], u[i + 3], 0x44);
+    t[i + 3] = _mm512_maskz_shuffle_ps(kAllLanes, u[i + 1], u[i + 3], 0xEE);
+  }
+  __m512 columns[16];
+  for (index_t j = 0; j < 4; ++j) {
+    const __m512 x0 = _mm512_maskz_shuffle_f32x4(kAllLanes, t[j], t[4 + j], 0x88),
+                 x1 = _mm512_maskz_shuffle_f32x4(kAllLanes, t[j], t[4 + j], 0xDD);
+    const __m512 y0 = _mm512_maskz_shuffle_f32x4(kAllLanes, t[8 + j], t[12 + j], 0x88),
+                 y1 = _mm512_maskz_shuffle_f32x4(kAllLanes, t[8 + j], t[12 + j], 0xDD);
+    columns[j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x0, y0, 0x88);
+    columns[4 + j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x1, y1, 0x88);
+    columns[8 + j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x0, y0, 0xDD);
+    columns[12 + j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x1, y1, 0xDD);
+  }
+  for (index_t kk = 0; kk < depth; ++kk) _mm512_store_ps(out + kk * kFp32Panel, columns[kk]);
+}
+
+/// Packs op(b)[p0 : p0 + kc][j0 : j0 + cols] (cols ≤ kFp32Panel) into a panel: kc rows
+/// of 64 floats, zeros past cols. b is (k, n) at ldb, or (n, k) when trans_b.
+HEED_FP32_TARGET inline void fp32_pack_panel(const float* b, index_t ldb, bool trans_b, index_t p0, index_t kc,
+                                             index_t j0, index_t cols, float* panel) {
+  if (!trans_b) {
+    for (index_t kk = 0; kk < kc; ++kk) {
+      const float* row = b + (p0 + kk) * ldb + j0;
+      float* out = panel + kk * kFp32Panel;
+      for (index_t v = 0; v < kFp32TileVectors; ++v) {
+        const index_t left = cols - v * kFp32Lanes;
+        _mm512_store_ps(out + v * kFp32Lanes, left > 0 ? _mm512_maskz_loadu_ps(first_lanes(left), row + v * kFp32Lanes)
+                                                       : _mm512_setzero_ps());
+      }
+    }
+    return;
+  }
+  for (index_t v = 0; v < kFp32TileVectors; ++v) {
+    const index_t rows = std::min(kFp32Lanes, cols - v * kFp32Lanes);
+    for (index_t kk = 0; kk < kc; kk += 16) {
+      if (rows <= 0) {
+        for (index_t i = kk; i < std::min(kc, kk + 16); ++i)
+          _mm512_store_ps(panel + i * kFp32Panel + v * kFp32Lanes, _mm512_setzero_ps());
+        continue;
+      }
+      fp32_store_transposed(b + (j0 + v * kFp32Lanes) * ldb + p0 + kk, ldb, rows, std::min<index_t>(16, kc - kk),
+                            panel + kk * kFp32Panel + v * kFp32Lanes);
+    }
+  }
+}
+#endif
+
+/// c (m × n at ldc) = op(a) · op(b), + bias (n values, one per column; may be null), or
+/// with `accumulate` c + that; op(a) m × k (a (m, k) at lda, or (k, m) when trans_a),
+/// op(b) k × n (b (k, n) at ldb, or (n, k) when trans_b). Needs cpu_features().avx512
+/// (the caller checks).
+inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b, index_t ldb, bool trans_b, float* c,
+                      index_t ldc, index_t m, index_t n, index_t k, bool accumulate = false,
+                      const float* bias = nullptr) {
+#if HEED_X86_64
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) {
+    for (index_t i = 0; i < m; ++i)
+      for (index_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + (bias ? bias[j] : 0.0f);
+    return;
+  }
+  const index_t work = m * n * k < kFp32ParallelWork ? 0 : m * n * k;
+  const index_t depth = std::min(k, kFp32Depth), width = std::min(n, kFp32Width);
+  const index_t max_panels = (width + kFp32Panel - 1) / kFp32Panel;
+  // An idle buffer of the buffer cache; its storage is 64-byte aligned.
+  Tensor<float> buffer = make_tensor<float>(Shape{max_panels * depth * kFp32Panel}, Device::cpu(), "fp32_gemm b");
+  float* const packed = buffer.data();
+  for (index_t j0 = 0; j0 < n; j0 += kFp32Width) {
+    const index_t nc = std::min(kFp32Width, n - j0), panels = (nc + kFp32Panel - 1) / kFp32Panel;
+    for (index_t p0 = 0; p0 < k; p0 += kFp32Depth) {
+      const index_t kc = std::min(kFp32Depth, k - p0);
+      const bool load_c = accumulate || p0 > 0, last_block = p0 + kc == k;
+      parallel_tasks(panels, work, [&](index_t p) {
+        const index_t first = j0 + p * kFp32Panel;
+        fp32_pack_panel(b, ldb, trans_b, p0, kc, first, std::min(kFp32Panel, n - first), packed + p * kc * kFp32Panel);
+      });
+      const index_t row_tasks = (m + kFp32TaskRows - 1) / kFp32TaskRows;
+      const index_t column_tasks = (nc + kFp32TaskColumns - 1) / kFp32TaskColumns;
+      parallel_tasks(row_tasks * column_tasks, work, [&](index_t task) {
+        const index_t i_first = (task / column_tasks) * kFp32TaskRows, i_last = std::min(m, i_first + kFp32TaskRows);
+        const index_t p_first = (task % column_tasks) * (kFp32TaskColumns / kFp32Panel);
+        const index_t p_last = std::min(panels, p_first + kFp32TaskColumns / kFp32Panel);
+        // a transposed: the task's rows of op(a) copied tile by tile, 6 values per k
+        // side by side, from a's rows (k) of lda floats: read in place, every k of a
+        // tile is another page (a (1536, 9807): 39 KiB apart), for each tile again.
+        const float* a_rows = a;
+        index_t a_ld = lda;
+        if (trans_a) {
+          thread_local std::vector<float> copy;
+          copy.resize(static_cast<std::size_t>(kFp32TaskRows * kFp32Depth));
+          for (index_t kk = 0; kk < kc; ++kk) {
+            const float* row = a + (p0 + kk) * lda + i_first;
+            for (index_t t = 0; t * kFp32TileRows < i_last - i_first; ++t) {
+              float* out = copy.data() + t * kFp32TileRows * kc + kk * kFp32TileRows;
+              const index_t first = t * kFp32TileRows, count = std::min(kFp32TileRows, i_last - i_first - first);
+              std::copy(row + first, row + first + count, out);
+            }
+          }
+          a_rows = copy.data();
+          a_ld = kFp32TileRows;
+        }
+        for (index_t i = i_first; i < i_last; i += kFp32TileRows) {
+          const index_t rows = std::min(kFp32TileRows, i_last - i);
+          const float* a_tile = trans_a ? a_rows + (i - i_first) * kc : a + i * lda + p0;
+          for (index_t p = p_first; p < p_last; ++p) {
+            const index_t j = j0 + p * kFp32Panel, cols = std::min(kFp32Panel, n - j);
+            const index_t vectors = (cols + kFp32Lanes - 1) / kFp32Lanes;
+            const __mmask16 last = first_lanes(cols - (vectors - 1) * kFp32Lanes);
+            const float* tile_bias = last_block && bias ? bias + j : nullptr;
+            const float* panel = packed + p * kc * kFp32Panel;
+            if (trans_a)
+              fp32_tile_of<true, kFp32TileRows>(rows, vectors, a_tile, a_ld, panel, kc, c + i * ldc + j, ldc, last,
+                                                load_c, tile_bias);
+            else
+              fp32_tile_of<false, kFp32TileRows>(rows, vectors, a_tile, lda, panel, kc, c + i * ldc + j, ldc, last,
+                                                 load_c, tile_bias);
+          }
+        }
+      });
+    }
+  }
+#else
+  (void)a, (void)lda, (void)trans_a, (void)b, (void)ldb, (void)trans_b, (void)c, (void)ldc, (void)m, (void)n, (void)k,
+      (void)accumulate, (void)bias;
+  throw ValueError("fp32_gemm: heed's AVX-512 GEMM is not built for this CPU");
+#endif
+}
+
+}  // namespace heed::detail
+
+#undef HEED_FP32_TARGET
+#undef HEED_FP32_UNROLL
+#undef HEED_FP32_PRAGMA
+
+#include "heed/detail/header_end.hpp"
