@@ -103,8 +103,8 @@ TEST_CASE("fp32_gemm gives the same bits on 1, 2 and 3 threads", "[ops]") {
 #endif
 }
 
-TEST_CASE("gemm takes heed's fp32 GEMM with AVX-512 and Eigen when it is forced off", "[ops]") {
-  using heed::detail::GemmKernel, heed::detail::gemm_kernel, heed::detail::kFp32MinRows;
+TEST_CASE("gemm takes heed's fp32 GEMM with AVX-512, the small kernel or Eigen when it is forced off", "[ops]") {
+  using heed::detail::GemmKernel, heed::detail::gemm_kernel, heed::detail::kFp32MinWork;
   heed::Generator gen(9);
   const index_t m = 40, n = 70, k = 300;
   const std::vector<float> a = uniform(m * k, gen), b = uniform(k * n, gen), bias = uniform(n, gen);
@@ -115,9 +115,12 @@ TEST_CASE("gemm takes heed's fp32 GEMM with AVX-512 and Eigen when it is forced 
     INFO("features " << heed::to_string(features));
     const bool fp32 = features.avx512;
     CHECK((gemm_kernel<float>(m, n, k, false) == GemmKernel::fp32) == fp32);
-    CHECK(gemm_kernel<float>(kFp32MinRows - 1, n, k, false) != GemmKernel::fp32);  // few rows: Eigen's
+    CHECK((gemm_kernel<float>(1, 9807, 128, true) == GemmKernel::fp32) == fp32);  // one row too
+    CHECK((gemm_kernel<float>(m, 8, 16, false) == GemmKernel::small) == !fp32);
+    // The smallest products stay with the small kernel.
+    REQUIRE(10 * 8 * 10 <= kFp32MinWork);
+    CHECK(gemm_kernel<float>(10, 8, 10, false) == GemmKernel::small);
     CHECK(gemm_kernel<double>(m, n, k, false) != GemmKernel::fp32);
-    CHECK(gemm_kernel<float>(m, 8, 16, false) == GemmKernel::small);  // the small kernel first
     std::vector<float> c(static_cast<std::size_t>(m * n));
     heed::detail::gemm(a.data(), false, b.data(), false, c.data(), m, n, k, bias.data());
     for (std::size_t i = 0; i < c.size(); ++i) {

@@ -73,6 +73,16 @@ void parallel_for(index_t n, index_t grain, Body&& body) {
 /// models made several such regions a step, and ran slower on 2 threads than on 1.
 constexpr index_t kParallelTaskWork = index_t(1) << 20;
 
+/// How many threads parallel_tasks would use for a large job here: OpenMP's count
+/// outside a parallel region, 1 inside one (or without OpenMP).
+inline index_t parallel_threads() {
+#ifdef _OPENMP
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 /// Calls body(task) for each task in [0, n), handing tasks out one at a time to the
 /// threads: for tasks of uneven cost (attention under a causal mask). Each task runs
 /// whole on one thread, so results do not depend on the thread count when tasks write

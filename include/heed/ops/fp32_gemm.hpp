@@ -4,21 +4,20 @@
 //
 // ops/gemm.hpp sends float products here when the CPU has AVX-512 (cpu_features(); forced
 // off, Eigen's GEMM, or OpenBLAS's, takes them: the portable path and the reference).
-// A GEMM library's threads each pack their own copy of an operand and block the product
-// by the thread count, so the bits change with it; this one packs op(b) once per block,
-// shared by the threads, and every element of c is one fused multiply-add chain over k
-// in order from 0 (from c's value with `accumulate`), then + bias: the bits of a scalar
-// std::fma loop, whatever the threads, the blocking or the tile an element falls in,
-// and the bits of x Wᵀ's inference kernels (ops/packed_gemm.hpp).
+// A GEMM library blocks a product by the thread count, and its bits change with it.
+// Here every element of c is one fused multiply-add chain over k in order from 0 (from
+// c's value with `accumulate`), then + bias: the bits of a scalar std::fma loop,
+// whatever the threads, the blocking or the tile an element falls in, and the bits of
+// x Wᵀ's inference kernels (ops/packed_gemm.hpp).
 //
 // Blocking (BLIS's, without packing op(a)): op(b) in blocks of kFp32Depth rows (k) ×
 // kFp32Width columns, packed into panels of 64 columns (each k's 64 values side by side,
 // zeros past n) that stay in L2 while tiles of 6 rows × 64 columns sweep them: a tile's
 // 24 accumulators live in registers, each k loads the panel's 4 vectors and broadcasts
-// op(a)'s 6 values straight from a (either layout: a row of a, or a column across rows;
-// the 6 × kFp32Depth values stay in L1 across the panels). A block of k after the first
+// op(a)'s 6 values straight from a's rows (the 6 × kFp32Depth values stay in L1 across
+// the panels; a transposed is copied first, 6 values per k side by side). A block of k after the first
 // reloads the tile from c and goes on (fp32 stored exactly: the chain is unbroken).
-// Tasks of kFp32TaskRows rows × kFp32TaskColumns columns are shared out among threads.
+// The threads take blocks of columns and groups of rows (fp32_gemm).
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -55,32 +54,49 @@ constexpr index_t kFp32TileRows = 6;
 constexpr index_t kFp32Depth = 256;
 /// Columns per packed block: 256 × 512 floats, 512 KiB of Zen 5's 1 MiB L2.
 constexpr index_t kFp32Width = 512;
-constexpr index_t kFp32TaskRows = 16 * kFp32TileRows;
-constexpr index_t kFp32TaskColumns = 4 * kFp32Panel;
+/// Rows whose tiles sweep a packed block together (op(a) copied for them when
+/// transposed).
+constexpr index_t kFp32TaskRows = 32 * kFp32TileRows;
+/// Rows of c up to which op(b), when not transposed, is read where it lies.
+constexpr index_t kFp32InPlaceRows = 64;
 /// Products below this many multiply-adds run on the calling thread.
 constexpr index_t kFp32ParallelWork = index_t(1) << 22;
 
 #if HEED_X86_64
-/// c (rows × 16 NV, the last vector's columns `last`) at ldc: the chain over kc values of
-/// k of op(a)'s rows (a: element (r, k) at a[r · lda + k], or a[k · lda + r] when
-/// TransA) by a packed panel (64 floats per k); from c when load_c, else from 0; + bias
-/// (16 NV values, when not null) after.
+/// One tile's operands: op(a)'s rows (element (r, k) at a[r · lda + k], or a[k · lda + r]
+/// when transposed), op(b)'s columns (element (k, j) at b[k · ldb + j]: a packed panel,
+/// ldb 64, or b's rows in place), kc values of k, c at ldc, the last vector's columns
+/// (`last`), whether the chain starts from c (else from 0), and the bias to add after.
+struct Fp32Tile {
+  const float* a;
+  index_t lda;
+  const float* b;
+  index_t ldb, kc;
+  float* c;
+  index_t ldc;
+  __mmask16 last;
+  bool load_c;
+  const float* bias;
+};
+
+/// c (R rows × NV vectors) of a tile (Fp32Tile), each element one chain over k.
 template <index_t R, index_t NV, bool TransA>
-HEED_FP32_TARGET void fp32_tile(const float* a, index_t lda, const float* panel, index_t kc, float* c, index_t ldc,
-                                __mmask16 last, bool load_c, const float* bias) {
+HEED_FP32_TARGET void fp32_tile(const Fp32Tile& t) {
+  const float* const a = t.a;
+  const index_t lda = t.lda;
   __m512 acc[R][NV];
   HEED_FP32_UNROLL
   for (index_t r = 0; r < R; ++r) {
     HEED_FP32_UNROLL
     for (index_t v = 0; v < NV; ++v)
-      acc[r][v] = load_c ? _mm512_maskz_loadu_ps(v + 1 < NV ? __mmask16(0xFFFF) : last, c + r * ldc + v * kFp32Lanes)
-                         : _mm512_setzero_ps();
+      acc[r][v] = t.load_c ? _mm512_maskz_loadu_ps(v + 1 < NV ? kAllLanes : t.last, t.c + r * t.ldc + v * kFp32Lanes)
+                           : _mm512_setzero_ps();
   }
-  for (index_t k = 0; k < kc; ++k) {
-    const float* b = panel + k * kFp32Panel;
+  for (index_t k = 0; k < t.kc; ++k) {
+    const float* b = t.b + k * t.ldb;
     __m512 bv[NV];
     HEED_FP32_UNROLL
-    for (index_t v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + v * kFp32Lanes);
+    for (index_t v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(v + 1 < NV ? kAllLanes : t.last, b + v * kFp32Lanes);
     HEED_FP32_UNROLL
     for (index_t r = 0; r < R; ++r) {
       const __m512 av = _mm512_set1_ps(TransA ? a[k * lda + r] : a[r * lda + k]);
@@ -90,25 +106,23 @@ HEED_FP32_TARGET void fp32_tile(const float* a, index_t lda, const float* panel,
   }
   HEED_FP32_UNROLL
   for (index_t v = 0; v < NV; ++v) {
-    const __mmask16 mask = v + 1 < NV ? __mmask16(0xFFFF) : last;
-    const __m512 add = bias ? _mm512_maskz_loadu_ps(mask, bias + v * kFp32Lanes) : _mm512_setzero_ps();
+    const __mmask16 mask = v + 1 < NV ? kAllLanes : t.last;
+    const __m512 add = t.bias ? _mm512_maskz_loadu_ps(mask, t.bias + v * kFp32Lanes) : _mm512_setzero_ps();
     HEED_FP32_UNROLL
     for (index_t r = 0; r < R; ++r) {
-      if (bias) acc[r][v] = _mm512_add_ps(acc[r][v], add);
-      _mm512_mask_storeu_ps(c + r * ldc + v * kFp32Lanes, mask, acc[r][v]);
+      if (t.bias) acc[r][v] = _mm512_add_ps(acc[r][v], add);
+      _mm512_mask_storeu_ps(t.c + r * t.ldc + v * kFp32Lanes, mask, acc[r][v]);
     }
   }
 }
 
 /// fp32_tile for `rows` ≤ R and `vectors` ≤ NV.
 template <bool TransA, index_t R, index_t NV = kFp32TileVectors>
-void fp32_tile_of(index_t rows, index_t vectors, const float* a, index_t lda, const float* panel, index_t kc, float* c,
-                  index_t ldc, __mmask16 last, bool load_c, const float* bias) {
+void fp32_tile_of(index_t rows, index_t vectors, const Fp32Tile& t) {
   if constexpr (R > 0 && NV > 0) {
-    if (rows < R) return fp32_tile_of<TransA, R - 1, NV>(rows, vectors, a, lda, panel, kc, c, ldc, last, load_c, bias);
-    if (vectors < NV)
-      return fp32_tile_of<TransA, R, NV - 1>(rows, vectors, a, lda, panel, kc, c, ldc, last, load_c, bias);
-    fp32_tile<R, NV, TransA>(a, lda, panel, kc, c, ldc, last, load_c, bias);
+    if (rows < R) return fp32_tile_of<TransA, R - 1, NV>(rows, vectors, t);
+    if (vectors < NV) return fp32_tile_of<TransA, R, NV - 1>(rows, vectors, t);
+    fp32_tile<R, NV, TransA>(t);
   }
 }
 
@@ -144,6 +158,25 @@ HEED_FP32_TARGET inline void fp32_store_transposed(const float* w, index_t ld, i
     columns[12 + j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x1, y1, 0xDD);
   }
   for (index_t kk = 0; kk < depth; ++kk) _mm512_store_ps(out + kk * kFp32Panel, columns[kk]);
+}
+
+constexpr index_t kFp32PrefetchRows = 8;
+
+/// copy[t · 6 · kc + kk · 6 + r] = a[kk · lda + 6t + r] for kk < kc and 6t + r < rows:
+/// columns of a (rows of op(a)) in tiles of 6, each k's 6 values side by side.
+HEED_FP32_TARGET inline void fp32_copy_rows(const float* a, index_t lda, index_t rows, index_t kc, float* copy) {
+  const index_t whole = rows / kFp32TileRows * kFp32TileRows;
+  for (index_t kk = 0; kk < kc; ++kk) {
+    const float* row = a + kk * lda;
+    // Rows lda floats apart: the hardware's prefetchers do not follow such strides.
+    if (kk + kFp32PrefetchRows < kc)
+      for (index_t r = 0; r < rows; r += kFp32Lanes) __builtin_prefetch(row + kFp32PrefetchRows * lda + r);
+    for (index_t first = 0; first < whole; first += kFp32TileRows) {
+      float* out = copy + first * kc + kk * kFp32TileRows;
+      for (index_t r = 0; r < kFp32TileRows; ++r) out[r] = row[first + r];  // moves, not a call
+    }
+    for (index_t r = whole; r < rows; ++r) copy[whole * kc + kk * kFp32TileRows + r - whole] = row[r];
+  }
 }
 
 /// Packs op(b)[p0 : p0 + kc][j0 : j0 + cols] (cols ≤ kFp32Panel) into a panel: kc rows
@@ -192,65 +225,76 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
     return;
   }
   const index_t work = m * n * k < kFp32ParallelWork ? 0 : m * n * k;
+  // Tasks: blocks of kFp32Width columns × groups of rows, as many groups as it takes to
+  // give each thread two tasks (one when the product stays on this thread). A task packs
+  // its own columns of op(b), block by block of k: blocks of columns are packed once,
+  // and with few of them (n ≤ 512: the Transformer's 128-wide products) each group of
+  // rows packs op(b) again, which costs k · n against its rows · k · n multiply-adds.
+  // The split changes no bits (every element is one chain), so it may follow the threads.
+  const index_t column_blocks = (n + kFp32Width - 1) / kFp32Width, tiles = (m + kFp32TileRows - 1) / kFp32TileRows;
+  const index_t threads = work == 0 ? 1 : parallel_threads();
+  const index_t row_groups = std::min(tiles, std::max<index_t>(1, (threads + column_blocks - 1) / column_blocks));
+  const index_t group_rows = (tiles + row_groups - 1) / row_groups * kFp32TileRows;
+  // b's rows are op(b)'s: with few rows of c, read in place (packing them would cost
+  // as much as the product), masked at the last column.
+  const bool pack_b = trans_b || m > kFp32InPlaceRows;
   const index_t depth = std::min(k, kFp32Depth), width = std::min(n, kFp32Width);
-  const index_t max_panels = (width + kFp32Panel - 1) / kFp32Panel;
-  // An idle buffer of the buffer cache; its storage is 64-byte aligned.
-  Tensor<float> buffer = make_tensor<float>(Shape{max_panels * depth * kFp32Panel}, Device::cpu(), "fp32_gemm b");
-  float* const packed = buffer.data();
-  for (index_t j0 = 0; j0 < n; j0 += kFp32Width) {
-    const index_t nc = std::min(kFp32Width, n - j0), panels = (nc + kFp32Panel - 1) / kFp32Panel;
+  const index_t block_floats = (width + kFp32Panel - 1) / kFp32Panel * depth * kFp32Panel;
+  parallel_tasks(row_groups * column_blocks, work, [&](index_t task) {
+    const index_t j0 = (task % column_blocks) * kFp32Width, nc = std::min(kFp32Width, n - j0);
+    const index_t panels = (nc + kFp32Panel - 1) / kFp32Panel;
+    const index_t i_begin = (task / column_blocks) * group_rows, i_end = std::min(m, i_begin + group_rows);
+    if (i_begin >= i_end) return;
+    // Idle buffers of the buffer cache (64-byte aligned storage).
+    Tensor<float> packed_b;
+    if (pack_b) packed_b = make_tensor<float>(Shape{block_floats}, Device::cpu(), "fp32_gemm op(b)");
+    Tensor<float> packed_a;
+    if (trans_a) packed_a = make_tensor<float>(Shape{kFp32TaskRows * depth}, Device::cpu(), "fp32_gemm op(a)");
+    float* const packed = pack_b ? packed_b.data() : nullptr;
     for (index_t p0 = 0; p0 < k; p0 += kFp32Depth) {
       const index_t kc = std::min(kFp32Depth, k - p0);
       const bool load_c = accumulate || p0 > 0, last_block = p0 + kc == k;
-      parallel_tasks(panels, work, [&](index_t p) {
+      for (index_t p = 0; pack_b && p < panels; ++p) {
         const index_t first = j0 + p * kFp32Panel;
         fp32_pack_panel(b, ldb, trans_b, p0, kc, first, std::min(kFp32Panel, n - first), packed + p * kc * kFp32Panel);
-      });
-      const index_t row_tasks = (m + kFp32TaskRows - 1) / kFp32TaskRows;
-      const index_t column_tasks = (nc + kFp32TaskColumns - 1) / kFp32TaskColumns;
-      parallel_tasks(row_tasks * column_tasks, work, [&](index_t task) {
-        const index_t i_first = (task / column_tasks) * kFp32TaskRows, i_last = std::min(m, i_first + kFp32TaskRows);
-        const index_t p_first = (task % column_tasks) * (kFp32TaskColumns / kFp32Panel);
-        const index_t p_last = std::min(panels, p_first + kFp32TaskColumns / kFp32Panel);
-        // a transposed: the task's rows of op(a) copied tile by tile, 6 values per k
-        // side by side, from a's rows (k) of lda floats: read in place, every k of a
-        // tile is another page (a (1536, 9807): 39 KiB apart), for each tile again.
+      }
+      for (index_t i_first = i_begin; i_first < i_end; i_first += kFp32TaskRows) {
+        const index_t i_last = std::min(i_end, i_first + kFp32TaskRows);
+        // a transposed: these rows of op(a) copied tile by tile, 6 values per k side by
+        // side, from a's rows (k) of lda floats: read in place, every k of a tile is
+        // another page (a (1536, 9807): 39 KiB apart), for each tile again.
         const float* a_rows = a;
         index_t a_ld = lda;
         if (trans_a) {
-          thread_local std::vector<float> copy;
-          copy.resize(static_cast<std::size_t>(kFp32TaskRows * kFp32Depth));
-          for (index_t kk = 0; kk < kc; ++kk) {
-            const float* row = a + (p0 + kk) * lda + i_first;
-            for (index_t t = 0; t * kFp32TileRows < i_last - i_first; ++t) {
-              float* out = copy.data() + t * kFp32TileRows * kc + kk * kFp32TileRows;
-              const index_t first = t * kFp32TileRows, count = std::min(kFp32TileRows, i_last - i_first - first);
-              std::copy(row + first, row + first + count, out);
-            }
-          }
-          a_rows = copy.data();
+          fp32_copy_rows(a + p0 * lda + i_first, lda, i_last - i_first, kc, packed_a.data());
+          a_rows = packed_a.data();
           a_ld = kFp32TileRows;
         }
         for (index_t i = i_first; i < i_last; i += kFp32TileRows) {
           const index_t rows = std::min(kFp32TileRows, i_last - i);
           const float* a_tile = trans_a ? a_rows + (i - i_first) * kc : a + i * lda + p0;
-          for (index_t p = p_first; p < p_last; ++p) {
+          for (index_t p = 0; p < panels; ++p) {
             const index_t j = j0 + p * kFp32Panel, cols = std::min(kFp32Panel, n - j);
             const index_t vectors = (cols + kFp32Lanes - 1) / kFp32Lanes;
-            const __mmask16 last = first_lanes(cols - (vectors - 1) * kFp32Lanes);
-            const float* tile_bias = last_block && bias ? bias + j : nullptr;
-            const float* panel = packed + p * kc * kFp32Panel;
+            const Fp32Tile tile{a_tile,
+                                trans_a ? a_ld : lda,
+                                pack_b ? packed + p * kc * kFp32Panel : b + p0 * ldb + j,
+                                pack_b ? kFp32Panel : ldb,
+                                kc,
+                                c + i * ldc + j,
+                                ldc,
+                                first_lanes(cols - (vectors - 1) * kFp32Lanes),
+                                load_c,
+                                last_block && bias ? bias + j : nullptr};
             if (trans_a)
-              fp32_tile_of<true, kFp32TileRows>(rows, vectors, a_tile, a_ld, panel, kc, c + i * ldc + j, ldc, last,
-                                                load_c, tile_bias);
+              fp32_tile_of<true, kFp32TileRows>(rows, vectors, tile);
             else
-              fp32_tile_of<false, kFp32TileRows>(rows, vectors, a_tile, lda, panel, kc, c + i * ldc + j, ldc, last,
-                                                 load_c, tile_bias);
+              fp32_tile_of<false, kFp32TileRows>(rows, vectors, tile);
           }
         }
-      });
+      }
     }
-  }
+  });
 #else
   (void)a, (void)lda, (void)trans_a, (void)b, (void)ldb, (void)trans_b, (void)c, (void)ldc, (void)m, (void)n, (void)k,
       (void)accumulate, (void)bias;

@@ -174,20 +174,19 @@ constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, bool trans_b) {
   return true;
 }
 
-/// Products with fewer rows than this stay with Eigen (or OpenBLAS) where fp32_gemm
-/// would take them: its packing of op(b) costs more than their few rows gain from it
-/// (4×9807×128 a·bᵀ: 23 GFLOP/s against Eigen's 28; 8×512×512: 43 against 46; from 16
-/// rows it is as fast or faster, 1.3-1.9× Eigen from 32).
-constexpr index_t kFp32MinRows = 16;
+/// Products of at most this many multiply-adds that heed's small kernel fits stay with
+/// it where fp32_gemm would take them: its tiles' set-up costs more there (10×8×10:
+/// 31 GFLOP/s against 19; 1×32×12: 18 against 13); from 12×32×12 fp32_gemm is as fast
+/// or faster (85 against 57; 640×32×32 a·bᵀ: 185 against 79).
+constexpr index_t kFp32MinWork = 4096;
 
 /// Whether heed's own fp32 GEMM (heed/ops/fp32_gemm.hpp) computes a product of
 /// m × n × k: in float, on a CPU with AVX-512 (cpu_features(): forcing it off is how
-/// the portable path is tested), with at least kFp32MinRows rows, among the products
-/// heed's small kernel does not take (gemm_uses_small, asked first).
+/// the portable path is tested), except the smallest products of the small kernel.
 template <typename T>
-bool gemm_uses_fp32([[maybe_unused]] index_t m) {
+bool gemm_uses_fp32([[maybe_unused]] index_t m, [[maybe_unused]] index_t n, [[maybe_unused]] index_t k) {
   if constexpr (std::is_same_v<T, float>)
-    return HEED_X86_64 && m >= kFp32MinRows && cpu_features().avx512;
+    return HEED_X86_64 && cpu_features().avx512 && (m * n * k > kFp32MinWork || !small_gemm_fits<T>(n, k));
   else
     return false;
 }
@@ -195,12 +194,12 @@ bool gemm_uses_fp32([[maybe_unused]] index_t m) {
 enum class GemmKernel { small, fp32, blas, eigen };
 
 /// The kernel that computes a product of m × n × k, whole or any panel of it: heed's
-/// small kernel (gemm_uses_small; it only overwrites), else heed's fp32 GEMM
-/// (gemm_uses_fp32), else OpenBLAS (gemm_uses_blas), else Eigen.
+/// fp32 GEMM (gemm_uses_fp32), else heed's small kernel (gemm_uses_small; it only
+/// overwrites), else OpenBLAS (gemm_uses_blas), else Eigen.
 template <typename T>
 GemmKernel gemm_kernel(index_t m, index_t n, index_t k, bool trans_b, bool accumulate = false) {
+  if (gemm_uses_fp32<T>(m, n, k)) return GemmKernel::fp32;
   if (!accumulate && gemm_uses_small<T>(m, n, k, trans_b)) return GemmKernel::small;
-  if (gemm_uses_fp32<T>(m)) return GemmKernel::fp32;
   if (k > 0 && gemm_uses_blas<T>(m, n, k)) return GemmKernel::blas;
   return GemmKernel::eigen;
 }
@@ -280,7 +279,7 @@ template <typename T>
 void gemm_add_in_scope(const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
                        T* scratch) {
   if (gemm_autocast(a, trans_a, b, trans_b, c, m, n, k, static_cast<const T*>(nullptr), /*accumulate=*/true)) return;
-  if (gemm_uses_small<T>(m, n, k, trans_b)) {
+  if (gemm_kernel<T>(m, n, k, trans_b) == GemmKernel::small) {
     small_gemm(a, trans_a, b, trans_b, scratch, m, n, k, 0, m, 0, n);
     for (index_t i = 0; i < m * n; ++i) c[i] += scratch[i];
     return;
