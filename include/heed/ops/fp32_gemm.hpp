@@ -238,6 +238,12 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
   // b's rows are op(b)'s: with few rows of c, read in place (packing them would cost
   // as much as the product), masked at the last column.
   const bool pack_b = trans_b || m > kFp32InPlaceRows;
+  // a transposed: with many rows of c, its columns (op(a)'s rows) copied tile by tile
+  // (fp32_copy_rows); read in place, every k of a tile is another page (a (1536, 9807):
+  // 39 KiB apart), for each tile again. With few, they are read in place: the copy
+  // costs more than it saves (32×32×640 a·b, a transposed: 129 GFLOP/s read in place,
+  // 101 copied).
+  const bool copy_a = trans_a && m > kFp32InPlaceRows;
   const index_t depth = std::min(k, kFp32Depth), width = std::min(n, kFp32Width);
   const index_t block_floats = (width + kFp32Panel - 1) / kFp32Panel * depth * kFp32Panel;
   parallel_tasks(row_groups * column_blocks, work, [&](index_t task) {
@@ -249,7 +255,7 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
     Tensor<float> packed_b;
     if (pack_b) packed_b = make_tensor<float>(Shape{block_floats}, Device::cpu(), "fp32_gemm op(b)");
     Tensor<float> packed_a;
-    if (trans_a) packed_a = make_tensor<float>(Shape{kFp32TaskRows * depth}, Device::cpu(), "fp32_gemm op(a)");
+    if (copy_a) packed_a = make_tensor<float>(Shape{kFp32TaskRows * depth}, Device::cpu(), "fp32_gemm op(a)");
     float* const packed = pack_b ? packed_b.data() : nullptr;
     for (index_t p0 = 0; p0 < k; p0 += kFp32Depth) {
       const index_t kc = std::min(kFp32Depth, k - p0);
@@ -260,19 +266,18 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
       }
       for (index_t i_first = i_begin; i_first < i_end; i_first += kFp32TaskRows) {
         const index_t i_last = std::min(i_end, i_first + kFp32TaskRows);
-        // a transposed: these rows of op(a) copied tile by tile, 6 values per k side by
-        // side, from a's rows (k) of lda floats: read in place, every k of a tile is
-        // another page (a (1536, 9807): 39 KiB apart), for each tile again.
-        const float* a_rows = a;
+        const float* a_rows = a + p0 * lda + i_first;
         index_t a_ld = lda;
-        if (trans_a) {
+        if (copy_a) {
           fp32_copy_rows(a + p0 * lda + i_first, lda, i_last - i_first, kc, packed_a.data());
           a_rows = packed_a.data();
           a_ld = kFp32TileRows;
         }
         for (index_t i = i_first; i < i_last; i += kFp32TileRows) {
           const index_t rows = std::min(kFp32TileRows, i_last - i);
-          const float* a_tile = trans_a ? a_rows + (i - i_first) * kc : a + i * lda + p0;
+          const float* a_tile = !trans_a ? a + i * lda + p0
+                                : copy_a ? a_rows + (i - i_first) * kc
+                                         : a_rows + i - i_first;
           for (index_t p = 0; p < panels; ++p) {
             const index_t j = j0 + p * kFp32Panel, cols = std::min(kFp32Panel, n - j);
             const index_t vectors = (cols + kFp32Lanes - 1) / kFp32Lanes;
