@@ -180,13 +180,25 @@ constexpr bool gemm_uses_small(index_t m, index_t n, index_t k, bool trans_b) {
 /// or faster (85 against 57; 640×32×32 a·bᵀ: 185 against 79).
 constexpr index_t kFp32MinWork = 4096;
 
+/// Whether heed's small kernel fuses its multiply-adds (a build for a CPU with FMA):
+/// then each element is the FMA chain fp32_gemm computes, the same bits.
+#ifdef __FMA__
+constexpr bool kSmallGemmFuses = true;
+#else
+constexpr bool kSmallGemmFuses = false;
+#endif
+
 /// Whether heed's own fp32 GEMM (heed/ops/fp32_gemm.hpp) computes a product of
 /// m × n × k: in float, on a CPU with AVX-512 (cpu_features(): forcing it off is how
-/// the portable path is tested), except the smallest products of the small kernel.
+/// the portable path is tested), except the smallest products of the small kernel when
+/// that gives the same bits (kSmallGemmFuses): so that on such a CPU every float product
+/// is one FMA chain per element, whatever the build's -march (a decoder's one-row
+/// products and a scorer's whole-sequence ones agree bit for bit).
 template <typename T>
 bool gemm_uses_fp32([[maybe_unused]] index_t m, [[maybe_unused]] index_t n, [[maybe_unused]] index_t k) {
   if constexpr (std::is_same_v<T, float>)
-    return HEED_X86_64 && cpu_features().avx512 && (m * n * k > kFp32MinWork || !small_gemm_fits<T>(n, k));
+    return HEED_X86_64 && cpu_features().avx512 &&
+           (!kSmallGemmFuses || m * n * k > kFp32MinWork || !small_gemm_fits<T>(n, k));
   else
     return false;
 }
