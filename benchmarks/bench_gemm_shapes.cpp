@@ -113,40 +113,38 @@ void set_flops(benchmark::State& state, const Shape3& s) {
                          benchmark::Counter::kIs1000);
 }
 
-// Eigen's GEMM with OpenMP's threads (its own blocking per thread count).
-void BM_Eigen(benchmark::State& state) {
+// Times product(shape, operands) at the benchmark's shape, with its GFLOP/s.
+template <typename Product>
+void time_product(benchmark::State& state, Product product) {
   const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
   Operands x(s);
   for (auto _ : state) {
-    heed::detail::eigen_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k, 0, s.m, 0, s.n);
+    product(s, x);
     benchmark::DoNotOptimize(x.c.data());
     benchmark::ClobberMemory();
   }
   set_flops(state, s);
 }
 
+// Eigen's GEMM with OpenMP's threads (its own blocking per thread count).
+void BM_Eigen(benchmark::State& state) {
+  time_product(state, [](const Shape3& s, Operands& x) {
+    heed::detail::eigen_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k, 0, s.m, 0, s.n);
+  });
+}
+
 void BM_Heed(benchmark::State& state) {
-  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
-  Operands x(s);
-  for (auto _ : state) {
+  time_product(state, [](const Shape3& s, Operands& x) {
     heed::detail::gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k);
-    benchmark::DoNotOptimize(x.c.data());
-    benchmark::ClobberMemory();
-  }
-  set_flops(state, s);
+  });
 }
 
 // Both operands rounded to bf16, fp32 sums (what linear and matmul run under an
 // AutocastGuard of bf16), with the kernels cpu_features() picks.
 void BM_Bf16Gemm(benchmark::State& state) {
-  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
-  Operands x(s);
-  for (auto _ : state) {
+  time_product(state, [](const Shape3& s, Operands& x) {
     heed::detail::bf16_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k);
-    benchmark::DoNotOptimize(x.c.data());
-    benchmark::ClobberMemory();
-  }
-  set_flops(state, s);
+  });
   state.SetLabel(heed::to_string(heed::cpu_features()));
 }
 
@@ -186,14 +184,9 @@ void BM_Bf16(benchmark::State& state) { BM_LowPrecision(state, heed::Precision::
 // heed's kernel for few columns and a short inner dim (heed/ops/small_gemm.hpp), at the
 // shapes it takes, on the calling thread.
 void BM_Small(benchmark::State& state) {
-  const Shape3& s = kShapes[static_cast<std::size_t>(state.range(0))];
-  Operands x(s);
-  for (auto _ : state) {
+  time_product(state, [](const Shape3& s, Operands& x) {
     heed::detail::small_gemm(x.a.data(), s.trans_a, x.b.data(), s.trans_b, x.c.data(), s.m, s.n, s.k, 0, s.m, 0, s.n);
-    benchmark::DoNotOptimize(x.c.data());
-    benchmark::ClobberMemory();
-  }
-  set_flops(state, s);
+  });
 }
 
 #ifdef HEED_BENCH_OPENBLAS
