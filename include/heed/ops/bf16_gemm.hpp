@@ -3,25 +3,32 @@
 //
 //   heed::detail::bf16_gemm(a, trans_a, b, trans_b, c, m, n, k);  // row-major floats, as gemm
 //
-// Both operands are rounded to bf16 (to nearest, even) and packed for
-// quantized_gemm.hpp's bf16 tiles: op(a)'s rows as x's rows (k in pairs), op(b)'s
-// columns as a weight's rows (blocks of 16 columns, a 64-byte vector per pair of k).
-// Packing reads either layout of either operand (the backward's dY·W and dYᵀ·X take
-// them transposed) and writes the packed form directly: no transposed copy in fp32.
-// Each element of c is one sum over k from 0 in vdpbf16ps's order: the bits depend on
-// neither the threads nor the tiling, and the portable path (no AVX512_BF16, or forced)
-// gives the same bits, but where the instruction flushes denormals to zero.
+// Both operands are rounded to bf16 (to nearest, even) as they are packed, and the
+// product runs on fp32_gemm.hpp's engine with vdpbf16ps in place of the FMA: op(b) in
+// blocks of kBf16Depth k × kFp32Width columns, panels of 64 columns holding each pair
+// of k (k, k + 1) in one 32-bit lane; op(a)'s rows converted kBf16ChunkRows at a time
+// into pairs the tiles broadcast. Packing reads either layout of either operand (the
+// backward's dY·W and dYᵀ·X take them transposed): no transposed copy in fp32.
+// Every element of c is one chain over the pairs in order from 0 (from c's value with
+// `accumulate`), each pair adding the product of the high halves, then of the low ones
+// (vdpbf16ps's order), then + bias: the bits depend on neither the threads nor the
+// tiling. The portable path (no AVX512_BF16, or forced) computes the same chain with
+// std::fma (a product of two bf16 is exact in fp32) and gives the same bits, but where
+// the instruction flushes denormals to zero.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "heed/core/tensor.hpp"
 #include "heed/detail/parallel.hpp"
 #include "heed/ops/cpu_features.hpp"
+#include "heed/ops/fp32_gemm.hpp"
 #include "heed/ops/quantized_gemm.hpp"
 
 #if HEED_X86_64
@@ -30,156 +37,197 @@
 
 namespace heed::detail {
 
-/// Rows of c per task (16 tiles of 6), with a tile's 64 columns.
-constexpr index_t kBf16PanelRows = 16 * kQuantTileRows;
-/// Products below this many multiply-adds run on the calling thread: a 128 × 128 × 64
-/// one (attention's, per head) took 1.3× as long on 2 threads as on 1.
-constexpr index_t kBf16ParallelWork = index_t(1) << 22;
+/// k per packed block of op(b): 256 pairs × 64 columns, 64 KiB a panel, as fp32's.
+constexpr index_t kBf16Depth = 2 * kFp32Depth;
+/// Rows of op(a) converted together (16 tiles of 6): 96 × 256 pairs, 96 KiB.
+constexpr index_t kBf16ChunkRows = 16 * kFp32TileRows;
+/// Rows of a (m, k) ahead whose values are prefetched while a row is converted.
+constexpr index_t kBf16PrefetchRows = 2;
 
-/// Pairs of k for up to 16 rows (or columns) at once, from two runs of floats: pair i
-/// (i < count) = bf16(lo[i]) | bf16(hi[i]) << 16 (hi null: 0), stored at out + i · stride.
-inline void store_bf16_pairs_portable(const float* lo, const float* hi, index_t count, unsigned char* out,
-                                      index_t stride) {
-  for (index_t i = 0; i < count; ++i) {
-    const std::uint32_t pair =
-        std::uint32_t(float_to_bf16_bits(lo[i])) | (hi ? std::uint32_t(float_to_bf16_bits(hi[i])) << 16 : 0u);
-    std::memcpy(out + i * stride, &pair, 4);
+/// The value of x rounded to bf16 (float_to_bf16_bits), as a float.
+inline float bf16_rounded(float x) { return bf16_bits_to_float(float_to_bf16_bits(x)); }
+
+/// The portable path: the engine's chains, one element at a time.
+inline void bf16_gemm_portable(const float* a, bool trans_a, const float* b, bool trans_b, float* c, index_t m,
+                               index_t n, index_t k, const float* bias, bool accumulate) {
+  // op(a)'s rows and op(b)'s columns rounded, each padded with a zero to an even length.
+  const index_t k_even = k + k % 2;
+  std::vector<float> rows(static_cast<std::size_t>(m * k_even), 0.0f), columns(static_cast<std::size_t>(n * k_even));
+  for (index_t i = 0; i < m; ++i)
+    for (index_t l = 0; l < k; ++l) rows[i * k_even + l] = bf16_rounded(trans_a ? a[l * m + i] : a[i * k + l]);
+  for (index_t j = 0; j < n; ++j)
+    for (index_t l = 0; l < k; ++l) columns[j * k_even + l] = bf16_rounded(trans_b ? b[j * k + l] : b[l * n + j]);
+  parallel_tasks(m, m * n * k, [&](index_t i) {
+    for (index_t j = 0; j < n; ++j) {
+      const float* x = rows.data() + i * k_even;
+      const float* y = columns.data() + j * k_even;
+      float sum = accumulate ? c[i * n + j] : 0.0f;
+      for (index_t l = 0; l < k_even; l += 2) sum = std::fma(x[l], y[l], std::fma(x[l + 1], y[l + 1], sum));
+      c[i * n + j] = bias ? sum + bias[j] : sum;
+    }
+  });
+}
+
+#if HEED_X86_64
+/// 16 floats from `at` (the first `count`; zeros past them) as bf16 bits, one per 32-bit lane.
+HEED_BF16_GEMM_TARGET inline __m512i bf16_lanes(const float* at, index_t count) {
+  return bf16_bits_avx512(_mm512_maskz_loadu_epi32(first_lanes(count), at));
+}
+
+/// 32 floats from `at` (the first `count`; zeros past them) as 16 pairs of bf16.
+HEED_BF16_GEMM_TARGET inline __m512i bf16_pairs_along(const float* at, index_t count) {
+  // The low halves of the 32-bit lanes of both: words 0, 2, ..., 62 of the two vectors.
+  const __m512i even_words = _mm512_set_epi16(62, 60, 58, 56, 54, 52, 50, 48, 46, 44, 42, 40, 38, 36, 34, 32, 30, 28,
+                                              26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i high = count > 16 ? bf16_lanes(at + 16, count - 16) : _mm512_setzero_si512();
+  return _mm512_maskz_permutex2var_epi16(~__mmask32(0), bf16_lanes(at, count), even_words, high);
+}
+
+/// Lane i: bf16(lo[i]) | bf16(hi[i]) << 16 for i < count (hi null: 0), zeros past count.
+HEED_BF16_GEMM_TARGET inline __m512i bf16_pairs_across(const float* lo, const float* hi, index_t count) {
+  const __m512i low = bf16_lanes(lo, count);
+  return hi ? _mm512_or_si512(low, _mm512_maskz_slli_epi32(kAllLanes, bf16_lanes(hi, count), 16)) : low;
+}
+
+/// Packs op(b)[p0 : p0 + kc][j0 : j0 + cols] (cols ≤ kFp32Panel) into a panel: (kc + 1)
+/// / 2 rows of 64 pairs, zeros past cols and past k. b is (k, n), or (n, k) when trans_b.
+HEED_BF16_GEMM_TARGET inline void bf16_pack_panel(const float* b, index_t k, index_t n, bool trans_b, index_t p0,
+                                                  index_t kc, index_t j0, index_t cols, std::uint32_t* panel) {
+  const index_t pairs = (kc + 1) / 2;
+  if (!trans_b) {  // b's rows 2g and 2g + 1: a vector of pairs per 16 columns
+    for (index_t g = 0; g < pairs; ++g) {
+      const float* lo = b + (p0 + 2 * g) * n + j0;
+      const float* hi = 2 * g + 1 < kc ? lo + n : nullptr;
+      if (2 * g + kFp32PrefetchRows < kc)  // rows n floats apart: the prefetchers do not follow
+        for (index_t j = 0; j < cols; j += kFp32Lanes) __builtin_prefetch(lo + kFp32PrefetchRows * n + j);
+      for (index_t v = 0; v < kFp32TileVectors; ++v) {
+        const index_t left = cols - v * kFp32Lanes;
+        _mm512_store_si512(panel + g * kFp32Panel + v * kFp32Lanes,
+                           left > 0 ? bf16_pairs_across(lo + v * kFp32Lanes, hi ? hi + v * kFp32Lanes : nullptr, left)
+                                    : _mm512_setzero_si512());
+      }
+    }
+    return;
+  }
+  // b's rows are op(b)'s columns, each pair of k side by side: 16 rows' 16 pairs at a
+  // time, transposed in registers.
+  for (index_t v = 0; v < kFp32TileVectors; ++v) {
+    const index_t rows = std::min(kFp32Lanes, cols - v * kFp32Lanes);
+    for (index_t g = 0; g < pairs; g += 16) {
+      const index_t depth = std::min<index_t>(16, pairs - g);
+      __m512 t[16], columns[16];
+      for (index_t j = 0; j < 16; ++j)
+        t[j] = j < rows ? _mm512_castsi512_ps(bf16_pairs_along(b + (j0 + v * kFp32Lanes + j) * k + p0 + 2 * g,
+                                                               std::min<index_t>(32, kc - 2 * g)))
+                        : _mm512_setzero_ps();
+      transpose_16x16(t, columns);
+      for (index_t gg = 0; gg < depth; ++gg)
+        _mm512_store_ps(reinterpret_cast<float*>(panel + (g + gg) * kFp32Panel + v * kFp32Lanes), columns[gg]);
+    }
   }
 }
 
-/// Pairs of k along one row: values [0, count) (count ≤ 16) as bf16, pair p (values 2p
-/// and 2p + 1; past count 0) stored at out + p · stride.
-inline void store_bf16_row_pairs_portable(const float* values, index_t count, unsigned char* out, index_t stride) {
-  unsigned char bytes[32] = {};
-  bf16_row_portable(values, count, bytes);
-  for (index_t p = 0; p < (count + 1) / 2; ++p) std::memcpy(out + p * stride, bytes + 4 * p, 4);
-}
-
-#if HEED_X86_64
-// The same bytes.
-HEED_BF16_GEMM_TARGET inline void store_bf16_pairs_avx512(const float* lo, const float* hi, index_t count,
-                                                          unsigned char* out, index_t stride) {
-  const __mmask16 mask = first_lanes(count);
-  const __m512i low = bf16_bits_avx512(_mm512_maskz_loadu_epi32(mask, lo));
-  const __m512i high = hi ? bf16_bits_avx512(_mm512_maskz_loadu_epi32(mask, hi)) : _mm512_setzero_si512();
-  const __m512i pairs = _mm512_or_si512(low, _mm512_maskz_slli_epi32(kAllLanes, high, 16));
-  if (stride == 4) return _mm512_mask_storeu_epi32(out, mask, pairs);
-  // Rows apart: 16 stores (a scatter, vpscatterdd, took 1.2x as long here).
-  alignas(64) std::uint32_t lanes[16];
-  _mm512_store_si512(lanes, pairs);
-  for (index_t i = 0; i < count; ++i) std::memcpy(out + i * stride, &lanes[i], 4);
-}
-
-HEED_BF16_GEMM_TARGET inline void store_bf16_row_pairs_avx512(const float* values, index_t count, unsigned char* out,
-                                                              index_t stride) {
-  const __m512i bits = bf16_bits_avx512(_mm512_maskz_loadu_epi32(first_lanes(count), values));
-  const __m256i pairs = _mm512_maskz_cvtepi32_epi16(kAllLanes, bits);  // 16 bf16: 8 pairs
-  const __m256i offsets =
-      _mm256_mullo_epi32(_mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0), _mm256_set1_epi32(static_cast<int>(stride)));
-  _mm256_mask_i32scatter_epi32(out, static_cast<__mmask8>((1u << ((count + 1) / 2)) - 1u), offsets, pairs, 1);
+/// Converts op(a)'s rows [i0, i0 + rows) over k [p0, p0 + kc) into pairs: for a (m, k),
+/// row r's pairs at out[r · pairs + g] (the tile reads them along the row); for a (k, m)
+/// (trans_a), pair g's rows at out[g · kBf16ChunkRows + r] (the tile reads them across).
+HEED_BF16_GEMM_TARGET inline void bf16_convert_rows(const float* a, index_t k, index_t m, bool trans_a, index_t p0,
+                                                    index_t kc, index_t i0, index_t rows, std::uint32_t* out) {
+  const index_t pairs = (kc + 1) / 2;
+  if (!trans_a) {
+    for (index_t r = 0; r < rows; ++r) {
+      const float* row = a + (i0 + r) * k + p0;
+      for (index_t g = 0; g < pairs; g += 16) {
+        // A row's kc values are 2 KiB of a row k floats long: ask for the next rows' early.
+        if (r + kBf16PrefetchRows < rows) {
+          __builtin_prefetch(row + kBf16PrefetchRows * k + 2 * g);
+          __builtin_prefetch(row + kBf16PrefetchRows * k + 2 * g + 16);
+        }
+        _mm512_storeu_si512(out + r * pairs + g, bf16_pairs_along(row + 2 * g, std::min<index_t>(32, kc - 2 * g)));
+      }
+    }
+    return;  // the last store may run past `pairs` into the next row's, which it then writes
+  }
+  for (index_t g = 0; g < pairs; ++g) {
+    const float* lo = a + (p0 + 2 * g) * m + i0;
+    const float* hi = 2 * g + 1 < kc ? lo + m : nullptr;
+    if (2 * g + kFp32PrefetchRows < kc)
+      for (index_t r = 0; r < rows; r += kFp32Lanes) __builtin_prefetch(lo + kFp32PrefetchRows * m + r);
+    for (index_t r = 0; r < rows; r += kFp32Lanes)
+      _mm512_mask_storeu_epi32(out + g * kBf16ChunkRows + r, first_lanes(rows - r),
+                               bf16_pairs_across(lo + r, hi ? hi + r : nullptr, rows - r));
+  }
 }
 #endif
 
-inline void store_bf16_pairs(bool avx512, const float* lo, const float* hi, index_t count, unsigned char* out,
-                             index_t stride) {
-#if HEED_X86_64
-  if (avx512) return store_bf16_pairs_avx512(lo, hi, count, out, stride);
-#endif
-  (void)avx512;
-  store_bf16_pairs_portable(lo, hi, count, out, stride);
-}
-
-inline void store_bf16_row_pairs(bool avx512, const float* values, index_t count, unsigned char* out, index_t stride) {
-#if HEED_X86_64
-  if (avx512) return store_bf16_row_pairs_avx512(values, count, out, stride);
-#endif
-  (void)avx512;
-  store_bf16_row_pairs_portable(values, count, out, stride);
-}
-
-/// Asks for the 16 floats kBf16PrefetchRows rows of `ld` floats past `at` (of `left`
-/// rows from at on) to be brought into the cache: an operand read across its rows misses
-/// the cache on every row, and the hardware's prefetchers do not follow such strides.
-constexpr index_t kBf16PrefetchRows = 8;
-inline void prefetch_rows_ahead(const float* at, index_t ld, index_t left) {
-  if (left <= kBf16PrefetchRows + 1) return;
-  __builtin_prefetch(at + kBf16PrefetchRows * ld);
-  __builtin_prefetch(at + (kBf16PrefetchRows + 1) * ld);
-}
-
-/// c = op(a) · op(b) (+ bias, n values, one per column), or with `accumulate` c += that;
+/// c = op(a) · op(b) (+ bias, n values, one per column), or with `accumulate` c + that;
 /// c row-major (m × n), op(a) m × k (a stored (m, k), or (k, m) when trans_a), op(b)
-/// k × n (b stored (k, n), or (n, k) when trans_b). Tasks of kBf16PanelRows rows × 64
-/// columns are shared out among the threads.
+/// k × n (b stored (k, n), or (n, k) when trans_b). Threads as fp32_gemm.
 inline void bf16_gemm(const float* a, bool trans_a, const float* b, bool trans_b, float* c, index_t m, index_t n,
                       index_t k, const float* bias = nullptr, bool accumulate = false) {
   if (m <= 0 || n <= 0) return;
-  const index_t k_groups = (k + 1) / 2, x_row = k_groups * 4;
-  const index_t tile_columns = kQuantTileVectors * kQuantLanes, tiles = (n + tile_columns - 1) / tile_columns;
-  const index_t blocks = tiles * kQuantTileVectors, block_bytes = k_groups * kQuantGroupBytes;
-  // op(a)'s rows, then op(b)'s blocks, in an idle buffer of the buffer cache.
-  const index_t a_bytes = m * x_row, b_bytes = blocks * block_bytes;
-  Tensor<float> buffer = make_tensor<float>(Shape{(a_bytes + b_bytes) / 4}, Device::cpu(), "bf16_gemm operands");
-  auto* const xa = reinterpret_cast<unsigned char*>(buffer.data());
-  unsigned char* const wb = xa + a_bytes;
-  const CpuFeatures features = cpu_features();
-  const index_t work = m * n * k < kBf16ParallelWork ? 0 : m * n * k;
-  // Tasks of 64 rows of op(a) or a tile's 64 columns of op(b), so that an operand read
-  // across its rows (a transposed, b not) is read 256 bytes of a row at a time.
-  const index_t row_tasks = (m + tile_columns - 1) / tile_columns;
-  const bool avx512 = features.avx512;
-  parallel_tasks(row_tasks + tiles, work, [&](index_t task) {
-    if (task < row_tasks) {
-      const index_t first = task * tile_columns, count = std::min(tile_columns, m - first);
-      if (!trans_a) {
-        for (index_t i = first; i < first + count; ++i) {  // a's rows, as they lie
-          unsigned char* row = xa + i * x_row;
-          bf16_row(avx512, a + i * k, k, row);
-          if (k % 2) std::memset(row + 2 * k, 0, 2);
+#if HEED_X86_64
+  if (cpu_features().avx512_bf16 && k > 0) {
+    const index_t work = m * n * k < kFp32ParallelWork ? 0 : m * n * k;
+    // Tasks as fp32_gemm's: blocks of columns × groups of rows, one per thread at least.
+    const index_t column_blocks = (n + kFp32Width - 1) / kFp32Width, tiles = (m + kFp32TileRows - 1) / kFp32TileRows;
+    const index_t threads = work == 0 ? 1 : parallel_threads();
+    const index_t row_groups = std::min(tiles, std::max<index_t>(1, (threads + column_blocks - 1) / column_blocks));
+    const index_t group_rows = (tiles + row_groups - 1) / row_groups * kFp32TileRows;
+    const index_t depth_pairs = (std::min(k, kBf16Depth) + 1) / 2, width = std::min(n, kFp32Width);
+    const index_t panel_floats = depth_pairs * kFp32Panel;
+    const index_t block_floats = (width + kFp32Panel - 1) / kFp32Panel * panel_floats;
+    // A row's last pairs may be stored 16 at a time (bf16_convert_rows): 16 more.
+    const index_t chunk_floats = kBf16ChunkRows * depth_pairs + kFp32Lanes;
+    parallel_tasks(row_groups * column_blocks, work, [&](index_t task) {
+      const index_t j0 = (task % column_blocks) * kFp32Width, nc = std::min(kFp32Width, n - j0);
+      const index_t panels = (nc + kFp32Panel - 1) / kFp32Panel;
+      const index_t i_begin = (task / column_blocks) * group_rows, i_end = std::min(m, i_begin + group_rows);
+      if (i_begin >= i_end) return;
+      // Idle buffers of the buffer cache (64-byte aligned storage).
+      Tensor<float> packed_b = make_tensor<float>(Shape{block_floats}, Device::cpu(), "bf16_gemm op(b)");
+      Tensor<float> packed_a = make_tensor<float>(Shape{chunk_floats}, Device::cpu(), "bf16_gemm op(a)");
+      auto* const panel_pairs = reinterpret_cast<std::uint32_t*>(packed_b.data());
+      auto* const row_pairs = reinterpret_cast<std::uint32_t*>(packed_a.data());
+      for (index_t p0 = 0; p0 < k; p0 += kBf16Depth) {
+        const index_t kc = std::min(kBf16Depth, k - p0), pairs = (kc + 1) / 2;
+        const bool load_c = accumulate || p0 > 0, last_block = p0 + kc == k;
+        for (index_t p = 0; p < panels; ++p) {
+          const index_t first = j0 + p * kFp32Panel;
+          bf16_pack_panel(b, k, n, trans_b, p0, kc, first, std::min(kFp32Panel, n - first),
+                          panel_pairs + p * pairs * kFp32Panel);
         }
-        return;
-      }
-      // a's rows 2g and 2g + 1 hold pair g of op(a)'s rows: 16 of those rows at a time,
-      // whose packed rows stay in L1 while they fill (64 took 1.2-2x as long).
-      for (index_t i = 0; i < count; i += kQuantLanes)
-        for (index_t g = 0; g < k_groups; ++g) {
-          const float* lo = a + 2 * g * m + first + i;
-          prefetch_rows_ahead(lo, m, k - 2 * g);
-          store_bf16_pairs(avx512, lo, 2 * g + 1 < k ? lo + m : nullptr, std::min(kQuantLanes, count - i),
-                           xa + (first + i) * x_row + g * 4, x_row);
+        for (index_t i_first = i_begin; i_first < i_end; i_first += kBf16ChunkRows) {
+          const index_t i_last = std::min(i_end, i_first + kBf16ChunkRows);
+          bf16_convert_rows(a, k, m, trans_a, p0, kc, i_first, i_last - i_first, row_pairs);
+          for (index_t i = i_first; i < i_last; i += kFp32TileRows) {
+            const index_t rows = std::min(kFp32TileRows, i_last - i);
+            for (index_t p = 0; p < panels; ++p) {
+              const index_t j = j0 + p * kFp32Panel, cols = std::min(kFp32Panel, n - j);
+              const index_t vectors = (cols + kFp32Lanes - 1) / kFp32Lanes;
+              const GemmTile<std::uint32_t> tile{
+                  trans_a ? row_pairs + (i - i_first) : row_pairs + (i - i_first) * pairs,
+                  trans_a ? kBf16ChunkRows : pairs,
+                  panel_pairs + p * pairs * kFp32Panel,
+                  kFp32Panel,
+                  pairs,
+                  c + i * n + j,
+                  n,
+                  first_lanes(cols - (vectors - 1) * kFp32Lanes),
+                  load_c,
+                  last_block && bias ? bias + j : nullptr};
+              if (trans_a)
+                gemm_tile_of<Bf16Dot, true, kFp32TileRows>(rows, vectors, tile);
+              else
+                gemm_tile_of<Bf16Dot, false, kFp32TileRows>(rows, vectors, tile);
+            }
+          }
         }
-      return;
-    }
-    const index_t tile = task - row_tasks, first = tile * tile_columns, count = std::min(tile_columns, n - first);
-    unsigned char* const w = wb + tile * kQuantTileVectors * block_bytes;
-    if (count < tile_columns)  // the padding stays zero
-      std::memset(w, 0, static_cast<std::size_t>(kQuantTileVectors * block_bytes));
-    if (trans_b) {  // b's rows are op(b)'s columns: each row's pairs go to its lane of every group
-      for (index_t j = 0; j < count; ++j) {
-        unsigned char* lane = w + (j / kQuantLanes) * block_bytes + (j % kQuantLanes) * 4;
-        for (index_t g = 0; g < k_groups; g += 8)
-          store_bf16_row_pairs(avx512, b + (first + j) * k + 2 * g, std::min<index_t>(16, k - 2 * g),
-                               lane + g * kQuantGroupBytes, kQuantGroupBytes);
       }
-      return;
-    }
-    for (index_t g = 0; g < k_groups; ++g)  // b's rows 2g and 2g + 1: a group's vector per 16 columns
-      for (index_t j = 0; j < count; j += kQuantLanes) {
-        const float* lo = b + 2 * g * n + first + j;
-        prefetch_rows_ahead(lo, n, k - 2 * g);
-        store_bf16_pairs(avx512, lo, 2 * g + 1 < k ? lo + n : nullptr, std::min(kQuantLanes, count - j),
-                         w + (j / kQuantLanes) * block_bytes + g * kQuantGroupBytes, 4);
-      }
-  });
-
-  QuantizedProduct p{xa, x_row, wb, k_groups, nullptr, nullptr, nullptr, bias, c, n, accumulate};
-  const index_t panels = (m + kBf16PanelRows - 1) / kBf16PanelRows;
-  const bool vector = features.avx512_bf16;
-  parallel_tasks(panels * tiles, work, [&](index_t task) {
-    const index_t first = (task % panels) * kBf16PanelRows;
-    quantized_tile_rows(p, Precision::bf16, vector, first, std::min(kBf16PanelRows, m - first),
-                        (task / panels) * kQuantTileVectors);
-  });
+    });
+    return;
+  }
+#endif
+  bf16_gemm_portable(a, trans_a, b, trans_b, c, m, n, k, bias, accumulate);
 }
 
 }  // namespace heed::detail

@@ -23,6 +23,7 @@
 #include "heed/detail/header_begin.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -65,12 +66,14 @@ constexpr index_t kFp32ParallelWork = index_t(1) << 22;
 #if HEED_X86_64
 /// One tile's operands: op(a)'s rows (element (r, k) at a[r · lda + k], or a[k · lda + r]
 /// when transposed), op(b)'s columns (element (k, j) at b[k · ldb + j]: a packed panel,
-/// ldb 64, or b's rows in place), kc values of k, c at ldc, the last vector's columns
-/// (`last`), whether the chain starts from c (else from 0), and the bias to add after.
-struct Fp32Tile {
-  const float* a;
+/// ldb 64, or b's rows in place), kc elements along k, c at ldc, the last vector's
+/// columns (`last`), whether the chain starts from c (else from 0), and the bias to add
+/// after. An element is a float, or for bf16 (ops/bf16_gemm.hpp) a pair of k.
+template <typename Element>
+struct GemmTile {
+  const Element* a;
   index_t lda;
-  const float* b;
+  const Element* b;
   index_t ldb, kc;
   float* c;
   index_t ldc;
@@ -78,11 +81,33 @@ struct Fp32Tile {
   bool load_c;
   const float* bias;
 };
+using Fp32Tile = GemmTile<float>;
 
-/// c (R rows × NV vectors) of a tile (Fp32Tile), each element one chain over k.
-template <index_t R, index_t NV, bool TransA>
-HEED_FP32_TARGET void fp32_tile(const Fp32Tile& t) {
-  const float* const a = t.a;
+// What a tile does with an element of op(a) and a vector of op(b)'s: fp32 values, one
+// FMA; bf16 pairs (k and k + 1 in one 32-bit lane), one vdpbf16ps (which adds the
+// product of the high halves, then of the low ones).
+#define HEED_GEMM_DOT __attribute__((always_inline, target("avx512f,avx512bw,avx512vl,avx512bf16"))) static inline
+struct Fp32Dot {
+  using Element = float;
+  using Vector = __m512;
+  HEED_GEMM_DOT Vector load(__mmask16 mask, const float* at) { return _mm512_maskz_loadu_ps(mask, at); }
+  HEED_GEMM_DOT Vector broadcast(float x) { return _mm512_set1_ps(x); }
+  HEED_GEMM_DOT __m512 add(__m512 acc, Vector a, Vector b) { return _mm512_fmadd_ps(a, b, acc); }
+};
+struct Bf16Dot {
+  using Element = std::uint32_t;
+  using Vector = __m512i;
+  HEED_GEMM_DOT Vector load(__mmask16 mask, const std::uint32_t* at) { return _mm512_maskz_loadu_epi32(mask, at); }
+  HEED_GEMM_DOT Vector broadcast(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  HEED_GEMM_DOT __m512 add(__m512 acc, Vector a, Vector b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+};
+#undef HEED_GEMM_DOT
+
+/// c (R rows × NV vectors) of a tile (GemmTile), each element one chain over k.
+template <typename Dot, index_t R, index_t NV, bool TransA>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void gemm_tile(
+    const GemmTile<typename Dot::Element>& t) {
+  const typename Dot::Element* const a = t.a;
   const index_t lda = t.lda;
   __m512 acc[R][NV];
   HEED_FP32_UNROLL
@@ -93,15 +118,15 @@ HEED_FP32_TARGET void fp32_tile(const Fp32Tile& t) {
                            : _mm512_setzero_ps();
   }
   for (index_t k = 0; k < t.kc; ++k) {
-    const float* b = t.b + k * t.ldb;
-    __m512 bv[NV];
+    const typename Dot::Element* b = t.b + k * t.ldb;
+    typename Dot::Vector bv[NV];
     HEED_FP32_UNROLL
-    for (index_t v = 0; v < NV; ++v) bv[v] = _mm512_maskz_loadu_ps(v + 1 < NV ? kAllLanes : t.last, b + v * kFp32Lanes);
+    for (index_t v = 0; v < NV; ++v) bv[v] = Dot::load(v + 1 < NV ? kAllLanes : t.last, b + v * kFp32Lanes);
     HEED_FP32_UNROLL
     for (index_t r = 0; r < R; ++r) {
-      const __m512 av = _mm512_set1_ps(TransA ? a[k * lda + r] : a[r * lda + k]);
+      const typename Dot::Vector av = Dot::broadcast(TransA ? a[k * lda + r] : a[r * lda + k]);
       HEED_FP32_UNROLL
-      for (index_t v = 0; v < NV; ++v) acc[r][v] = _mm512_fmadd_ps(av, bv[v], acc[r][v]);
+      for (index_t v = 0; v < NV; ++v) acc[r][v] = Dot::add(acc[r][v], av, bv[v]);
     }
   }
   HEED_FP32_UNROLL
@@ -116,24 +141,18 @@ HEED_FP32_TARGET void fp32_tile(const Fp32Tile& t) {
   }
 }
 
-/// fp32_tile for `rows` ≤ R and `vectors` ≤ NV.
-template <bool TransA, index_t R, index_t NV = kFp32TileVectors>
-void fp32_tile_of(index_t rows, index_t vectors, const Fp32Tile& t) {
+/// gemm_tile for `rows` ≤ R and `vectors` ≤ NV.
+template <typename Dot, bool TransA, index_t R, index_t NV = kFp32TileVectors>
+void gemm_tile_of(index_t rows, index_t vectors, const GemmTile<typename Dot::Element>& t) {
   if constexpr (R > 0 && NV > 0) {
-    if (rows < R) return fp32_tile_of<TransA, R - 1, NV>(rows, vectors, t);
-    if (vectors < NV) return fp32_tile_of<TransA, R, NV - 1>(rows, vectors, t);
-    fp32_tile<R, NV, TransA>(t);
+    if (rows < R) return gemm_tile_of<Dot, TransA, R - 1, NV>(rows, vectors, t);
+    if (vectors < NV) return gemm_tile_of<Dot, TransA, R, NV - 1>(rows, vectors, t);
+    gemm_tile<Dot, R, NV, TransA>(t);
   }
 }
 
-/// out[kk][0 .. 16) = w[j · ld + kk] for the j < rows (zeros past them) and kk < depth
-/// (≤ 16): 16 rows of b (16 columns of op(b)) transposed in registers, stored at stride
-/// kFp32Panel.
-HEED_FP32_TARGET inline void fp32_store_transposed(const float* w, index_t ld, index_t rows, index_t depth,
-                                                   float* out) {
-  __m512 t[16];
-  const __mmask16 mask = first_lanes(depth);
-  for (index_t j = 0; j < 16; ++j) t[j] = j < rows ? _mm512_maskz_loadu_ps(mask, w + j * ld) : _mm512_setzero_ps();
+/// columns[j] = lane j of every t[i] (16 × 16 32-bit values transposed in registers).
+HEED_FP32_TARGET inline void transpose_16x16(__m512 t[16], __m512 columns[16]) {
   __m512 u[16];
   for (index_t i = 0; i < 16; i += 2) {
     u[i] = _mm512_maskz_unpacklo_ps(kAllLanes, t[i], t[i + 1]);
@@ -146,7 +165,6 @@ HEED_FP32_TARGET inline void fp32_store_transposed(const float* w, index_t ld, i
     t[i + 2] = _mm512_maskz_shuffle_ps(kAllLanes, u[i + 1], u[i + 3], 0x44);
     t[i + 3] = _mm512_maskz_shuffle_ps(kAllLanes, u[i + 1], u[i + 3], 0xEE);
   }
-  __m512 columns[16];
   for (index_t j = 0; j < 4; ++j) {
     const __m512 x0 = _mm512_maskz_shuffle_f32x4(kAllLanes, t[j], t[4 + j], 0x88),
                  x1 = _mm512_maskz_shuffle_f32x4(kAllLanes, t[j], t[4 + j], 0xDD);
@@ -157,6 +175,18 @@ HEED_FP32_TARGET inline void fp32_store_transposed(const float* w, index_t ld, i
     columns[8 + j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x0, y0, 0xDD);
     columns[12 + j] = _mm512_maskz_shuffle_f32x4(kAllLanes, x1, y1, 0xDD);
   }
+}
+
+/// out[kk][0 .. 16) = w[j · ld + kk] for the j < rows (zeros past them) and kk < depth
+/// (≤ 16): 16 rows of b (16 columns of op(b)) transposed in registers, stored at stride
+/// kFp32Panel.
+HEED_FP32_TARGET inline void fp32_store_transposed(const float* w, index_t ld, index_t rows, index_t depth,
+                                                   float* out) {
+  __m512 t[16];
+  const __mmask16 mask = first_lanes(depth);
+  for (index_t j = 0; j < 16; ++j) t[j] = j < rows ? _mm512_maskz_loadu_ps(mask, w + j * ld) : _mm512_setzero_ps();
+  __m512 columns[16];
+  transpose_16x16(t, columns);
   for (index_t kk = 0; kk < depth; ++kk) _mm512_store_ps(out + kk * kFp32Panel, columns[kk]);
 }
 
@@ -292,9 +322,9 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
                                 load_c,
                                 last_block && bias ? bias + j : nullptr};
             if (trans_a)
-              fp32_tile_of<true, kFp32TileRows>(rows, vectors, tile);
+              gemm_tile_of<Fp32Dot, true, kFp32TileRows>(rows, vectors, tile);
             else
-              fp32_tile_of<false, kFp32TileRows>(rows, vectors, tile);
+              gemm_tile_of<Fp32Dot, false, kFp32TileRows>(rows, vectors, tile);
           }
         }
       }

@@ -203,7 +203,6 @@ struct QuantizedProduct {
   const float* bias;                 // null: none
   float* out;                        // rows × out_features
   index_t out_features;
-  bool accumulate = false;  // bf16: out += the product (+ bias) instead of out =
 };
 
 #if HEED_X86_64
@@ -234,10 +233,8 @@ struct Bf16Avx512 {
   }
   HEED_TARGET_AVX512_BF16 HEED_QUANT_INLINE static void store(const Acc& acc, const QuantizedProduct& p, index_t row,
                                                               index_t n, __mmask16 mask) {
-    float* const out = p.out + row * p.out_features + n;
-    __m512 y = p.bias ? _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, p.bias + n)) : acc;
-    if (p.accumulate) y = _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), y);
-    _mm512_mask_storeu_ps(out, mask, y);
+    const __m512 y = p.bias ? _mm512_add_ps(acc, _mm512_maskz_loadu_ps(mask, p.bias + n)) : acc;
+    _mm512_mask_storeu_ps(p.out + row * p.out_features + n, mask, y);
   }
 };
 
@@ -330,9 +327,7 @@ inline void bf16_block_portable(const QuantizedProduct& p, index_t rows, index_t
       }
     for (index_t lane = 0; lane < count; ++lane) {
       const index_t n = first + lane;
-      const float y = p.bias ? acc[lane] + p.bias[n] : acc[lane];
-      float& out = p.out[r * p.out_features + n];
-      out = p.accumulate ? out + y : y;
+      p.out[r * p.out_features + n] = p.bias ? acc[lane] + p.bias[n] : acc[lane];
     }
   }
 }
@@ -340,7 +335,7 @@ inline void bf16_block_portable(const QuantizedProduct& p, index_t rows, index_t
 /// Rows [first, first + rows) of the tile of kQuantTileVectors blocks from `block`, in
 /// `precision`: the AVX-512 kernels' tiles of kQuantTileRows rows where `vector` (the
 /// CPU has the instruction), else the portable blocks, the same sums in the same order.
-/// The loop of LowPrecisionWeight::apply and bf16_gemm.
+/// The loop of LowPrecisionWeight::apply.
 inline void quantized_tile_rows(const QuantizedProduct& p, Precision precision, bool vector, index_t first,
                                 index_t rows, index_t block) {
 #if HEED_X86_64
