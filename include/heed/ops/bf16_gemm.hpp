@@ -90,7 +90,8 @@ HEED_BF16_GEMM_TARGET inline __m512i bf16_pairs_across(const float* lo, const fl
 }
 
 /// Packs op(b)[p0 : p0 + kc][j0 : j0 + cols] (cols ≤ kFp32Panel) into a panel: (kc + 1)
-/// / 2 rows of 64 pairs, zeros past cols and past k. b is (k, n), or (n, k) when trans_b.
+/// / 2 rows of 64 pairs, zeros past k and past cols in its last vector (vectors wholly
+/// past cols are not written, as fp32_pack_panel). b is (k, n), or (n, k) when trans_b.
 HEED_BF16_GEMM_TARGET inline void bf16_pack_panel(const float* b, index_t k, index_t n, bool trans_b, index_t p0,
                                                   index_t kc, index_t j0, index_t cols, std::uint32_t* panel) {
   const index_t pairs = (kc + 1) / 2;
@@ -100,18 +101,16 @@ HEED_BF16_GEMM_TARGET inline void bf16_pack_panel(const float* b, index_t k, ind
       const float* hi = 2 * g + 1 < kc ? lo + n : nullptr;
       if (2 * g + kFp32PrefetchRows < kc)  // rows n floats apart: the prefetchers do not follow
         for (index_t j = 0; j < cols; j += kFp32Lanes) __builtin_prefetch(lo + kFp32PrefetchRows * n + j);
-      for (index_t v = 0; v < kFp32TileVectors; ++v) {
-        const index_t left = cols - v * kFp32Lanes;
-        _mm512_store_si512(panel + g * kFp32Panel + v * kFp32Lanes,
-                           left > 0 ? bf16_pairs_across(lo + v * kFp32Lanes, hi ? hi + v * kFp32Lanes : nullptr, left)
-                                    : _mm512_setzero_si512());
-      }
+      for (index_t v = 0; v * kFp32Lanes < cols; ++v)
+        _mm512_store_si512(
+            panel + g * kFp32Panel + v * kFp32Lanes,
+            bf16_pairs_across(lo + v * kFp32Lanes, hi ? hi + v * kFp32Lanes : nullptr, cols - v * kFp32Lanes));
     }
     return;
   }
   // b's rows are op(b)'s columns, each pair of k side by side: 16 rows' 16 pairs at a
   // time, transposed in registers.
-  for (index_t v = 0; v < kFp32TileVectors; ++v) {
+  for (index_t v = 0; v * kFp32Lanes < cols; ++v) {
     const index_t rows = std::min(kFp32Lanes, cols - v * kFp32Lanes);
     for (index_t g = 0; g < pairs; g += 16) {
       const index_t depth = std::min<index_t>(16, pairs - g);

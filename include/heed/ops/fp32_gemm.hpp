@@ -210,32 +210,26 @@ HEED_FP32_TARGET inline void fp32_copy_rows(const float* a, index_t lda, index_t
 }
 
 /// Packs op(b)[p0 : p0 + kc][j0 : j0 + cols] (cols ≤ kFp32Panel) into a panel: kc rows
-/// of 64 floats, zeros past cols. b is (k, n) at ldb, or (n, k) when trans_b.
+/// of 64 floats, zeros past cols in its last vector; vectors wholly past cols are not
+/// written (the tiles read ⌈cols / 16⌉: a 16-column product packs a quarter). b is
+/// (k, n) at ldb, or (n, k) when trans_b.
 HEED_FP32_TARGET inline void fp32_pack_panel(const float* b, index_t ldb, bool trans_b, index_t p0, index_t kc,
                                              index_t j0, index_t cols, float* panel) {
   if (!trans_b) {
     for (index_t kk = 0; kk < kc; ++kk) {
       const float* row = b + (p0 + kk) * ldb + j0;
       float* out = panel + kk * kFp32Panel;
-      for (index_t v = 0; v < kFp32TileVectors; ++v) {
-        const index_t left = cols - v * kFp32Lanes;
-        _mm512_store_ps(out + v * kFp32Lanes, left > 0 ? _mm512_maskz_loadu_ps(first_lanes(left), row + v * kFp32Lanes)
-                                                       : _mm512_setzero_ps());
-      }
+      for (index_t v = 0; v * kFp32Lanes < cols; ++v)
+        _mm512_store_ps(out + v * kFp32Lanes,
+                        _mm512_maskz_loadu_ps(first_lanes(cols - v * kFp32Lanes), row + v * kFp32Lanes));
     }
     return;
   }
-  for (index_t v = 0; v < kFp32TileVectors; ++v) {
+  for (index_t v = 0; v * kFp32Lanes < cols; ++v) {
     const index_t rows = std::min(kFp32Lanes, cols - v * kFp32Lanes);
-    for (index_t kk = 0; kk < kc; kk += 16) {
-      if (rows <= 0) {
-        for (index_t i = kk; i < std::min(kc, kk + 16); ++i)
-          _mm512_store_ps(panel + i * kFp32Panel + v * kFp32Lanes, _mm512_setzero_ps());
-        continue;
-      }
+    for (index_t kk = 0; kk < kc; kk += 16)
       fp32_store_transposed(b + (j0 + v * kFp32Lanes) * ldb + p0 + kk, ldb, rows, std::min<index_t>(16, kc - kk),
                             panel + kk * kFp32Panel + v * kFp32Lanes);
-    }
   }
 }
 #endif
