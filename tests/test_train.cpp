@@ -189,7 +189,8 @@ TEST_CASE(
   // products all exceed heed's threaded-GEMM threshold, and the elementwise, softmax
   // and layer_norm passes its parallel grain; dropout is on. One step (forward,
   // backward, clipping, Adam) holds every threaded pass a longer run repeats.
-  heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 64, 10, 63, 3);  // 64 pairs: d2l reads one more
+  // 63: d2l's tokenize_nmt reads one pair more than num_examples.
+  heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 64, 10, 63, 3);
   REQUIRE(data.data_iter.num_batches() == 1);
   for (const heed::NmtBatch& batch : data.data_iter)  // each batch keeps steps enough after its padding is cut
     REQUIRE(64 * batch.X_valid_len.max().item() * 256 * 256 >= heed::detail::kParallelGemmWork);
