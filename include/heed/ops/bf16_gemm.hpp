@@ -166,22 +166,16 @@ inline void bf16_gemm(const float* a, bool trans_a, const float* b, bool trans_b
   if (m <= 0 || n <= 0) return;
 #if HEED_X86_64
   if (cpu_features().avx512_bf16 && k > 0) {
-    const index_t work = m * n * k < kFp32ParallelWork ? 0 : m * n * k;
-    // Tasks as fp32_gemm's: blocks of columns × groups of rows, one per thread at least.
-    const index_t column_blocks = (n + kFp32Width - 1) / kFp32Width, tiles = (m + kFp32TileRows - 1) / kFp32TileRows;
-    const index_t threads = work == 0 ? 1 : parallel_threads();
-    const index_t row_groups = std::min(tiles, std::max<index_t>(1, (threads + column_blocks - 1) / column_blocks));
-    const index_t group_rows = (tiles + row_groups - 1) / row_groups * kFp32TileRows;
+    const GemmTasks tasks(m, n, k);  // as fp32_gemm's
     const index_t depth_pairs = (std::min(k, kBf16Depth) + 1) / 2, width = std::min(n, kFp32Width);
     const index_t panel_floats = depth_pairs * kFp32Panel;
     const index_t block_floats = (width + kFp32Panel - 1) / kFp32Panel * panel_floats;
     // A row's last pairs may be stored 16 at a time (bf16_convert_rows): 16 more.
     const index_t chunk_floats = kBf16ChunkRows * depth_pairs + kFp32Lanes;
-    parallel_tasks(row_groups * column_blocks, work, [&](index_t task) {
-      const index_t j0 = (task % column_blocks) * kFp32Width, nc = std::min(kFp32Width, n - j0);
-      const index_t panels = (nc + kFp32Panel - 1) / kFp32Panel;
-      const index_t i_begin = (task / column_blocks) * group_rows, i_end = std::min(m, i_begin + group_rows);
+    parallel_tasks(tasks.count, tasks.work, [&](index_t task) {
+      const auto [j0, nc, i_begin, i_end] = tasks[task];
       if (i_begin >= i_end) return;
+      const index_t panels = (nc + kFp32Panel - 1) / kFp32Panel;
       // Idle buffers of the buffer cache (64-byte aligned storage).
       Tensor<float> packed_b = make_tensor<float>(Shape{block_floats}, Device::cpu(), "bf16_gemm op(b)");
       Tensor<float> packed_a = make_tensor<float>(Shape{chunk_floats}, Device::cpu(), "bf16_gemm op(a)");

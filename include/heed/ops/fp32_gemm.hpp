@@ -234,6 +234,35 @@ HEED_FP32_TARGET inline void fp32_pack_panel(const float* b, index_t ldb, bool t
 }
 #endif
 
+/// How fp32_gemm and bf16_gemm share a product of m × n × k among the threads: tasks of
+/// a block of kFp32Width columns × a group of rows, as many groups as it takes to give
+/// each thread a task (one group when the product stays on the calling thread: below
+/// kFp32ParallelWork multiply-adds). A task packs its own columns of op(b), block by
+/// block of k: blocks of columns are packed once, and with few of them (n ≤ 512: the
+/// Transformer's 128-wide products) each group of rows packs op(b) again, which costs
+/// k · n against its rows · k · n multiply-adds. The split changes no bits (every element
+/// is one chain), so it may follow the threads.
+struct GemmTasks {
+  /// A task's columns [j0, j0 + nc) and rows [i_begin, i_end) (empty past the last row).
+  struct Range {
+    index_t j0, nc, i_begin, i_end;
+  };
+  index_t m, n, work, column_blocks, group_rows, count;
+
+  GemmTasks(index_t rows, index_t cols, index_t k)
+      : m(rows), n(cols), work(rows * cols * k < kFp32ParallelWork ? 0 : rows * cols * k) {
+    column_blocks = (n + kFp32Width - 1) / kFp32Width;
+    const index_t tiles = (m + kFp32TileRows - 1) / kFp32TileRows, threads = work == 0 ? 1 : parallel_threads();
+    const index_t row_groups = std::min(tiles, std::max<index_t>(1, (threads + column_blocks - 1) / column_blocks));
+    group_rows = (tiles + row_groups - 1) / row_groups * kFp32TileRows;
+    count = row_groups * column_blocks;
+  }
+  Range operator[](index_t task) const {
+    const index_t j0 = (task % column_blocks) * kFp32Width, i_begin = (task / column_blocks) * group_rows;
+    return {j0, std::min(kFp32Width, n - j0), i_begin, std::min(m, i_begin + group_rows)};
+  }
+};
+
 /// c (m × n at ldc) = op(a) · op(b), + bias (n values, one per column; may be null), or
 /// with `accumulate` c + that; op(a) m × k (a (m, k) at lda, or (k, m) when trans_a),
 /// op(b) k × n (b (k, n) at ldb, or (n, k) when trans_b). Needs cpu_features().avx512
@@ -248,17 +277,7 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
       for (index_t j = 0; j < n; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : 0.0f) + (bias ? bias[j] : 0.0f);
     return;
   }
-  const index_t work = m * n * k < kFp32ParallelWork ? 0 : m * n * k;
-  // Tasks: blocks of kFp32Width columns × groups of rows, as many groups as it takes to
-  // give each thread two tasks (one when the product stays on this thread). A task packs
-  // its own columns of op(b), block by block of k: blocks of columns are packed once,
-  // and with few of them (n ≤ 512: the Transformer's 128-wide products) each group of
-  // rows packs op(b) again, which costs k · n against its rows · k · n multiply-adds.
-  // The split changes no bits (every element is one chain), so it may follow the threads.
-  const index_t column_blocks = (n + kFp32Width - 1) / kFp32Width, tiles = (m + kFp32TileRows - 1) / kFp32TileRows;
-  const index_t threads = work == 0 ? 1 : parallel_threads();
-  const index_t row_groups = std::min(tiles, std::max<index_t>(1, (threads + column_blocks - 1) / column_blocks));
-  const index_t group_rows = (tiles + row_groups - 1) / row_groups * kFp32TileRows;
+  const GemmTasks tasks(m, n, k);
   // b's rows are op(b)'s: with few rows of c, read in place (packing them would cost
   // as much as the product), masked at the last column.
   const bool pack_b = trans_b || m > kFp32InPlaceRows;
@@ -270,11 +289,10 @@ inline void fp32_gemm(const float* a, index_t lda, bool trans_a, const float* b,
   const bool copy_a = trans_a && m > kFp32InPlaceRows;
   const index_t depth = std::min(k, kFp32Depth), width = std::min(n, kFp32Width);
   const index_t block_floats = (width + kFp32Panel - 1) / kFp32Panel * depth * kFp32Panel;
-  parallel_tasks(row_groups * column_blocks, work, [&](index_t task) {
-    const index_t j0 = (task % column_blocks) * kFp32Width, nc = std::min(kFp32Width, n - j0);
-    const index_t panels = (nc + kFp32Panel - 1) / kFp32Panel;
-    const index_t i_begin = (task / column_blocks) * group_rows, i_end = std::min(m, i_begin + group_rows);
+  parallel_tasks(tasks.count, tasks.work, [&](index_t task) {
+    const auto [j0, nc, i_begin, i_end] = tasks[task];
     if (i_begin >= i_end) return;
+    const index_t panels = (nc + kFp32Panel - 1) / kFp32Panel;
     // Idle buffers of the buffer cache (64-byte aligned storage).
     Tensor<float> packed_b;
     if (pack_b) packed_b = make_tensor<float>(Shape{block_floats}, Device::cpu(), "fp32_gemm op(b)");
