@@ -4,6 +4,7 @@
 #include "nn_common.hpp"
 
 #include <heed/ops/linear.hpp>
+#include <heed/ops/masked_cross_entropy.hpp>
 #include <heed/ops/matmul.hpp>
 
 #ifdef _OPENMP
@@ -136,6 +137,123 @@ TEST_CASE("bf16_gemm gives the same bits on 1, 2 and 3 threads", "[ops]") {
   const auto one = with_threads(1, product);
   CHECK(with_threads(2, product) == one);
   CHECK(with_threads(3, product) == one);
+}
+
+TEST_CASE("Bf16PackedB's products give bf16_gemm's bits, from floats or converted rows, at any panel", "[ops]") {
+  using heed::detail::Bf16PackedB;
+  using heed::detail::Bf16Rows;
+  if (!Bf16PackedB::available(1)) {
+    WARN("this CPU lacks avx512_bf16: Bf16PackedB is not tested (CI's machines have it)");
+    CHECK_THROWS_AS(Bf16PackedB(nullptr, false, 1, 1), heed::ValueError);
+    return;
+  }
+  heed::Generator gen(45);
+  // Rows past a tile (6) and a converted chunk (96), columns past a vector and a panel,
+  // k odd, even and a whole block (kBf16Depth).
+  for (const auto& shape :
+       std::vector<std::array<index_t, 3>>{{1, 1, 1}, {7, 17, 33}, {100, 150, 64}, {13, 200, 129}, {97, 70, 512}})
+    for (const bool trans_a : {false, true})
+      for (const bool trans_b : {false, true}) {
+        const index_t m = shape[0], n = shape[1], k = shape[2];  // named, for the lambda below
+        INFO("m " << m << ", n " << n << ", k " << k << ", trans_a " << trans_a << ", trans_b " << trans_b);
+        const Tensorf a = trans_a ? heed::randn<float>({k, m}, gen) : heed::randn<float>({m, k}, gen);
+        const Tensorf b = trans_b ? heed::randn<float>({n, k}, gen) : heed::randn<float>({k, n}, gen);
+        const Tensorf bias = heed::randn<float>({n}, gen), start = heed::randn<float>({m * n}, gen);
+        std::vector<float> want(static_cast<std::size_t>(m * n)), want_added(start.data(), start.data() + m * n);
+        heed::detail::bf16_gemm(a.data(), trans_a, b.data(), trans_b, want.data(), m, n, k, bias.data());
+        heed::detail::bf16_gemm(a.data(), trans_a, b.data(), trans_b, want_added.data(), m, n, k, nullptr, true);
+        const Bf16PackedB packed(b.data(), trans_b, k, n);
+        const Bf16Rows rows = trans_a ? Bf16Rows() : Bf16Rows(a.data(), m, k);
+        for (index_t j0 = 0; j0 < n; j0 += heed::detail::kFp32Panel) {
+          const index_t cols = j0 == 0 ? n : n - j0;  // all columns, or from a later panel on
+          INFO("columns from " << j0);
+          const auto want_of = [&](const std::vector<float>& whole) {
+            std::vector<float> part;
+            for (index_t i = 0; i < m; ++i)
+              part.insert(part.end(), whole.begin() + i * n + j0, whole.begin() + i * n + n);
+            return part;
+          };
+          std::vector<float> c(static_cast<std::size_t>(m * cols), -7.0f),
+              added = want_of(std::vector<float>(start.data(), start.data() + m * n));
+          packed.multiply(a.data(), trans_a, m, j0, cols, c.data(), cols, bias.data() + j0);
+          packed.multiply(a.data(), trans_a, m, j0, cols, added.data(), cols, nullptr, true);
+          CHECK(c == want_of(want));
+          CHECK(added == want_of(want_added));
+          if (!trans_a) {
+            std::vector<float> from_rows(c.size(), -7.0f);
+            packed.multiply_rows(rows.row(0), m, j0, cols, from_rows.data(), cols, bias.data() + j0);
+            CHECK(from_rows == c);
+          }
+        }
+      }
+  const Tensorf b = heed::randn<float>({520, 70}, gen);
+  CHECK_ERROR(heed::ValueError, "Bf16PackedB: cannot pack 520 × 70 here (AVX512_BF16 and 0 < k ≤ 512 needed)",
+              Bf16PackedB(b.data(), false, 520, 70));
+  const Bf16PackedB packed(b.data(), false, 70, 520);
+  std::vector<float> c(520);
+  CHECK_ERROR(heed::ValueError, "Bf16PackedB::multiply: columns [32, 552) of 520 packed (1 rows)",
+              packed.multiply(b.data(), false, 1, 32, 520, c.data(), 520));
+  const ForcedCpuFeatures portable(CpuFeatures{});
+  CHECK(!Bf16PackedB::available(16));
+}
+
+TEST_CASE("The fused linear cross entropy under AutocastGuard(bf16) gives the portable path's bits", "[ops]") {
+  // Its products run from x and the weight packed once (Bf16PackedB); forced onto the
+  // portable path they run through bf16_gemm_portable, the same chains. 221 counted rows
+  // (two row blocks of kRowTile), 300 classes (two tiles), an odd in_features.
+  heed::Generator gen(46);
+  const Tensorf hidden0 = heed::randn<float>({40, 9, 33}, gen), weight0 = heed::randn<float>({300, 33}, gen),
+                bias0 = heed::randn<float>({300}, gen);
+  heed::IndexTensor label = heed::detail::make_tensor<std::int64_t>(heed::Shape{40, 9});
+  for (index_t i = 0; i < label.numel(); ++i) label.data()[i] = (i * 131) % 300;
+  heed::IndexTensor valid = heed::detail::make_tensor<std::int64_t>(heed::Shape{40});
+  for (index_t b = 0; b < 40; ++b) valid.data()[b] = 1 + (b * 7) % 9;
+  struct Result {
+    Tensorf loss, no_grad, dx, dw, db, dx_uneven;
+  };
+  const auto run = [&](Precision precision) {
+    const AutocastGuard autocast(precision);
+    Tensorf hidden = hidden0.clone(), weight = weight0.clone(), bias = bias0.clone();
+    for (Tensorf* t : {&hidden, &weight, &bias}) t->requires_grad_(true);
+    Result r;
+    r.loss = heed::masked_linear_ce_loss(hidden, weight, bias, label, valid);
+    heed::sum(r.loss).backward();  // the gradient formed with the forward
+    r.dx = hidden.grad(), r.dw = weight.grad(), r.db = bias.grad();
+    hidden.zero_grad();
+    Tensorf uneven = heed::arange<float>(0, 40);  // the logits again, in the backward
+    heed::masked_linear_ce_loss(hidden, weight, bias, label, valid).backward(uneven);
+    r.dx_uneven = hidden.grad();
+    const heed::NoGradGuard no_grad;
+    r.no_grad = heed::masked_linear_ce_loss(hidden, weight, bias, label, valid);
+    return r;
+  };
+  const Result fp32 = run(Precision::fp32), bf16 = run(Precision::bf16);
+  const auto close = [](const Tensorf& got, const Tensorf& want) {
+    double largest = 0, error = 0;
+    for (index_t i = 0; i < want.numel(); ++i) {
+      largest = std::max(largest, std::fabs(double(want.data()[i])));
+      error = std::max(error, std::fabs(double(got.data()[i]) - want.data()[i]));
+    }
+    INFO("largest error " << error << " of largest value " << largest);
+    CHECK(error > 0);                // bf16 did run
+    CHECK(error <= 2e-2 * largest);  // the op table's bf16 tolerance
+  };
+  close(bf16.loss, fp32.loss);
+  close(bf16.dx, fp32.dx);
+  close(bf16.dw, fp32.dw);
+  close(bf16.dx_uneven, fp32.dx_uneven);
+  Result portable;
+  {
+    const ForcedCpuFeatures forced(CpuFeatures{});
+    portable = run(Precision::bf16);
+  }
+  CHECK(heed_test::same_bits(bf16.loss, portable.loss));
+  CHECK(heed_test::same_bits(bf16.no_grad, portable.no_grad));
+  CHECK(heed_test::same_bits(bf16.no_grad, bf16.loss));
+  CHECK(heed_test::same_bits(bf16.dx, portable.dx));
+  CHECK(heed_test::same_bits(bf16.dw, portable.dw));
+  CHECK(heed_test::same_bits(bf16.db, portable.db));
+  CHECK(heed_test::same_bits(bf16.dx_uneven, portable.dx_uneven));
 }
 
 TEST_CASE("AutocastGuard runs linear and matmul in bf16, forward and backward, and restores fp32", "[ops]") {

@@ -156,6 +156,33 @@ HEED_BF16_GEMM_TARGET inline void bf16_convert_rows(const float* a, index_t k, i
                                bf16_pairs_across(lo + r, hi ? hi + r : nullptr, rows - r));
   }
 }
+
+/// The tiles of a chunk's `rows` rows (bf16_convert_rows's layout, `across` for trans_a's)
+/// times the packed panels of `cols` columns, `pairs` deep, into c (row stride ldc): c's
+/// first row and column are the chunk's and the first panel's.
+inline void bf16_chunk_tiles(const std::uint32_t* row_pairs, bool across, index_t rows, const std::uint32_t* panels,
+                             index_t pairs, index_t cols, float* c, index_t ldc, bool load_c, const float* bias) {
+  for (index_t i = 0; i < rows; i += kFp32TileRows) {
+    const index_t tile_rows = std::min(kFp32TileRows, rows - i);
+    for (index_t j = 0; j < cols; j += kFp32Panel) {
+      const index_t vectors = (std::min(kFp32Panel, cols - j) + kFp32Lanes - 1) / kFp32Lanes;
+      const GemmTile<std::uint32_t> tile{across ? row_pairs + i : row_pairs + i * pairs,
+                                         across ? kBf16ChunkRows : pairs,
+                                         panels + j * pairs,
+                                         kFp32Panel,
+                                         pairs,
+                                         c + i * ldc + j,
+                                         ldc,
+                                         first_lanes(std::min(kFp32Panel, cols - j) - (vectors - 1) * kFp32Lanes),
+                                         load_c,
+                                         bias ? bias + j : nullptr};
+      if (across)
+        gemm_tile_of<Bf16Dot, true, kFp32TileRows>(tile_rows, vectors, tile);
+      else
+        gemm_tile_of<Bf16Dot, false, kFp32TileRows>(tile_rows, vectors, tile);
+    }
+  }
+}
 #endif
 
 /// c = op(a) · op(b) (+ bias, n values, one per column), or with `accumulate` c + that;
@@ -190,30 +217,10 @@ inline void bf16_gemm(const float* a, bool trans_a, const float* b, bool trans_b
                           panel_pairs + p * pairs * kFp32Panel);
         }
         for (index_t i_first = i_begin; i_first < i_end; i_first += kBf16ChunkRows) {
-          const index_t i_last = std::min(i_end, i_first + kBf16ChunkRows);
-          bf16_convert_rows(a, k, m, trans_a, p0, kc, i_first, i_last - i_first, row_pairs);
-          for (index_t i = i_first; i < i_last; i += kFp32TileRows) {
-            const index_t rows = std::min(kFp32TileRows, i_last - i);
-            for (index_t p = 0; p < panels; ++p) {
-              const index_t j = j0 + p * kFp32Panel, cols = std::min(kFp32Panel, n - j);
-              const index_t vectors = (cols + kFp32Lanes - 1) / kFp32Lanes;
-              const GemmTile<std::uint32_t> tile{
-                  trans_a ? row_pairs + (i - i_first) : row_pairs + (i - i_first) * pairs,
-                  trans_a ? kBf16ChunkRows : pairs,
-                  panel_pairs + p * pairs * kFp32Panel,
-                  kFp32Panel,
-                  pairs,
-                  c + i * n + j,
-                  n,
-                  first_lanes(cols - (vectors - 1) * kFp32Lanes),
-                  load_c,
-                  last_block && bias ? bias + j : nullptr};
-              if (trans_a)
-                gemm_tile_of<Bf16Dot, true, kFp32TileRows>(rows, vectors, tile);
-              else
-                gemm_tile_of<Bf16Dot, false, kFp32TileRows>(rows, vectors, tile);
-            }
-          }
+          const index_t rows = std::min(i_end, i_first + kBf16ChunkRows) - i_first;
+          bf16_convert_rows(a, k, m, trans_a, p0, kc, i_first, rows, row_pairs);
+          bf16_chunk_tiles(row_pairs, trans_a, rows, panel_pairs, pairs, nc, c + i_first * n + j0, n, load_c,
+                           last_block && bias ? bias + j0 : nullptr);
         }
       }
     });
@@ -222,6 +229,115 @@ inline void bf16_gemm(const float* a, bool trans_a, const float* b, bool trans_b
 #endif
   bf16_gemm_portable(a, trans_a, b, trans_b, c, m, n, k, bias, accumulate);
 }
+
+/// op(b) packed once for many bf16 products of depth k ≤ kBf16Depth (the fused linear
+/// cross entropy multiplies the same weight and inputs tile after tile): the panels
+/// bf16_gemm packs on every call, for all n columns. Products from it have bf16_gemm's
+/// bits.
+class Bf16PackedB {
+ public:
+  /// Whether products of depth k can run from packed operands here: AVX512_BF16 (not
+  /// forced off) and one block of k.
+  static bool available(index_t k) {
+#if HEED_X86_64
+    return k > 0 && k <= kBf16Depth && cpu_features().avx512_bf16;
+#else
+    (void)k;
+    return false;  // the portable path packs nothing
+#endif
+  }
+
+  Bf16PackedB() = default;
+  /// Packs op(b), k × n: b stored (k, n), or (n, k) when trans_b.
+  Bf16PackedB(const float* b, bool trans_b, index_t k, index_t n) : k_(k), n_(n), pairs_((k + 1) / 2) {
+    HEED_CHECK(available(k) && n > 0, ValueError, "Bf16PackedB: cannot pack ", k, " × ", n,
+               " here (AVX512_BF16 and 0 < k ≤ ", kBf16Depth, " needed)");
+#if HEED_X86_64
+    const index_t panels = (n + kFp32Panel - 1) / kFp32Panel;
+    panels_ = make_tensor<float>(Shape{panels * pairs_ * kFp32Panel}, Device::cpu(), "Bf16PackedB");
+    for (index_t p = 0; p < panels; ++p)
+      bf16_pack_panel(b, k, n, trans_b, 0, k, p * kFp32Panel, std::min(kFp32Panel, n - p * kFp32Panel),
+                      reinterpret_cast<std::uint32_t*>(panels_.data()) + p * pairs_ * kFp32Panel);
+#else
+    (void)b, (void)trans_b;
+#endif
+  }
+
+  bool defined() const { return panels_.defined(); }
+  index_t depth() const { return k_; }
+
+  /// c = op(a) · op(b)[:, j0 : j0 + cols] (+ bias, cols values), or with `accumulate` c
+  /// + that, on the calling thread: op(a) m × k, a stored (m, k), or (k, m) when
+  /// trans_a; c row-major with row stride ldc; j0 a multiple of kFp32Panel.
+  void multiply(const float* a, bool trans_a, index_t m, index_t j0, index_t cols, float* c, index_t ldc,
+                const float* bias = nullptr, bool accumulate = false) const {
+    check_columns(m, j0, cols);
+#if HEED_X86_64
+    const index_t chunk = std::min(m, kBf16ChunkRows);
+    Tensor<float> buffer =
+        make_tensor<float>(Shape{kBf16ChunkRows * pairs_ + kFp32Lanes}, Device::cpu(), "Bf16PackedB op(a)");
+    auto* const row_pairs = reinterpret_cast<std::uint32_t*>(buffer.data());
+    for (index_t i = 0; i < m; i += chunk) {
+      const index_t rows = std::min(chunk, m - i);
+      bf16_convert_rows(a, k_, m, trans_a, 0, k_, i, rows, row_pairs);
+      bf16_chunk_tiles(row_pairs, trans_a, rows, panels(j0), pairs_, cols, c + i * ldc, ldc, accumulate, bias);
+    }
+#else
+    (void)a, (void)trans_a, (void)c, (void)ldc, (void)bias, (void)accumulate;
+#endif
+  }
+
+  /// The same with op(a)'s rows converted already: `rows` from bf16_convert_rows over a
+  /// (m, k) whole (row i's pairs at i · (k + 1) / 2).
+  void multiply_rows(const std::uint32_t* rows, index_t m, index_t j0, index_t cols, float* c, index_t ldc,
+                     const float* bias = nullptr, bool accumulate = false) const {
+    check_columns(m, j0, cols);
+#if HEED_X86_64
+    bf16_chunk_tiles(rows, false, m, panels(j0), pairs_, cols, c, ldc, accumulate, bias);
+#else
+    (void)rows, (void)c, (void)ldc, (void)bias, (void)accumulate;
+#endif
+  }
+
+ private:
+  const std::uint32_t* panels(index_t j0) const {
+    return reinterpret_cast<const std::uint32_t*>(panels_.data()) + j0 * pairs_;
+  }
+  void check_columns(index_t m, index_t j0, index_t cols) const {
+    HEED_CHECK(defined() && m >= 0 && j0 >= 0 && j0 % kFp32Panel == 0 && cols >= 0 && j0 + cols <= n_, ValueError,
+               "Bf16PackedB::multiply: columns [", j0, ", ", j0 + cols, ") of ", n_, " packed (", m, " rows)");
+  }
+
+  Tensor<float> panels_;
+  index_t k_ = 0, n_ = 0, pairs_ = 0;
+};
+
+/// op(a)'s rows (a (m, k), k ≤ kBf16Depth) converted once into the pairs that
+/// Bf16PackedB::multiply_rows reads: row i at rows() + i · (k + 1) / 2.
+class Bf16Rows {
+ public:
+  Bf16Rows() = default;
+  Bf16Rows(const float* a, index_t m, index_t k) : pairs_((k + 1) / 2) {
+    HEED_CHECK(Bf16PackedB::available(k) && m >= 0, ValueError, "Bf16Rows: cannot convert ", m, " × ", k,
+               " here (AVX512_BF16 and 0 < k ≤ ", kBf16Depth, " needed)");
+    // bf16_convert_rows's last store may run 16 pairs past the last row.
+    rows_ = make_tensor<float>(Shape{m * pairs_ + kFp32Lanes}, Device::cpu(), "Bf16Rows");
+#if HEED_X86_64
+    bf16_convert_rows(a, k, m, false, 0, k, 0, m, reinterpret_cast<std::uint32_t*>(rows_.data()));
+#else
+    (void)a;
+#endif
+  }
+  bool defined() const { return rows_.defined(); }
+  /// Row i's pairs.
+  const std::uint32_t* row(index_t i) const {
+    return reinterpret_cast<const std::uint32_t*>(rows_.data()) + i * pairs_;
+  }
+
+ private:
+  Tensor<float> rows_;
+  index_t pairs_ = 0;
+};
 
 }  // namespace heed::detail
 

@@ -35,9 +35,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "heed/ops/autocast.hpp"
+#include "heed/ops/bf16_gemm.hpp"
 #include "heed/ops/cross_entropy.hpp"
 #include "heed/ops/linear.hpp"
 
@@ -62,6 +65,69 @@ struct FusedLinearCE {
   T label_smoothing = 0;  // ε of heed/ops/cross_entropy.hpp
   std::vector<T> stats;   // per row: its max logit and log Σ exp(logit − max)
 
+  /// Under a bf16 AutocastGuard, x and the weight converted and packed once per pass
+  /// for the tiles' products, which bf16_gemm would convert again in each of them
+  /// (rows / kRowTile times the weight, twice): at the realistic model's shapes that
+  /// conversion, mostly reading the weight from memory, was a third of the op's time.
+  /// The products have bf16_gemm's bits. Held only while a pass runs.
+  struct Bf16Operands {
+    Bf16Rows x;                         // the logits' op(a): x's rows
+    std::vector<Bf16PackedB> weight_t;  // the logits' op(b) per class tile: its rows of W, transposed
+    std::vector<Bf16PackedB> weight;    // dx's op(b) per class tile: its rows of W
+    std::vector<Bf16PackedB> x_blocks;  // dW's op(b) per row block: its rows of x
+  } bf16;
+  bool bf16_packed = false;
+
+  /// Packs bf16's operands when this thread's products of depth `in` run in bf16 and
+  /// the engine can take them packed (float, AVX512_BF16, in ≤ kBf16Depth); weight's
+  /// for dx (`for_x`), x_blocks for dW (`for_weight`).
+  void pack_bf16(bool for_x, bool for_weight) {
+    bf16 = {};
+    bf16_packed = false;
+    if constexpr (std::is_same_v<T, float>) {
+      if (rows == 0 || !thread_context().bf16_products || !Bf16PackedB::available(in)) return;
+      const index_t num_tiles = tiles(), blocks = (rows + kRowTile - 1) / kRowTile;
+      bf16.x = Bf16Rows(x.data(), rows, in);
+      bf16.weight_t.resize(static_cast<std::size_t>(num_tiles));
+      if (for_x) bf16.weight.resize(static_cast<std::size_t>(num_tiles));
+      if (for_weight) bf16.x_blocks.resize(static_cast<std::size_t>(blocks));
+      parallel_tasks(num_tiles + blocks, (classes + rows) * in * 8, [&](index_t task) {
+        if (task < num_tiles) {
+          const index_t c0 = task * kClassTile, width = std::min(kClassTile, classes - c0);
+          const float* w = weight.data() + c0 * in;
+          bf16.weight_t[static_cast<std::size_t>(task)] = Bf16PackedB(w, true, in, width);
+          if (for_x) bf16.weight[static_cast<std::size_t>(task)] = Bf16PackedB(w, false, width, in);
+        } else if (for_weight) {
+          const index_t r0 = (task - num_tiles) * kRowTile;
+          bf16.x_blocks[static_cast<std::size_t>(task - num_tiles)] =
+              Bf16PackedB(x.data() + r0 * in, false, std::min(kRowTile, rows - r0), in);
+        }
+      });
+      bf16_packed = true;
+    } else {
+      (void)for_x, (void)for_weight;
+    }
+  }
+  void release_bf16() { bf16 = {}, bf16_packed = false; }
+  /// Whether an m × n × k product of the op runs from bf16's operands (as gemm would in bf16).
+  bool packed_product(index_t m, index_t n, index_t k) const { return bf16_packed && autocast_bf16(m, n, k); }
+  /// bf16's packed operand i of `operands`, or null when not packed.
+  static const Bf16PackedB* packed(const std::vector<Bf16PackedB>& operands, index_t i) {
+    return operands.empty() ? nullptr : &operands[static_cast<std::size_t>(i)];
+  }
+
+  /// c = op(a) · op(b), or c + that when `add` (through `scratch`: gemm_add_in_scope),
+  /// from `packed` (op(b) packed) where bf16's products run packed.
+  void product(const T* a, bool trans_a, const T* b, bool trans_b, const Bf16PackedB* packed_b, T* c, index_t m,
+               index_t n, index_t k, bool add, T* scratch) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (packed_b && packed_product(m, n, k)) return packed_b->multiply(a, trans_a, m, 0, n, c, n, nullptr, add);
+    if (add)
+      gemm_add_in_scope(a, trans_a, b, trans_b, c, m, n, k, scratch);
+    else
+      gemm_in_scope(a, trans_a, b, trans_b, c, m, n, k);
+  }
+
   /// What the tiles of the forward leave for each row: per tile and row, the tile's max
   /// and Σ exp(logit − that max) (`partial`) and, when smoothed, the tile's Σ logits
   /// (`sums`); per row, the label's logit (`target`).
@@ -81,6 +147,10 @@ struct FusedLinearCE {
   /// out (block_rows × width) = the logits of rows [r0, r0 + block_rows) and classes
   /// [c0, c0 + width); on the calling thread.
   void logits(index_t r0, index_t block_rows, index_t c0, index_t width, T* out) const {
+    if constexpr (std::is_same_v<T, float>)
+      if (packed_product(block_rows, width, in))
+        return bf16.weight_t[static_cast<std::size_t>(c0 / kClassTile)].multiply_rows(
+            bf16.x.row(r0), block_rows, 0, width, out, width, bias.defined() ? bias.data() + c0 : nullptr);
     gemm_in_scope(x.data() + r0 * in, false, weight.data() + c0 * in, true, out, block_rows, width, in,
                   bias.defined() ? bias.data() + c0 : nullptr);
   }
@@ -130,6 +200,7 @@ struct FusedLinearCE {
   std::vector<T> forward() {
     const index_t num_groups = groups();
     Partials parts(*this);
+    pack_bf16(false, false);
     // Heed's buffers, aligned alike in every run: where Eigen's vectorised loops start
     // depends on the alignment, and with it the last bits of exp. Their size depends on
     // no batch's row count, so that every step reuses the same cached buffer (sized by
@@ -147,6 +218,7 @@ struct FusedLinearCE {
         }
       }
     });
+    release_bf16();
     stats.resize(static_cast<std::size_t>(rows * 2));
     std::vector<T> loss(static_cast<std::size_t>(rows));
     row_stats(0, rows, parts, loss);
@@ -205,19 +277,13 @@ struct FusedLinearCE {
     T* dw_block = b.scratch.data() + g * (kClassTile + kRowTile) * in;
     T* dx_block = dw_block + kClassTile * in;
     if (b.grads[1].defined()) {  // dW[c0 : c0 + width] = Σ over the row blocks of d_logitsᵀ x
-      T* dw = b.grads[1].data() + c0 * in;
-      if (r0 == 0)
-        gemm_in_scope(tile, true, x.data() + r0 * in, false, dw, width, in, block_rows);
-      else
-        gemm_add_in_scope(tile, true, x.data() + r0 * in, false, dw, width, in, block_rows, dw_block);
+      product(tile, true, x.data() + r0 * in, false, packed(bf16.x_blocks, r0 / kRowTile), b.grads[1].data() + c0 * in,
+              width, in, block_rows, r0 != 0, dw_block);
     }
     if (b.grads[0].defined()) {  // group g's dx over the rows of the block += d_logits W[c0 : c0 + width]
       T* out = b.dx_parts.data() + (g * b.dx_rows + r0 - b.dx_row0) * in;
-      const bool first_tile_of_group = t == first_tile(g);
-      if (first_tile_of_group)
-        gemm_in_scope(tile, false, weight.data() + c0 * in, false, out, block_rows, in, width);
-      else
-        gemm_add_in_scope(tile, false, weight.data() + c0 * in, false, out, block_rows, in, width, dx_block);
+      product(tile, false, weight.data() + c0 * in, false, packed(bf16.weight, t), out, block_rows, in, width,
+              t != first_tile(g), dx_block);
     }
   }
 
@@ -237,8 +303,9 @@ struct FusedLinearCE {
   /// `x_shape`, zero at rows that do not count), the weight and the bias, each only when
   /// asked; after forward, computing the logits again.
   autograd::Grads<T> backward(const std::vector<T>& coef, const Shape& x_shape, bool need_x, bool need_weight,
-                              bool need_bias) const {
+                              bool need_bias) {
     Backward b = start_backward(need_x, need_weight, need_bias, x_shape, rows);
+    pack_bf16(need_x, need_weight);
     Tensor<T> buffers = make_tensor<T>(Shape{groups() * kRowTile * kClassTile});  // as in forward
     parallel_tasks(groups(), rows * classes * in, [&](index_t g) {
       const SerialGemmScope serial(true);
@@ -252,6 +319,7 @@ struct FusedLinearCE {
         }
       }
     });
+    release_bf16();
     add_dx_parts(b, 0, rows);
     return std::move(b.grads);
   }
@@ -267,6 +335,7 @@ struct FusedLinearCE {
     stats.resize(static_cast<std::size_t>(rows * 2));
     std::vector<T> loss(static_cast<std::size_t>(rows));
     Backward b = start_backward(need_x, need_weight, need_bias, x_shape, kRowTile);
+    pack_bf16(need_x, need_weight);
     // A row block's logits, tile after tile: tile t at kRowTile · c0, so that every
     // tile starts as aligned as forward's.
     Tensor<T> block = make_tensor<T>(Shape{kRowTile * classes});
@@ -289,6 +358,7 @@ struct FusedLinearCE {
       });
       add_dx_parts(b, r0, r0 + block_rows);
     }
+    release_bf16();
     grads = std::move(b.grads);
     return loss;
   }
