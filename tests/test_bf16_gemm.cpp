@@ -70,6 +70,19 @@ void check_within_bf16(const std::vector<float>& c, const ExactProduct& exact, i
   CHECK(worst_excess <= 1);
 }
 
+/// got (computed under an AutocastGuard of bf16) within the op table's bf16 tolerance
+/// of want (fp32), relative to want's largest value, and not equal to it: bf16 did run.
+void check_bf16_close(const Tensorf& got, const Tensorf& want) {
+  double largest = 0, error = 0;
+  for (index_t i = 0; i < want.numel(); ++i) {
+    largest = std::max(largest, std::fabs(double(want.data()[i])));
+    error = std::max(error, std::fabs(double(got.data()[i]) - want.data()[i]));
+  }
+  INFO("largest error " << error << " of largest value " << largest);
+  CHECK(error > 0);
+  CHECK(error <= 2e-2 * largest);
+}
+
 #ifdef _OPENMP
 /// Runs f with `threads` OpenMP threads, then restores the count.
 template <typename F>
@@ -228,20 +241,10 @@ TEST_CASE("The fused linear cross entropy under AutocastGuard(bf16) gives the po
     return r;
   };
   const Result fp32 = run(Precision::fp32), bf16 = run(Precision::bf16);
-  const auto close = [](const Tensorf& got, const Tensorf& want) {
-    double largest = 0, error = 0;
-    for (index_t i = 0; i < want.numel(); ++i) {
-      largest = std::max(largest, std::fabs(double(want.data()[i])));
-      error = std::max(error, std::fabs(double(got.data()[i]) - want.data()[i]));
-    }
-    INFO("largest error " << error << " of largest value " << largest);
-    CHECK(error > 0);                // bf16 did run
-    CHECK(error <= 2e-2 * largest);  // the op table's bf16 tolerance
-  };
-  close(bf16.loss, fp32.loss);
-  close(bf16.dx, fp32.dx);
-  close(bf16.dw, fp32.dw);
-  close(bf16.dx_uneven, fp32.dx_uneven);
+  check_bf16_close(bf16.loss, fp32.loss);
+  check_bf16_close(bf16.dx, fp32.dx);
+  check_bf16_close(bf16.dw, fp32.dw);
+  check_bf16_close(bf16.dx_uneven, fp32.dx_uneven);
   Result portable;
   {
     const ForcedCpuFeatures forced(CpuFeatures{});
@@ -273,21 +276,11 @@ TEST_CASE("AutocastGuard runs linear and matmul in bf16, forward and backward, a
   };
   const Result fp32 = run(Precision::fp32), bf16 = run(Precision::bf16);
   CHECK(AutocastGuard::current() == Precision::fp32);
-  const auto close = [](const Tensorf& got, const Tensorf& want) {
-    double largest = 0, error = 0;
-    for (index_t i = 0; i < want.numel(); ++i) {
-      largest = std::max(largest, std::fabs(double(want.data()[i])));
-      error = std::max(error, std::fabs(double(got.data()[i]) - want.data()[i]));
-    }
-    INFO("largest error " << error << " of largest value " << largest);
-    CHECK(error > 0);                // bf16 did run
-    CHECK(error <= 2e-2 * largest);  // the op table's bf16 tolerance
-  };
-  close(bf16.out, fp32.out);
-  close(bf16.dx, fp32.dx);
-  close(bf16.dw, fp32.dw);
-  close(bf16.db, fp32.db);
-  close(bf16.dy, fp32.dy);
+  check_bf16_close(bf16.out, fp32.out);
+  check_bf16_close(bf16.dx, fp32.dx);
+  check_bf16_close(bf16.dw, fp32.dw);
+  check_bf16_close(bf16.db, fp32.db);
+  check_bf16_close(bf16.dy, fp32.dy);
   // The same bits on 1 and 3 threads: the guard reaches the threads of the batched products.
   const auto out_on = [&](int threads) { return with_threads(threads, [&] { return run(Precision::bf16); }); };
   const Result one = out_on(1), three = out_on(3);

@@ -165,7 +165,7 @@ inline void bf16_chunk_tiles(const std::uint32_t* row_pairs, bool across, index_
   for (index_t i = 0; i < rows; i += kFp32TileRows) {
     const index_t tile_rows = std::min(kFp32TileRows, rows - i);
     for (index_t j = 0; j < cols; j += kFp32Panel) {
-      const index_t vectors = (std::min(kFp32Panel, cols - j) + kFp32Lanes - 1) / kFp32Lanes;
+      const index_t panel_cols = std::min(kFp32Panel, cols - j), vectors = (panel_cols + kFp32Lanes - 1) / kFp32Lanes;
       const GemmTile<std::uint32_t> tile{across ? row_pairs + i : row_pairs + i * pairs,
                                          across ? kBf16ChunkRows : pairs,
                                          panels + j * pairs,
@@ -173,7 +173,7 @@ inline void bf16_chunk_tiles(const std::uint32_t* row_pairs, bool across, index_
                                          pairs,
                                          c + i * ldc + j,
                                          ldc,
-                                         first_lanes(std::min(kFp32Panel, cols - j) - (vectors - 1) * kFp32Lanes),
+                                         first_lanes(panel_cols - (vectors - 1) * kFp32Lanes),
                                          load_c,
                                          bias ? bias + j : nullptr};
       if (across)
