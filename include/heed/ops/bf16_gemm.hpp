@@ -264,7 +264,6 @@ class Bf16PackedB {
   }
 
   bool defined() const { return panels_.defined(); }
-  index_t depth() const { return k_; }
 
   /// c = op(a) · op(b)[:, j0 : j0 + cols] (+ bias, cols values), or with `accumulate` c
   /// + that, on the calling thread: op(a) m × k, a stored (m, k), or (k, m) when
@@ -283,7 +282,7 @@ class Bf16PackedB {
       bf16_chunk_tiles(row_pairs, trans_a, rows, panels(j0), pairs_, cols, c + i * ldc, ldc, accumulate, bias);
     }
 #else
-    (void)a, (void)trans_a, (void)c, (void)ldc, (void)bias, (void)accumulate;
+    (void)a, (void)trans_a, (void)c, (void)ldc, (void)bias, (void)accumulate, (void)k_;
 #endif
   }
 
@@ -328,7 +327,6 @@ class Bf16Rows {
     (void)a;
 #endif
   }
-  bool defined() const { return rows_.defined(); }
   /// Row i's pairs.
   const std::uint32_t* row(index_t i) const {
     return reinterpret_cast<const std::uint32_t*>(rows_.data()) + i * pairs_;
