@@ -15,6 +15,8 @@
 //   BM_Fused/L, BM_Classic/L:             forward, eval, under NoGradGuard
 //   BM_FusedFwdBwd/L, BM_ClassicFwdBwd/L: forward + out.backward(g), g fixed and random,
 //                                         then the leaves' gradients dropped (timed, negligible)
+//   BM_DecodeStep/0, /1:                  one decoding step's self- and cross-attention
+//                                         (one query per sentence and head, batch 128)
 //   BM_EigenGemm:                         heed::matmul of two 2048 × 2048 floats, the
 //                                         machine's practical GEMM ceiling (2·2048³ flops)
 // Counter "useful_flops" (per iteration): the multiply-adds of the products over
@@ -113,6 +115,33 @@ void BM_FusedFwdBwd(benchmark::State& state) { forward_backward(state, true); }
 void BM_Classic(benchmark::State& state) { forward(state, false); }
 void BM_ClassicFwdBwd(benchmark::State& state) { forward_backward(state, false); }
 
+// One decoding step's attention at MarianMT's size (opus-mt-en-fr: 512 hidden, 8 heads):
+// a query per (sentence, head) for a batch of 128 against 12 cached steps of keys and
+// values (self-attention, read in place from a cache of 16) or against 15 encoder
+// steps with valid_lens 1..15 (cross-attention). Decoding calls this 12 times a step.
+void BM_DecodeStep(benchmark::State& state) {
+  constexpr index_t batch = 128, capacity = 16, cached = 12, source = 15;
+  const bool cross = state.range(0) == 1;
+  heed::Generator gen(kDataSeed);
+  const auto queries = heed::randn<float>({batch, kHeads, 1, kHeadDim}, gen);
+  const index_t steps = cross ? source : capacity;
+  const auto keys = heed::randn<float>({batch, kHeads, steps, kHeadDim}, gen),
+             values = heed::randn<float>({batch, kHeads, steps, kHeadDim}, gen);
+  heed::Generator lens(kValidLensSeed);
+  const heed::AttentionMask<float> mask =
+      cross ? heed::AttentionMask<float>(heed::randint(1, source + 1, {batch}, lens)) : heed::AttentionMask<float>();
+  heed::DotProductAttention<float> a(0.0);
+  a.keep_attention_weights(false);
+  a.eval();
+  heed::NoGradGuard no_grad;
+  for (auto _ : state) {
+    auto out = a.forward_prefix(queries, keys, values, cross ? source : cached, mask);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(cross ? "cross" : "self");
+}
+
 void BM_EigenGemm(benchmark::State& state) {
   constexpr index_t n = 2048;
   heed::Generator gen(kDataSeed);
@@ -126,6 +155,7 @@ void BM_EigenGemm(benchmark::State& state) {
   state.counters["useful_flops"] = 2.0 * n * n * n;
 }
 
+BENCHMARK(BM_DecodeStep)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_EigenGemm)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Fused)->Arg(128)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FusedFwdBwd)->Arg(128)->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMillisecond)->UseRealTime();

@@ -219,6 +219,23 @@ void apply_dropout(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T
   }
 }
 
+/// out (dv) += Σ_j p[j] · V[j] over V's nk rows (dv each, contiguous), summed in j's order
+/// for each column: one query's weighted values, 16 columns at a time kept in registers
+/// across the rows (an axpy per row stored and reloaded out at every row).
+template <typename T>
+void add_weighted_rows(T* out, const T* p, const T* V, index_t nk, index_t dv) {
+  constexpr int kStrip = 16;
+  using Strip = Eigen::Array<T, kStrip, 1>;
+  index_t c = 0;
+  for (; c + kStrip <= dv; c += kStrip) {
+    Strip acc = Eigen::Map<const Strip>(out + c);
+    for (index_t j = 0; j < nk; ++j) acc += p[j] * Eigen::Map<const Strip>(V + j * dv + c);
+    Eigen::Map<Strip>(out + c) = acc;
+  }
+  for (; c < dv; ++c)
+    for (index_t j = 0; j < nk; ++j) out[c] += p[j] * V[j * dv + c];
+}
+
 /// Forward of rows [r0, r0 + nq) of the (b, kv head) block into out and lse.
 // Q: (nq, d) scaled queries, K: (num_keys, d), V: (num_keys, value_dim) of the kv head
 template <typename T>
@@ -244,7 +261,12 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
   for (index_t k0 = 0; k0 < keys; k0 += kAttentionKeyTile) {
     const index_t nk = std::min(kAttentionKeyTile, keys - k0);
     TileMap<T> S(scores.data(), nq, nk);
-    S.noalias() = Q * K.middleRows(k0, nk).transpose();
+    // One query (a decoding step): dot products, and the weighted values summed a strip
+    // at a time, where Eigen's GEMV spent more on its set-up than on a dozen keys' products.
+    if (nq == 1)
+      for (index_t j = 0; j < nk; ++j) S(0, j) = Q.row(0).dot(K.row(k0 + j));
+    else
+      S.noalias() = Q * K.middleRows(k0, nk).transpose();
     mask_scores(a, r0, k0, S, keep.data());
     // The running max per row; the partial sums and outputs scale by exp(old − new).
     // A NaN score beside a finite max makes the sum NaN through exp; a NaN or +inf max
@@ -265,7 +287,10 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
     exp_rows(a, r0, k0, S, max.data(), keep.data());
     for (index_t i = 0; i < nq; ++i) sum[static_cast<std::size_t>(i)] += S.row(i).sum();
     if (a.dropout) apply_dropout(a, r0, k0, S);
-    out.noalias() += S * V.middleRows(k0, nk);
+    if (nq == 1)
+      add_weighted_rows(out.data(), S.data(), V.row(k0).data(), nk, a.value_dim);
+    else
+      out.noalias() += S * V.middleRows(k0, nk);
   }
   for (index_t i = 0; i < nq; ++i) {
     const auto ii = static_cast<std::size_t>(i);
