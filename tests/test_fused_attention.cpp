@@ -105,6 +105,17 @@ std::vector<Case> cases() {
        },
        0.5},
       {"4-D, additive, dropout 1", q4, k4, v4, [=] { return M::additive(additive); }, 1.0},
+      // One query a (batch, head), as in a decoding step (its own dot products and strips
+      // of 16 values): values 40 wide (two strips and a rest) and 12 (a rest only).
+      {"3-D, one query, valid_lens",
+       {2, 1, 16},
+       k3,
+       {2, 300, 40},
+       [] {
+         return M(lens({0, 270}, {2}));
+       }},
+      {"4-D, one query, no mask", {2, 4, 1, 16}, k4, v4, [] { return M(); }},
+      {"4-D, one query, boolean over keys, dropout", {2, 4, 1, 16}, k4, v4, [=] { return M(allowed_keys); }, 0.3},
   };
 }
 
