@@ -221,7 +221,7 @@ void apply_dropout(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T
 
 /// out (dv) += Σ_j p[j] · V[j] over V's nk rows (dv each, contiguous), summed in j's order
 /// for each column: one query's weighted values, 16 columns at a time kept in registers
-/// across the rows (an axpy per row stored and reloaded out at every row).
+/// across the rows (an axpy per row would store and reload out at every row).
 template <typename T>
 void add_weighted_rows(T* out, const T* p, const T* V, index_t nk, index_t dv) {
   constexpr int kStrip = 16;
