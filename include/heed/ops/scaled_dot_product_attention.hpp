@@ -167,6 +167,22 @@ void mask_scores(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>&
   }
 }
 
+/// row[j] = exp(row[j]) for j < n, every element vectorised: the rest past the last
+/// whole packet goes through one padded packet, where Eigen's exp of a dynamic length
+/// called the scalar expf for each (a decoding step's dozen keys: all of them).
+template <typename T>
+void exp_in_place(T* row, index_t n) {
+  constexpr index_t kPacket = 64 / sizeof(T);
+  using Packet = Eigen::Array<T, kPacket, 1>;
+  const index_t whole = n / kPacket * kPacket;
+  VecMap<T>(row, whole) = ConstVecMap<T>(row, whole).exp();
+  if (whole == n) return;
+  Packet rest = Packet::Zero();
+  std::copy(row + whole, row + n, rest.data());
+  rest = rest.exp();
+  std::copy_n(rest.data(), n - whole, row + whole);
+}
+
 /// P = exp(S − shift) per row of masked scores from mask_scores, 0 where masked. Only
 /// each row's visible prefix goes through exp, and with a boolean or additive mask the
 /// masked keys go in as 0 and come out zeroed: Eigen's vectorised exp of −inf is a
@@ -182,7 +198,8 @@ void exp_rows(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>& S,
     T* row = S.row(i).data();
     std::fill(row + visible, row + nk, T(0));
     if (!masked) {
-      VecMap<T>(row, visible) = (ConstVecMap<T>(row, visible) - s).exp();
+      VecMap<T>(row, visible) -= s;
+      exp_in_place(row, visible);
       flush_exp_underflow(row, visible);  // a −inf score weighs 0, as in masked_softmax
       continue;
     }
@@ -190,7 +207,7 @@ void exp_rows(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T>& S,
     const T masked_weight = std::isnan(s) ? s : T(0);
     const std::uint8_t* row_keep = keep + i * nk;
     for (index_t j = 0; j < visible; ++j) row[j] = row_keep[j] ? row[j] - s : T(0);
-    VecMap<T>(row, visible) = ConstVecMap<T>(row, visible).exp();
+    exp_in_place(row, visible);
     for (index_t j = 0; j < visible; ++j) row[j] = row_keep[j] ? row[j] : masked_weight;
   }
 }
@@ -221,22 +238,39 @@ void apply_dropout(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T
 
 /// out (dv) += Σ_j p[j] · V[j] over V's nk rows (dv each, contiguous), summed in j's order
 /// for each column: one query's weighted values, 16 columns at a time kept in registers
-/// across the rows (an axpy per row would store and reload out at every row).
+/// across the rows (an axpy per row would store and reload out at every row), four such
+/// strips side by side where dv allows: four independent chains of multiply-adds, where
+/// one strip's chain waited at every row for its previous sum.
 template <typename T>
 void add_weighted_rows(T* out, const T* p, const T* V, index_t nk, index_t dv) {
   constexpr int kStrip = 16;
   using Strip = Eigen::Array<T, kStrip, 1>;
+  using Map = Eigen::Map<const Strip>;
   index_t c = 0;
+  for (; c + 4 * kStrip <= dv; c += 4 * kStrip) {
+    Strip a0 = Map(out + c), a1 = Map(out + c + kStrip), a2 = Map(out + c + 2 * kStrip), a3 = Map(out + c + 3 * kStrip);
+    for (index_t j = 0; j < nk; ++j) {
+      const T* row = V + j * dv + c;
+      a0 += p[j] * Map(row);
+      a1 += p[j] * Map(row + kStrip);
+      a2 += p[j] * Map(row + 2 * kStrip);
+      a3 += p[j] * Map(row + 3 * kStrip);
+    }
+    Eigen::Map<Strip>(out + c) = a0;
+    Eigen::Map<Strip>(out + c + kStrip) = a1;
+    Eigen::Map<Strip>(out + c + 2 * kStrip) = a2;
+    Eigen::Map<Strip>(out + c + 3 * kStrip) = a3;
+  }
   for (; c + kStrip <= dv; c += kStrip) {
-    Strip acc = Eigen::Map<const Strip>(out + c);
-    for (index_t j = 0; j < nk; ++j) acc += p[j] * Eigen::Map<const Strip>(V + j * dv + c);
+    Strip acc = Map(out + c);
+    for (index_t j = 0; j < nk; ++j) acc += p[j] * Map(V + j * dv + c);
     Eigen::Map<Strip>(out + c) = acc;
   }
   for (; c < dv; ++c)
     for (index_t j = 0; j < nk; ++j) out[c] += p[j] * V[j * dv + c];
 }
 
-/// Forward of rows [r0, r0 + nq) of the (b, kv head) block into out and lse.
+/// Forward of rows [r0, r0 + nq) of the (b, kv head) block into out and lse (unless null).
 // Q: (nq, d) scaled queries, K: (num_keys, d), V: (num_keys, value_dim) of the kv head
 template <typename T>
 void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const ConstTileMap<T>& Q,
@@ -279,9 +313,14 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
         tile_max = std::numeric_limits<T>::quiet_NaN();
       const T new_max = std::isnan(tile_max) ? tile_max : std::max(max[ii], tile_max);
       if (new_max == kMinusInf) continue;  // nothing visible yet: the row stays 0
-      const T alpha = std::exp(max[ii] - new_max);
-      sum[ii] *= alpha;
-      out.row(i) *= alpha;
+      // Before the first visible key a finite new max makes alpha 0, and the sum (0) and
+      // the row (0, or NaN from 0 · a NaN or inf of V) stay as they are: the scalar exp
+      // is spared (a decoding step's only tile).
+      if (max[ii] != kMinusInf || std::isnan(new_max)) {
+        const T alpha = std::exp(max[ii] - new_max);
+        sum[ii] *= alpha;
+        out.row(i) *= alpha;
+      }
       max[ii] = new_max;
     }
     exp_rows(a, r0, k0, S, max.data(), keep.data());
@@ -297,7 +336,7 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
     // A row with no visible key keeps the 0 · V it summed (zeros, or NaN where V is not
     // finite), and lse −inf makes its weights 0 in backward. A NaN sum gives NaN out and lse.
     if (sum[ii] != T(0)) out.row(i) *= T(1) / sum[ii];
-    lse[i] = sum[ii] == T(0) ? kMinusInf : max[ii] + std::log(sum[ii]);
+    if (lse) lse[i] = sum[ii] == T(0) ? kMinusInf : max[ii] + std::log(sum[ii]);
   }
 }
 
@@ -370,16 +409,18 @@ void fused_attention_backward_block(const FusedAttention<T>& a, index_t r0, cons
   }
 }
 
-/// The output and the log-sum-exp of each score row, from the scaled queries.
+/// The output and the log-sum-exp of each score row, from the scaled queries; no
+/// log-sum-exp (an undefined tensor) without `with_lse`, for inference.
 template <typename T>
 std::pair<Tensor<T>, Tensor<T>> fused_attention_forward(const FusedAttention<T>& a, const Tensor<T>& scaled_queries,
-                                                        const Tensor<T>& keys, const Tensor<T>& values) {
+                                                        const Tensor<T>& keys, const Tensor<T>& values,
+                                                        bool with_lse = true) {
   Shape out_shape = scaled_queries.shape(), lse_shape;
   out_shape[-1] = a.value_dim;
   for (int i = 0; i + 1 < out_shape.rank(); ++i) lse_shape.push_back(out_shape[i]);
-  Tensor<T> out = make_tensor<T>(out_shape), lse = make_tensor<T>(lse_shape);
+  Tensor<T> out = make_tensor<T>(out_shape), lse = with_lse ? make_tensor<T>(lse_shape) : Tensor<T>();
   const T *Q = scaled_queries.data(), *K = keys.data(), *V = values.data();
-  T *O = out.data(), *L = lse.data();
+  T *O = out.data(), *L = with_lse ? lse.data() : nullptr;
   const index_t rows = a.block_rows(), tiles = (rows + kAttentionQueryTile - 1) / kAttentionQueryTile;
   const index_t d = a.d, dv = a.value_dim, nk = a.num_keys;
   parallel_tasks(a.batch * a.kv_heads * tiles, a.batch * a.kv_heads * rows * nk * (d + dv), [&](index_t task) {
@@ -389,7 +430,7 @@ std::pair<Tensor<T>, Tensor<T>> fused_attention_forward(const FusedAttention<T>&
     const SerialGemmScope serial(true);
     fused_attention_forward_tile(
         a, r, ConstTileMap<T>(Q + r * d, nq, d), ConstTileMap<T>(K + block * a.key_capacity * d, nk, d),
-        ConstTileMap<T>(V + block * a.key_capacity * dv, nk, dv), TileMap<T>(O + r * dv, nq, dv), L + r);
+        ConstTileMap<T>(V + block * a.key_capacity * dv, nk, dv), TileMap<T>(O + r * dv, nq, dv), L ? L + r : nullptr);
   });
   return {out, lse};
 }
@@ -482,7 +523,7 @@ Tensor<T> attend_to_prefix(const Tensor<T>& queries, const Tensor<T>& keys, cons
   Generator unused(0);
   const FusedAttention<T> a = plan_fused_attention(queries, keys, values, mask, 0.0, unused, num_keys);
   const NoGradGuard no_grad;
-  return fused_attention_forward(a, queries * a.scale, keys, values).first;
+  return fused_attention_forward(a, queries * a.scale, keys, values, false).first;
 }
 
 }  // namespace detail
@@ -517,9 +558,10 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
     const NoGradGuard no_grad;           // the node recorded below differentiates the whole op
     scaled_queries = queries * a.scale;  // as the classic path scales them
   }
-  std::tie(out, lse) = detail::fused_attention_forward(a, scaled_queries, keys, values);
+  const bool differentiable = autograd::needs_grad(queries, keys, values);
+  std::tie(out, lse) = detail::fused_attention_forward(a, scaled_queries, keys, values, differentiable);
 
-  if (autograd::needs_grad(queries, keys, values))
+  if (differentiable)
     autograd::record(
         out, "ScaledDotProductAttentionBackward", {queries, keys, values},
         [plan, mask = AttentionMask<T>(mask),  // keeps alive the mask tensors plan points into
