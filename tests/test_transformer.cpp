@@ -425,6 +425,25 @@ TEMPLATE_TEST_CASE("A KVCache appends in place, copies on write and reorders row
   CHECK_ERROR(heed::ValueError, "KVCache::reserve: steps must be >= 0, got -1", cache.reserve(-1));
   CHECK_ERROR(heed::ShapeError, "KVCache: keys and values must both be (batch, num_kv_heads, steps, head_dim)",
               heed::KVCache<T>(heed::zeros<T>({1, 2, 3, 4}), heed::zeros<T>({1, 2, 2, 4})));
+
+  // Fewer rows (sentences that ended), reordered and repeated: written in place, the
+  // first rows kept as a view, and appends go on in place.
+  // (The expected rows are copies: a cache that shares its tensors reorders into new ones.)
+  const IndexTensor fewer = lens({3, 1, 1}, {3});
+  const Tensor<T> kept_keys = heed::index_select(cache.used().keys, 0, fewer),
+                  kept_values = heed::index_select(cache.used().values, 0, fewer);
+  const T* storage = cache.keys.data();
+  cache.reorder(fewer);
+  CHECK(cache.keys.data() == storage);
+  REQUIRE(cache.keys.shape()[0] == 3);
+  CHECK(cache.used().keys.to_vector() == kept_keys.to_vector());
+  CHECK(cache.used().values.to_vector() == kept_values.to_vector());
+  const Tensor<T> Y = heed::randn<T>({3, 1, hiddens}, gen);
+  const heed::KVCache<T> last = attention.project_kv(Y, Y);
+  cache.append(last);
+  CHECK(cache.keys.data() == storage);
+  CHECK(cache.used().keys.to_vector() == heed::cat({kept_keys, last.keys}, 2).to_vector());
+  CHECK(cache.used().values.to_vector() == heed::cat({kept_values, last.values}, 2).to_vector());
 }
 
 TEMPLATE_TEST_CASE("Query rows in groups share a cache row: beams attend to their sentence's one copy", "[transformer]",

@@ -162,15 +162,24 @@ struct KVCache {
       *this = KVCache(index_select(all.keys, 0, index), index_select(all.values, 0, index));
       return;
     }
-    if (index.numel() == batch && writer_ && writer_.use_count() == 1) {
-      // The same rows, in another order (a beam search in which no sentence ended): only
-      // the rows that change are written, in place, their sources saved first where they
-      // change too.
-      std::vector<std::uint8_t> changed(static_cast<std::size_t>(batch)), source(changed.size());
-      for (index_t r = 0; r < batch; ++r)
+    const index_t rows = index.numel();
+    if (rows > 0 && rows <= batch && writer_ && writer_.use_count() == 1) {
+      // Rows of this batch, in another order (beam search) or fewer of them (sentences
+      // that ended): only the rows that change are written, in place, their sources saved
+      // first where they change too, and fewer rows are the first ones, the same storage. New
+      // tensors for fewer rows were fresh memory to fault in at every step a sentence
+      // ended, and a copy of every row (4 % of the recipe's beam search, one thread).
+      std::vector<std::uint8_t> changed(static_cast<std::size_t>(rows)), source(static_cast<std::size_t>(batch));
+      for (index_t r = 0; r < rows; ++r)
         if (index.data()[r] != r) changed[static_cast<std::size_t>(r)] = source[index.data()[r]] = 1;
       reorder_in_place(keys, index.data(), changed, source);
       reorder_in_place(values, index.data(), changed, source);
+      if (rows < batch) {
+        Shape k = keys.shape(), v = values.shape();
+        k[0] = v[0] = rows;
+        keys = detail::alias(keys, k);
+        values = detail::alias(values, v);
+      }
       return;
     }
     keys = select_rows(keys, index);
@@ -215,24 +224,24 @@ struct KVCache {
     return out;
   }
 
-  /// x's rows r = index[r] where changed[r], in place; rows that are both changed and a
-  /// source are copied aside first.
+  /// x's rows r = index[r] where changed[r] (r < changed.size() ≤ x's rows), in place;
+  /// rows that are both changed and a source are copied aside first.
   void reorder_in_place(Tensor<T>& x, const std::int64_t* index, const std::vector<std::uint8_t>& changed,
                         const std::vector<std::uint8_t>& source) const {
-    const index_t batch = x.shape()[0], heads = x.shape()[1], block = x.shape()[2] * x.shape()[3],
-                  used = steps_ * x.shape()[3];
+    const index_t rows = static_cast<index_t>(changed.size()), heads = x.shape()[1],
+                  block = x.shape()[2] * x.shape()[3], used = steps_ * x.shape()[3];
     T* data = x.data();
     thread_local std::vector<T> saved;
-    std::vector<index_t> slot(static_cast<std::size_t>(batch), -1);
+    std::vector<index_t> slot(static_cast<std::size_t>(x.shape()[0]), -1);  // rows past `rows` are never written
     index_t count = 0;
-    for (index_t r = 0; r < batch; ++r)
+    for (index_t r = 0; r < rows; ++r)
       if (changed[static_cast<std::size_t>(r)] && source[static_cast<std::size_t>(r)]) slot[r] = count++;
     saved.resize(static_cast<std::size_t>(count * heads * used));
-    for (index_t r = 0; r < batch; ++r)
+    for (index_t r = 0; r < rows; ++r)
       if (slot[r] >= 0)
         for (index_t h = 0; h < heads; ++h)
           std::copy_n(data + (r * heads + h) * block, used, saved.data() + (slot[r] * heads + h) * used);
-    for (index_t r = 0; r < batch; ++r) {
+    for (index_t r = 0; r < rows; ++r) {
       if (!changed[static_cast<std::size_t>(r)]) continue;
       const index_t from = index[r];
       for (index_t h = 0; h < heads; ++h)

@@ -397,7 +397,8 @@ bool on_device(const char* op, const Tensor<T>& first, const Tensor<Ts>&... rest
   return !common_device(op, first, rest...).is_cpu();
 }
 
-/// A tensor sharing `src`'s storage under another shape of the same numel (no graph).
+/// A tensor sharing `src`'s storage under another shape of the same numel, or of fewer
+/// elements: src's first ones (no graph).
 template <typename T>
 Tensor<T> alias(const Tensor<T>& src, const Shape& shape) {
   return TensorAccess::wrap(std::make_shared<TensorImpl<T>>(heed::detail::impl(src).storage, shape));
