@@ -2,6 +2,12 @@
 // and devices.
 #include "tensor_common.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#if defined(__GLIBC__)
+#include <sys/resource.h>  // getrusage: the pages a process has faulted in
+#endif
+
 // ---- element access ---------------------------------------------------------------------
 
 TEST_CASE("at reads and writes elements, with negative indices from the end", "[tensor]") {
@@ -319,6 +325,58 @@ TEST_CASE("a large request the idle buffers cannot serve returns as many smaller
     CHECK(heed::buffer_usage().idle == bytes);
   }
   heed::empty_buffer_cache();
+}
+
+/// Whether a sanitizer's allocator stands in for the C library's (it takes no mallopt).
+constexpr bool kSanitizedAllocator =
+#if defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
+
+TEST_CASE("retain_freed_memory: memory freed and wanted again is not faulted in anew", "[tensor]") {
+  const bool retained = heed::retain_freed_memory();
+#if defined(__GLIBC__)
+  CHECK(retained == !kSanitizedAllocator);
+  if (!retained) return;  // the sanitizers' allocator, which keeps its own rules
+  const auto pages_faulted = [] {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_minflt;
+  };
+  // 24 MiB written, freed and taken again: glibc's malloc would have given it back to
+  // the system (unmapped, or trimmed from its heap's top) and faulted in 6,144 pages anew.
+  constexpr std::size_t kBytes = std::size_t(24) << 20;
+  char* first = static_cast<char*>(std::malloc(kBytes));
+  REQUIRE(first != nullptr);
+  std::memset(first, 1, kBytes);
+  std::size_t pages = 0;  // read back: the compiler may drop a write that is freed unread
+  for (std::size_t i = 0; i < kBytes; i += 4096) pages += static_cast<std::size_t>(first[i]);
+  CHECK(pages == kBytes / 4096);
+  std::free(first);
+  const long before = pages_faulted();
+  char* again = static_cast<char*>(std::malloc(kBytes));
+  REQUIRE(again != nullptr);
+  std::memset(again, 2, kBytes);
+  static char* volatile escaped;  // getrusage might read it, for all the compiler knows:
+  escaped = again;                // the writes stay before the count
+  const long faulted = pages_faulted() - before;
+  std::size_t twos = 0;
+  for (std::size_t i = 0; i < kBytes; i += 4096) twos += static_cast<std::size_t>(again[i]);
+  std::free(again);
+  CHECK(twos == 2 * (kBytes / 4096));
+  CHECK(escaped == again);
+  CHECK(faulted < 64);
+#else
+  CHECK_FALSE(retained);
+#endif
 }
 
 TEST_CASE("a thread reuses the buffers it took and freed; others go through the shared pool", "[tensor]") {
