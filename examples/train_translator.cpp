@@ -41,7 +41,6 @@ using heed::index_t;
 }  // namespace
 
 int main(int argc, char** argv) {
-  heed::retain_freed_memory();  // decoding's tensors change size at every step: memory freed is wanted again
   heed::TranslatorTrainOptions args;
   std::string json;
   CLI::App app{

@@ -186,7 +186,6 @@ void check_lengths(const heed::Translator& translator, const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  heed::retain_freed_memory();  // decoding's tensors change size at every step: memory freed is wanted again
   heed::dist::Communicator* communicator = nullptr;  // several processes: mpiexec's
 #ifdef HEED_WITH_MPI
   heed::dist::MpiSession mpi(&argc, &argv);
