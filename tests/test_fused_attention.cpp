@@ -116,16 +116,6 @@ std::vector<Case> cases() {
        }},
       {"4-D, one query, no mask", {2, 4, 1, 16}, k4, v4, [] { return M(); }},
       {"4-D, one query, boolean over keys, dropout", {2, 4, 1, 16}, k4, v4, [=] { return M(allowed_keys); }, 0.3},
-      // A few queries (beam search's beams of a sentence): a query at a time, values 72
-      // wide (four strips side by side, then a rest of 8).
-      {"4-D, four queries, valid_lens",
-       {2, 4, 4, 16},
-       k4,
-       {2, 4, 300, 72},
-       [] {
-         return M(lens({300, 57}, {2}));
-       }},
-      {"4-D grouped heads, two queries each, causal", {2, 4, 2, 16}, kg, vg, [] { return M::causal(); }},
   };
 }
 

@@ -82,10 +82,6 @@ void check_attention_inputs(const Tensor<T>& queries, const Tensor<T>& keys, con
 /// 64 × 512 1.56 s, and single-threaded at L 1024 the spread was within 20 %.
 constexpr index_t kAttentionQueryTile = 64;
 constexpr index_t kAttentionKeyTile = 256;
-/// Up to this many queries a tile computes its scores and weighted values a query at a
-/// time (add_weighted_rows), not by Eigen's products: beam search's 4 beams of a
-/// sentence read its encoder's keys together.
-constexpr index_t kFewAttentionQueries = 4;
 
 /// Everything a tile needs to know about one attention call. Score rows are numbered
 /// as in the classic path's (batch, heads, num_queries, num_keys) weights:
@@ -299,14 +295,10 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
   for (index_t k0 = 0; k0 < keys; k0 += kAttentionKeyTile) {
     const index_t nk = std::min(kAttentionKeyTile, keys - k0);
     TileMap<T> S(scores.data(), nq, nk);
-    // A few queries (a decoding step: one, or a sentence's beams against its encoder's
-    // keys): dot products, and the weighted values summed a strip at a time, where
-    // Eigen's GEMV and GEMM spent more on their set-up and packing than on a dozen keys'
-    // products.
-    const bool few = nq <= kFewAttentionQueries;
-    if (few)
-      for (index_t i = 0; i < nq; ++i)
-        for (index_t j = 0; j < nk; ++j) S(i, j) = Q.row(i).dot(K.row(k0 + j));
+    // One query (a decoding step): dot products, and the weighted values summed a strip
+    // at a time, where Eigen's GEMV spent more on its set-up than on a dozen keys' products.
+    if (nq == 1)
+      for (index_t j = 0; j < nk; ++j) S(0, j) = Q.row(0).dot(K.row(k0 + j));
     else
       S.noalias() = Q * K.middleRows(k0, nk).transpose();
     mask_scores(a, r0, k0, S, keep.data());
@@ -334,9 +326,8 @@ void fused_attention_forward_tile(const FusedAttention<T>& a, index_t r0, const 
     exp_rows(a, r0, k0, S, max.data(), keep.data());
     for (index_t i = 0; i < nq; ++i) sum[static_cast<std::size_t>(i)] += S.row(i).sum();
     if (a.dropout) apply_dropout(a, r0, k0, S);
-    if (few)
-      for (index_t i = 0; i < nq; ++i)
-        add_weighted_rows(out.row(i).data(), S.row(i).data(), V.row(k0).data(), nk, a.value_dim);
+    if (nq == 1)
+      add_weighted_rows(out.data(), S.data(), V.row(k0).data(), nk, a.value_dim);
     else
       out.noalias() += S * V.middleRows(k0, nk);
   }
