@@ -236,36 +236,29 @@ void apply_dropout(const FusedAttention<T>& a, index_t r0, index_t k0, TileMap<T
   }
 }
 
+/// out[c, c + Width) += Σ_j p[j] · V[j][c, c + Width) for each block of Width columns
+/// from c on, the block kept in registers across V's nk rows (dv each), summed in j's
+/// order; returns the first column left over.
+template <int Width, typename T>
+index_t add_weighted_columns(T* out, const T* p, const T* V, index_t nk, index_t dv, index_t c) {
+  using Block = Eigen::Array<T, Width, 1>;
+  for (; c + Width <= dv; c += Width) {
+    Block acc = Eigen::Map<const Block>(out + c);
+    for (index_t j = 0; j < nk; ++j) acc += p[j] * Eigen::Map<const Block>(V + j * dv + c);
+    Eigen::Map<Block>(out + c) = acc;
+  }
+  return c;
+}
+
 /// out (dv) += Σ_j p[j] · V[j] over V's nk rows (dv each, contiguous), summed in j's order
-/// for each column: one query's weighted values, 16 columns at a time kept in registers
-/// across the rows (an axpy per row would store and reload out at every row), four such
-/// strips side by side where dv allows: four independent chains of multiply-adds, where
-/// one strip's chain waited at every row for its previous sum.
+/// for each column: one query's weighted values, a block of columns at a time kept in
+/// registers across the rows (an axpy per row would store and reload out at every row).
+/// Blocks of 64 columns are four 16-wide chains of multiply-adds side by side, where one
+/// strip of 16 waited at every row for its previous sum.
 template <typename T>
 void add_weighted_rows(T* out, const T* p, const T* V, index_t nk, index_t dv) {
-  constexpr int kStrip = 16;
-  using Strip = Eigen::Array<T, kStrip, 1>;
-  using Map = Eigen::Map<const Strip>;
-  index_t c = 0;
-  for (; c + 4 * kStrip <= dv; c += 4 * kStrip) {
-    Strip a0 = Map(out + c), a1 = Map(out + c + kStrip), a2 = Map(out + c + 2 * kStrip), a3 = Map(out + c + 3 * kStrip);
-    for (index_t j = 0; j < nk; ++j) {
-      const T* row = V + j * dv + c;
-      a0 += p[j] * Map(row);
-      a1 += p[j] * Map(row + kStrip);
-      a2 += p[j] * Map(row + 2 * kStrip);
-      a3 += p[j] * Map(row + 3 * kStrip);
-    }
-    Eigen::Map<Strip>(out + c) = a0;
-    Eigen::Map<Strip>(out + c + kStrip) = a1;
-    Eigen::Map<Strip>(out + c + 2 * kStrip) = a2;
-    Eigen::Map<Strip>(out + c + 3 * kStrip) = a3;
-  }
-  for (; c + kStrip <= dv; c += kStrip) {
-    Strip acc = Map(out + c);
-    for (index_t j = 0; j < nk; ++j) acc += p[j] * Map(V + j * dv + c);
-    Eigen::Map<Strip>(out + c) = acc;
-  }
+  index_t c = add_weighted_columns<64>(out, p, V, nk, dv, 0);
+  c = add_weighted_columns<16>(out, p, V, nk, dv, c);
   for (; c < dv; ++c)
     for (index_t j = 0; j < nk; ++j) out[c] += p[j] * V[j * dv + c];
 }
