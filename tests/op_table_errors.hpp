@@ -347,6 +347,11 @@ inline void add_error_cases(std::vector<Entry>& t) {
                                            [=] {
                                              return x.index_select(0, Index({0, 1}, {1, 2}));
                                            }),
+                   // It wrote past the rank-0 result's one element.
+                   error<heed::ShapeError>("index_select: a rank-0 x takes an index of one value, got 2",
+                                           [=] {
+                                             return heed::scalar_tensor(1.f).index_select(0, Index({0, 0}, {2}));
+                                           }),
                });
   }
   {  // cat and stack name the tensor that does not fit

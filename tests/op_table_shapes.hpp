@@ -303,30 +303,31 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
                   })
                   .on_device(DS::forward_only));
   // args {dim}; index: the positions picked
-  t.push_back(
-      entry("index_select", op([](const auto& x, const Case& c) {
-              return heed::index_select(x[0], static_cast<int>(c.args[0]), index_on(c, x));
-            }),
-            {Case{{Shape{2, 3}}, {1}, ints({2, 0, 2, 2}, {4})}, Case{{Shape{2, 3}}, {0}, ints({1, 1}, {2})},
-             Case{{Shape{2, 3}}, {1}, ints({}, {0}), 0.0, DS::empty_on_cpu}, Case{{Shape{4}}, {0}, ints({3, 0}, {2})}})
-          .reference([](const Inputs<double>& x, const Case& c) {
-            const int dim = norm_dim(c.args[0], x[0].dim());
-            Shape s = x[0].shape();
-            s[dim] = c.index.numel();
-            return generate(s, [&](const Index& i) {
-              Index j = i;
-              j[static_cast<std::size_t>(dim)] = c.index.data()[i[static_cast<std::size_t>(dim)]];
-              return at(x[0], j);
-            });
-          })
-          .on_device(DS::none));
+  t.push_back(entry("index_select", op([](const auto& x, const Case& c) {
+                      return heed::index_select(x[0], static_cast<int>(c.args[0]), index_on(c, x));
+                    }),
+                    {Case{{Shape{2, 3}}, {1}, ints({2, 0, 2, 2}, {4})}, Case{{Shape{2, 3}}, {0}, ints({1, 1}, {2})},
+                     Case{{Shape{2, 3}}, {1}, ints({}, {0})}, Case{{Shape{4}}, {0}, ints({3, 0}, {2})},
+                     // On a device: outer and inner rows both, and a row picked twice (backward adds).
+                     Case{{Shape{2, 3, 4}}, {1}, ints({2, 0, 2}, {3})}, Case{{Shape{3, 2, 2}}, {-1}, ints({1}, {1})}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    const int dim = norm_dim(c.args[0], x[0].dim());
+                    Shape s = x[0].shape();
+                    s[dim] = c.index.numel();
+                    return generate(s, [&](const Index& i) {
+                      Index j = i;
+                      j[static_cast<std::size_t>(dim)] = c.index.data()[i[static_cast<std::size_t>(dim)]];
+                      return at(x[0], j);
+                    });
+                  }));
   // args {dim}; every input joined
-  t.push_back(
-      entry("cat", op([](const auto& x, const Case& c) { return heed::cat(x, static_cast<int>(c.args[0])); }),
-            {Case{{Shape{2, 3}, Shape{2, 1}, Shape{2, 4}}, {1}}, Case{{Shape{2, 3}, Shape{1, 3}}, {0}},
-             Case{{Shape{2, 3}, Shape{0, 3}}, {0}}, Case{{Shape{2, 3}}, {-1}}})
-          .reference([](const Inputs<double>& x, const Case& c) { return cat_ref(x, norm_dim(c.args[0], x[0].dim())); })
-          .on_device(DS::none));
+  t.push_back(entry("cat", op([](const auto& x, const Case& c) { return heed::cat(x, static_cast<int>(c.args[0])); }),
+                    {Case{{Shape{2, 3}, Shape{2, 1}, Shape{2, 4}}, {1}}, Case{{Shape{2, 3}, Shape{1, 3}}, {0}},
+                     Case{{Shape{2, 3}, Shape{0, 3}}, {0}}, Case{{Shape{2, 3}}, {-1}},
+                     Case{{Shape{2, 0, 2}, Shape{2, 3, 2}, Shape{2, 1, 2}}, {1}}})
+                  .reference([](const Inputs<double>& x, const Case& c) {
+                    return cat_ref(x, norm_dim(c.args[0], x[0].dim()));
+                  }));
   t.push_back(entry("stack",
                     op([](const auto& x, const Case& c) { return heed::stack(x, static_cast<int>(c.args[0])); }),
                     {Case{{Shape{2, 3}, Shape{2, 3}}, {1}}, Case{{Shape{2, 3}, Shape{2, 3}, Shape{2, 3}}, {-1}},
@@ -340,8 +341,7 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
                       parts.push_back(same_data(p, s));
                     }
                     return cat_ref(parts, dim);
-                  })
-                  .on_device(DS::none));
+                  }));
   // ---- shape ops of PyTorch's spelling: x.t(), x.mT(), x[i], flat repeat_interleave
   t.push_back(entry("t", op([](const auto& x, const Case&) { return x[0].t(); }),
                     {Case{{Shape{2, 3}}}, Case{{Shape{1, 4}}}, Case{{Shape{3}}}, Case{{Shape{}}}, Case{{Shape{0, 2}}}})

@@ -164,6 +164,10 @@ TEST_CASE("device errors name the op, the shapes and the devices", "[cuda]") {
               heed::masked_softmax(heed::randn<float>({2, 2, 3}, gen).to(gpu), heed::IndexTensor({1, 2}, {2})));
   // An op without a CUDA implementation refuses rather than copying through the host.
   CHECK_ERROR(heed::DeviceError, "has no implementation on cuda:0", heed::pow(device, device));
+  CHECK_ERROR(heed::DeviceError, "cat: tensor 1 of shape (2, 3) is on cpu, tensor 0 on cuda:0",
+              heed::cat<float>({device, cpu}));
+  CHECK_ERROR(heed::DeviceError, "index_select: operands on different devices",
+              heed::index_select(device, 0, heed::IndexTensor({1}, {1})));
   CHECK_ERROR(heed::DeviceError, "is on cuda:0", device.data());
   CHECK_ERROR(heed::DeviceError, "cuda:7 is not available", cpu.to(Device::cuda(7)));
 }
@@ -189,6 +193,18 @@ TEMPLATE_TEST_CASE("an embedding index out of range gives NaN on the device", "[
   const std::vector<T> values = out.to_vector();
   CHECK(!std::isnan(values[0]));
   CHECK(std::isnan(values[2]));
+}
+
+TEMPLATE_TEST_CASE("an index_select index out of range gives NaN on the device", "[cuda]", float, double) {
+  // As embedding's: the CPU refuses it, the device's rows of it are NaN.
+  using T = TestType;
+  heed::Generator gen(21);
+  const Tensor<T> x = heed::randn<T>({2, 3, 2}, gen);
+  const heed::IndexTensor index({2, 3, -1}, {3});
+  const std::vector<T> rows = heed::index_select(x.to(gpu), 1, index.to(gpu)).to_vector();
+  CHECK(rows[0] == x.to_vector()[4]);                              // x[0, 2, 0]
+  for (std::size_t i = 2; i < 6; ++i) CHECK(std::isnan(rows[i]));  // x[0, 3] and x[0, −1]
+  CHECK(rows[6] == x.to_vector()[10]);                             // x[1, 2, 0]
 }
 
 TEST_CASE("a module moves to the device in place, with its gradients", "[cuda]") {

@@ -376,27 +376,78 @@ Tensor<T> expand(const Tensor<T>& x, const Shape& shape) {
                             std::vector<index_t>(strides.begin(), strides.begin() + shape.rank()), shape);
 }
 
-/// Rows of x along dim picked by a 1-D index tensor (repeats allowed).
+namespace detail {
+
+/// A contiguous (a, b, inner) tensor as a contiguous (b, a, inner) one, of shape `to`.
+template <typename T>
+Tensor<T> swap_leading(const Tensor<T>& t, index_t a, index_t b, index_t inner, const Shape& to) {
+  const index_t sizes[] = {b, a, inner}, strides[] = {inner, b * inner, 1};
+  return gather_strided(t, 0, sizes, strides, 3, to);
+}
+
+/// index_select on a device, by the embedding kernels: x seen as (outer, size, inner)
+/// is a table of `size` rows of outer · inner (after a strided copy, unless outer is 1),
+/// whose rows are picked (an index out of range gives a row of NaN: the device cannot
+/// throw) and put back as (outer, n, inner). Backward adds each picked row's gradient
+/// into its row in the order of the index, as on the CPU.
+template <typename T>
+Tensor<T> index_select_on_device(const Tensor<T>& x, const IndexTensor& index, const DimSplit& s, const Shape& shape) {
+  const index_t n = index.numel(), row = s.outer * s.inner;
+  Tensor<T> out = make_tensor<T>(shape, x.device());
+  if (out.numel() == 0) return out;
+  const Tensor<T> table = s.outer == 1 ? x : swap_leading(x, s.outer, s.size, s.inner, Shape{s.size, row});
+  Tensor<T> picked = s.outer == 1 ? out : make_tensor<T>(Shape{n, row}, x.device());
+  kernels_for(x, "index_select")
+      .embedding_forward(x.device().index(), device_data(picked), device_data(table), device_data(index), n, s.size,
+                         row);
+  return s.outer == 1 ? out : swap_leading(picked, n, s.outer, s.inner, shape);
+}
+
+template <typename T>
+Tensor<T> index_select_backward_on_device(const Tensor<T>& g, const IndexTensor& index, const DimSplit& s,
+                                          const Shape& x_shape) {
+  const index_t n = index.numel(), row = s.outer * s.inner;
+  Tensor<T> dx = make_tensor<T>(s.outer == 1 ? x_shape : Shape{s.size, row}, g.device());
+  if (dx.numel() == 0) return make_tensor<T>(x_shape, g.device());
+  const Tensor<T> rows = s.outer == 1 ? g : swap_leading(g, s.outer, n, s.inner, Shape{n, row});
+  kernels_for(g, "index_select backward")
+      .embedding_backward(g.device().index(), device_data(dx), device_data(rows), device_data(index), n, s.size, row);
+  return s.outer == 1 ? dx : swap_leading(dx, s.size, s.outer, s.inner, x_shape);
+}
+
+}  // namespace detail
+
+/// Rows of x along dim picked by a 1-D index tensor (repeats allowed). On a device the
+/// index is read there: an index out of range gives NaN, as embedding's does.
 template <typename T>
 Tensor<T> index_select(const Tensor<T>& x, int dim, const Tensor<std::int64_t>& index) {
   detail::check_defined(x, "index_select", "x");
   detail::check_defined(index, "index_select", "index");
   dim = detail::normalize_dim(dim, x.dim(), "index_select");
   HEED_CHECK(index.dim() <= 1, ShapeError, "index_select: index must be 1-D, got shape ", to_string(index.shape()));
+  HEED_CHECK(x.dim() > 0 || index.numel() == 1, ShapeError,
+             "index_select: a rank-0 x takes an index of one value, got ", index.numel());
+  const bool on_device = detail::on_device("index_select", x, index);
   const index_t size = x.dim() ? x.shape()[dim] : 1;
-  for (index_t i = 0; i < index.numel(); ++i)
+  for (index_t i = 0; !on_device && i < index.numel(); ++i)
     HEED_CHECK(index.data()[i] >= 0 && index.data()[i] < size, IndexError, "index_select: index ", index.data()[i],
                " out of range for dim ", dim, " of size ", size);
   const detail::DimSplit s(x.shape(), dim);
   Shape shape = x.shape();
   if (x.dim()) shape[dim] = index.numel();
-  Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "index_select");
-  const index_t n = index.numel();
-  for (index_t o = 0; o < s.outer; ++o)
-    for (index_t k = 0; k < n; ++k)
-      std::copy_n(x.data() + (o * s.size + index.data()[k]) * s.inner, s.inner, out.data() + (o * n + k) * s.inner);
+  Tensor<T> out;
+  if (on_device) {
+    out = detail::index_select_on_device(x, index, s, shape);
+  } else {
+    out = detail::make_tensor<T>(shape, Device::cpu(), "index_select");
+    const index_t n = index.numel();
+    for (index_t o = 0; o < s.outer; ++o)
+      for (index_t k = 0; k < n; ++k)
+        std::copy_n(x.data() + (o * s.size + index.data()[k]) * s.inner, s.inner, out.data() + (o * n + k) * s.inner);
+  }
   if (autograd::needs_grad(x))
     autograd::record(out, "IndexSelectBackward", {x}, [s, shape = x.shape(), index](const auto& g) {
+      if (!g.is_cpu()) return autograd::Grads<T>{detail::index_select_backward_on_device(g, index, s, shape)};
       Tensor<T> dx = detail::make_tensor<T>(shape);
       dx.array().setZero();
       const index_t count = index.numel();
@@ -428,13 +479,26 @@ Tensor<T> cat(const std::vector<Tensor<T>>& tensors, int dim = 0) {
                " except at dim ", dim);
     shape[dim] = detail::checked_add(shape[dim], s[dim], "cat", " (the sizes of dim ", dim, ")");
   }
-  Tensor<T> out = detail::make_tensor<T>(shape, Device::cpu(), "cat");
+  const Device device = tensors[0].device();
+  for (std::size_t i = 1; i < tensors.size(); ++i)
+    HEED_CHECK(tensors[i].device() == device, DeviceError, "cat: tensor ", i, " of shape ",
+               to_string(tensors[i].shape()), " is on ", to_string(tensors[i].device()), ", tensor 0 on ",
+               to_string(device));
+  Tensor<T> out = detail::make_tensor<T>(shape, device, "cat");
   const detail::DimSplit outer(shape, dim);
   index_t offset = 0;  // along dim, in units of inner rows
   for (const Tensor<T>& t : tensors) {
     const index_t rows = t.shape()[dim] * outer.inner;
-    for (index_t o = 0; o < outer.outer; ++o)
-      std::copy_n(t.data() + o * rows, rows, out.data() + o * outer.size * outer.inner + offset);
+    if (rows * outer.outer == 0) continue;
+    if (device.is_cpu()) {
+      for (index_t o = 0; o < outer.outer; ++o)
+        std::copy_n(t.data() + o * rows, rows, out.data() + o * outer.size * outer.inner + offset);
+    } else {  // t's (outer, rows) block into out's columns [offset, offset + rows) of each outer row
+      const index_t sizes[] = {outer.outer, rows}, strides[] = {outer.size * outer.inner, 1};
+      detail::kernels_for(out, "cat")
+          .copy_into_strided(device.index(), detail::device_data(out) + offset, detail::device_data(t),
+                             detail::strided_view(sizes, strides, 2));
+    }
     offset += rows;
   }
   bool any_grad = false;
