@@ -38,7 +38,7 @@ const std::string kUsage =
     "                 [--save FILE] [--load FILE] [--marian DIR] [--heatmaps DIR] [--alignments FILE]\n"
     "                 [--evaluate FILE] [--worst N] [--micro-batches K] [--seed S] [--quiet]\n"
     "                 [--stream] [--target-prefix TEXT] [--precision fp32|bf16|int8]\n"
-    "                 [--shortlist FILE]\n"
+    "                 [--shortlist FILE] [--device cpu|cuda[:N]]\n"
     "                 [SENTENCE ... | -]\n"
     "\n"
     "Trains d2l's English-to-French model (or loads one with --load), then translates d2l's\n"
@@ -70,6 +70,8 @@ const std::string kUsage =
     "  --shortlist      score only the target words that FILE (train_translator --shortlist, or\n"
     "                   CTranslate2's vocabulary map) gives for the batch's source words, its\n"
     "                   always-kept words, <eos> and <unk>; log P over those words\n"
+    "  --device         where the model trains and decodes: cpu (default) or cuda[:N] (a build\n"
+    "                   with heed::cuda; fp32; each step's logits come back for the token choice)\n"
     "  --micro-batches  split each batch into K parts trained on parallel threads (1 to 1024,\n"
     "                   default 1; K = the thread count trains fastest; K, not the threads, sets\n"
     "                   the bits)\n"
@@ -124,7 +126,14 @@ Args parse_args(int argc, char** argv) try {
       {"--shortlist", path(a.shortlist, "a vocabulary map file")},
       {"--worst", count(a.worst, 0, index_t(1) << 30)},
       {"--micro-batches", count(a.micro_batches, 1, 1024)},
-      {"--seed", [&](const std::string& f, const std::string& text) { a.seed = heed::parse_seed_flag(f, text); }}};
+      {"--seed", [&](const std::string& f, const std::string& text) { a.seed = heed::parse_seed_flag(f, text); }},
+      {"--device", [&](const std::string& f, const std::string& text) {
+         try {
+           a.device = heed::Device(text);
+         } catch (const heed::ValueError&) {
+           throw UsageError(f + " wants cpu, cuda or cuda:N, got '" + text + "'");
+         }
+       }}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const auto it = with_value.find(arg);

@@ -1,9 +1,10 @@
 // The CUDA backend beyond single ops, against the CPU: tensors moving, device errors,
-// modules (attention, Linear, optimisers, a whole d2l Transformer training), the caching
-// allocator, TF32 and bf16 products, printing and checkpoints, on fresh random inputs,
-// float within 1e-5 and double within 1e-12 (largest difference over the largest
-// value). Before a module runs, the device cache holds blocks filled with NaN, so that
-// an output element a kernel leaves unwritten fails the comparison.
+// modules (attention, Linear, optimisers, a whole d2l Transformer training and decoding,
+// a Translator), the caching allocator, TF32 and bf16 products, printing and
+// checkpoints, on fresh random inputs, float within 1e-5 and double within 1e-12
+// (largest difference over the largest value). Before a module runs, the device cache
+// holds blocks filled with NaN, so that an output element a kernel leaves unwritten
+// fails the comparison.
 //
 // Each op on the device against the CPU is the op table's device mode
 // (test_op_table.cpp), which this program runs too: one list of ops, run here against a
@@ -16,10 +17,12 @@
 #include "check.hpp"
 
 #include <heed/cuda/runtime.hpp>
+#include <heed/seq2seq/translator.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -370,6 +373,90 @@ TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", 
     INFO(params_cpu[i].first);
     check_matches(params_cpu[i].second.detach(), params_gpu[i].second.detach(), 1e-9);
   }
+}
+
+TEST_CASE("a Transformer on the device translates as on the CPU", "[cuda]") {
+  // Greedy, beam search, sampling, a target prefix and the attention weights, in double,
+  // by a net trained until its sentences end at different steps (so that rows leave
+  // the batch: the caches' rows are reordered on the device). The same tokens, and log P
+  // and weights within 1e-9: the device multiplies and takes its softmax in another
+  // order than the CPU's packed products and fused attention.
+  using T = double;
+  using Net = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
+  heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 16, 10, 64, /*seed=*/3);
+  heed::Generator init(31), train_gen(32);
+  heed::TransformerOptions transformer;
+  transformer.generator = &init;
+  Net net(std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2,
+                                                        0.0, false, transformer),
+          std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2,
+                                                        0.0, transformer));
+  heed::TrainOptions train;
+  train.generator = &train_gen;
+  heed::train_seq2seq<T>(net, data.data_iter, 0.005, 60, data.tgt_vocab, train);
+  const std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home .", "we won ."};
+  std::vector<heed::PredictOptions> settings(4);
+  settings[0].save_attention_weights = false;  // greedy
+  settings[1].beam_size = 3;
+  settings[1].n_best = 2;
+  settings[1].save_attention_weights = false;
+  settings[2].sample = true;
+  settings[2].beam_size = 2;
+  settings[2].top_k = 5;
+  settings[3].target_prefix = std::vector<std::vector<std::string>>(sentences.size(), {"je"});
+  settings[3].min_length = 3;
+  const auto translate_all = [&] {
+    heed::Generator gen(33);
+    settings[2].generator = &gen;
+    std::vector<std::vector<heed::Translation<T>>> all;
+    for (const heed::PredictOptions& options : settings)
+      all.push_back(heed::predict_seq2seq(net, sentences, data.src_vocab, data.tgt_vocab, 10, options));
+    return all;
+  };
+  const auto cpu = translate_all();
+  net.to(gpu);
+  const auto device = translate_all();
+  std::set<std::size_t> lengths;
+  for (std::size_t s = 0; s < settings.size(); ++s)
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+      INFO("setting " << s << ", sentence " << i);
+      REQUIRE(device[s][i].n_best.size() == cpu[s][i].n_best.size());
+      for (std::size_t h = 0; h < cpu[s][i].n_best.size(); ++h) {
+        CHECK(device[s][i].n_best[h].tokens == cpu[s][i].n_best[h].tokens);
+        CHECK(device[s][i].n_best[h].log_prob == Approx(cpu[s][i].n_best[h].log_prob).epsilon(1e-9));
+        lengths.insert(cpu[s][i].n_best[h].tokens.size());
+      }
+      if (!settings[s].save_attention_weights) continue;
+      // The weights come back to the CPU with the hypothesis.
+      for (const auto& [on_device, on_cpu] : {std::pair{device[s][i].cross_attention, cpu[s][i].cross_attention},
+                                              std::pair{device[s][i].self_attention, cpu[s][i].self_attention},
+                                              std::pair{device[s][i].encoder_attention, cpu[s][i].encoder_attention}}) {
+        REQUIRE(on_device.device() == Device::cpu());
+        check_matches(on_cpu, on_device.to(gpu), 1e-9);
+      }
+    }
+  CHECK(lengths.size() >= 3);  // sentences ended at different steps
+}
+
+TEST_CASE("a Translator moves to the device and translates there", "[cuda]") {
+  heed::TranslatorConfig config;  // d2l's Transformer, untrained
+  config.num_steps = 6;
+  const heed::Vocab src({{"go", "."}, {"i", "lost", "."}}, 0, {"<pad>", "<bos>", "<eos>"});
+  const heed::Vocab tgt({{"va", "!"}, {"j'ai", "perdu", "."}}, 0, {"<pad>", "<bos>", "<eos>"});
+  heed::Generator gen(34);
+  heed::Translator translator(config, src, tgt, {}, &gen);
+  heed::PredictOptions options;
+  options.beam_size = 2;
+  const auto cpu = translator.translate({"go .", "i lost ."}, options);
+  CHECK(&translator.to(gpu) == &translator);
+  CHECK(translator.device() == gpu);
+  const auto device = translator.translate({"go .", "i lost ."}, options);
+  for (std::size_t i = 0; i < cpu.size(); ++i) CHECK(device[i].tokens == cpu[i].tokens);
+  translator.to(Device::cpu());
+  translator.convert_weights_(heed::Precision::int8);
+  CHECK_ERROR(heed::ValueError, "Translator::to: the weights were converted to int8, which runs on the CPU only",
+              translator.to(gpu));
+  CHECK(translator.device() == Device::cpu());
 }
 
 TEMPLATE_TEST_CASE("AdditiveAttention runs on the device and matches the CPU", "[cuda]", float, double) {

@@ -47,6 +47,7 @@ expect_usage "$(range --min-length 0 1048576 1048577)" --min-length 1048577
 expect_usage "$(range --max-length 0 1048576 -1)" --max-length -1
 expect_usage "$(range --no-repeat-ngram 0 1024 1025)" --no-repeat-ngram 1025
 expect_usage "--precision wants fp32, bf16 or int8, got 'fp16'" --precision fp16
+expect_usage "--device wants cpu, cuda or cuda:N, got 'gpu'" --device gpu
 expect_usage "$(range --worst 0 1073741824 -1)" --worst -1
 expect_usage "$(range --micro-batches 1 1024 0)" --micro-batches 0
 expect_usage "$(range --micro-batches 1 1024 1025)" --micro-batches 1025

@@ -154,12 +154,14 @@ struct KVCache {
     HEED_CHECK(index.defined() && index.dim() == 1, ShapeError, "KVCache::reorder: index must be 1-D, got ",
                index.defined() ? to_string(index.shape()) : std::string("(none)"));
     const index_t batch = keys.shape()[0];
-    for (index_t i = 0; i < index.numel(); ++i)
+    // An index on a device is read there (index_select: a row out of range is NaN).
+    for (index_t i = 0; index.is_cpu() && i < index.numel(); ++i)
       HEED_CHECK(index.data()[i] >= 0 && index.data()[i] < batch, IndexError, "KVCache::reorder: index ",
                  index.data()[i], " out of range for a batch of ", batch);
     if (autograd::needs_grad(keys, values) || !keys.is_cpu()) {
       const KVCache all = used();
-      *this = KVCache(index_select(all.keys, 0, index), index_select(all.values, 0, index));
+      const Tensor<std::int64_t> rows = index.to(keys.device());  // the decoding loop's is on the CPU
+      *this = KVCache(index_select(all.keys, 0, rows), index_select(all.values, 0, rows));
       return;
     }
     const index_t rows = index.numel();

@@ -88,20 +88,24 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     ids = truncate_pad(ids, enc_steps, src_vocab.pad_index());
     std::copy(ids.begin(), ids.end(), enc_X.data() + b * enc_steps);
   }
-  auto enc_outputs = net.encoder()(enc_X, enc_valid_len);
+  // On a device: the batch goes there, the steps' logits come back for the token choice,
+  // the lengths and the next step's tokens are kept here (enc_valid_len stays on the CPU).
+  const Device device = net.device();
+  const IndexTensor enc_valid_len_there = enc_valid_len.to(device);
+  auto enc_outputs = net.encoder()(enc_X.to(device), enc_valid_len_there);
   const std::vector<Tensor<T>> enc_weights = detail::encoder_attention(net.encoder());
   for (index_t b = 0; b < batch && options.save_attention_weights; ++b) {
     if (enc_weights.empty() || !enc_weights[0].defined()) break;
     const index_t n = std::min(enc_valid_len.data()[b], enc_steps);
     std::vector<Tensor<T>> layers;
     for (const Tensor<T>& w : enc_weights) layers.push_back(narrow(narrow(select(w, 0, b), 1, 0, n), 2, 0, n));
-    results[static_cast<std::size_t>(b)].encoder_attention = stack(layers, 0);
+    results[static_cast<std::size_t>(b)].encoder_attention = stack(layers, 0).to(Device::cpu());
   }
 
   // ---- decode active sentences × K beams: row i·K + k is beam k of sentence active[i] ----
   // A sentence that is done leaves the batch, so the steps after cost only the rows
   // still decoding.
-  auto state = net.decoder().init_state(enc_outputs, enc_valid_len);
+  auto state = net.decoder().init_state(enc_outputs, enc_valid_len_there);
   // Kept attention weights are per row: then the rows from the encoder are too.
   if (K > 1) detail::expand_beams(state, K, !options.save_attention_weights);
 
@@ -160,9 +164,9 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     // over all rows: predict's PackedWeightsGuard kernel computes each row alone.
     Tensor<T> features, logits;  // (rows, 1, num_hiddens) or (rows, 1, V)
     if constexpr (detail::has_output_features<Decoder>::value)
-      features = net.decoder().features(dec_X, state);
+      features = net.decoder().features(dec_X.to(device), state);
     else
-      logits = net.decoder()(dec_X, state);
+      logits = net.decoder()(dec_X.to(device), state);
     if (logits.defined() && shortlist) logits = shortlist->select(logits);
     if (step == 0) detail::reserve_steps(state, max_steps);
     const std::vector<Tensor<T>> cross =

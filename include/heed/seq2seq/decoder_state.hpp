@@ -74,17 +74,28 @@ inline IndexTensor repeat_rows(index_t rows, index_t K) {
   return index;
 }
 
+/// index_select of x's rows by an index on the CPU (the decoding loop's), x on any
+/// device. Valid lengths (int64) have no device kernel: a device's few come to the CPU
+/// and go back.
+template <typename T>
+Tensor<T> select_state_rows(const Tensor<T>& x, int dim, const IndexTensor& index) {
+  if constexpr (std::is_floating_point_v<T>)
+    return index_select(x, dim, index.to(x.device()));
+  else
+    return index_select(x.to(Device::cpu()), dim, index).to(x.device());
+}
+
 /// Keeps the rows `index` of the batch, in that order: beams follow their parents. With
 /// `same_sources`, each row's parent decodes the same source sentence as the row (beams
 /// within their sentence, no sentence leaving the batch): the rows of what the encoder
 /// gave are equal among a sentence's beams, so they stay where they are.
 template <typename T>
 void reorder_state(Seq2SeqAttentionState<T>& state, const IndexTensor& index, bool same_sources = false) {
-  state.hidden_state = index_select(state.hidden_state, 1, index);
+  state.hidden_state = select_state_rows(state.hidden_state, 1, index);
   if (same_sources) return;
-  state.enc_outputs = index_select(state.enc_outputs, 0, index);
-  if (state.enc_valid_lens.defined()) state.enc_valid_lens = index_select(state.enc_valid_lens, 0, index);
-  state.projected_keys = index_select(state.projected_keys, 0, index);
+  state.enc_outputs = select_state_rows(state.enc_outputs, 0, index);
+  if (state.enc_valid_lens.defined()) state.enc_valid_lens = select_state_rows(state.enc_valid_lens, 0, index);
+  state.projected_keys = select_state_rows(state.projected_keys, 0, index);
 }
 template <typename T>
 void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index, bool same_sources = false) {
@@ -108,9 +119,9 @@ void reorder_state(TransformerDecoderState<T>& state, const IndexTensor& index, 
   }
   for (KVCache<T>& cache : state.key_values) cache.reorder(index);
   if (same_sources) return;
-  state.enc_outputs = index_select(state.enc_outputs, 0, sources);
+  state.enc_outputs = select_state_rows(state.enc_outputs, 0, sources);
   if (state.enc_valid_lens.valid_lens().defined())
-    state.enc_valid_lens.with_valid_lens(index_select(state.enc_valid_lens.valid_lens(), 0, sources));
+    state.enc_valid_lens.with_valid_lens(select_state_rows(state.enc_valid_lens.valid_lens(), 0, sources));
   for (KVCache<T>& cache : state.cross_key_values) cache.reorder(sources);
 }
 
@@ -143,7 +154,7 @@ template <typename T>
 Tensor<T> rows_of(const std::vector<Tensor<T>>& per_layer, index_t row) {
   std::vector<Tensor<T>> layers;
   for (const Tensor<T>& w : per_layer) layers.push_back(select(select(w, 0, row), 1, 0));
-  return stack(layers, 0);
+  return stack(layers, 0).to(Device::cpu());  // a hypothesis keeps its weights on the CPU
 }
 
 /// Per-step (layers, heads, k_t) weights → (layers, heads, steps, width), zero-padded.

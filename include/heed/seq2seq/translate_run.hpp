@@ -46,6 +46,7 @@ struct TranslateRunOptions {
   index_t num_examples = 600, epochs = -1, micro_batches = 1, worst = 5;
   PredictOptions decoding;
   std::uint64_t seed = 1;
+  Device device;              // where the model trains and decodes (a Transformer or MarianMT: cuda)
   bool quiet = false;         // no progress report
   bool stream = false;        // print each translation's words as they are decoded (greedy)
   std::string target_prefix;  // every translation starts with this text; empty: none
@@ -81,6 +82,7 @@ inline std::optional<Translator> train_d2l_translator(const TranslateRunOptions&
                            ? load_data_nmt_text(builtin_fra_eng(), 64, config.num_steps, args.num_examples, args.seed)
                            : load_data_nmt(args.data, 64, config.num_steps, args.num_examples, args.seed);
   Translator translator(config, data.src_vocab, data.tgt_vocab);
+  translator.to(args.device);
   if (args.check_model) args.check_model(translator);
   // The same flags (main compared them) may still read other files.
   if (args.communicator) dist::check_same_settings(*args.communicator, {{"--data", describe_nmt_data(data)}}, "");
@@ -217,6 +219,9 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
   HEED_CHECK(args.load.empty() || args.data.empty(), ValueError, "run_translate: load and data exclude each other");
   HEED_CHECK(args.marian.empty() || (args.load.empty() && args.data.empty() && args.save.empty()), ValueError,
              "run_translate: marian excludes load, data and save");
+  HEED_CHECK(args.device.is_cpu() || args.decoding.precision == Precision::fp32, ValueError,
+             "run_translate: precision ", to_string(args.decoding.precision), " runs on the CPU only, not on ",
+             to_string(args.device));
   default_generator().manual_seed(args.seed);
   if (args.communicator && args.communicator->rank() != 0 && !args.load.empty()) return 0;  // rank 0 translates
   std::optional<Translator> translator;
@@ -235,6 +240,10 @@ inline int run_translate(const TranslateRunOptions& args, std::ostream& out) {
   } else {
     translator = detail::train_d2l_translator(args, out);
     if (!translator) return 0;
+  }
+  if (translator->device() != args.device) {  // loaded: to the device asked for
+    translator->to(args.device);
+    out << "on " << to_string(args.device) << "\n";
   }
   std::map<std::string, std::string> trained_on;
   if (!args.save.empty() || !args.evaluate.empty()) trained_on = detail::training_record(args);

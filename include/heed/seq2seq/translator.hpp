@@ -614,6 +614,21 @@ class Translator {
   /// fp32, or what convert_weights_ converted the weights to.
   Precision weights_precision() const { return weights_precision_; }
 
+  /// Moves the net to `device`, in place: translate() and evaluate() then encode and
+  /// decode there (the token choice reads each step's logits back), and training
+  /// trains there. Converted (bf16, int8) weights stay on the CPU: a ValueError.
+  Translator& to(Device device) {
+    HEED_CHECK(device.is_cpu() || weights_precision_ == Precision::fp32, ValueError,
+               "Translator::to: the weights were converted to ", to_string(weights_precision_),
+               ", which runs on the CPU only, not on ", to_string(device));
+    visit([&](auto& net) { net.to(device); });
+    return *this;
+  }
+  /// Where the net is.
+  Device device() const {
+    return visit([](const auto& net) { return net.device(); });
+  }
+
   /// Saves the parameters and metadata() to `path` (atomically), for load(), with
   /// `extra` metadata besides (what it was trained on: heed/seq2seq/held_out.hpp). After
   /// convert_weights_, a quantised checkpoint (heed/io/checkpoint.hpp), which load()
