@@ -71,7 +71,7 @@ const std::string kUsage =
     "                   CTranslate2's vocabulary map) gives for the batch's source words, its\n"
     "                   always-kept words, <eos> and <unk>; log P over those words\n"
     "  --device         where the model trains and decodes: cpu (default) or cuda[:N] (a build\n"
-    "                   with heed::cuda; fp32; each step's logits come back for the token choice)\n"
+    "                   with heed::cuda; fp32)\n"
     "  --micro-batches  split each batch into K parts trained on parallel threads (1 to 1024,\n"
     "                   default 1; K = the thread count trains fastest; K, not the threads, sets\n"
     "                   the bits)\n"

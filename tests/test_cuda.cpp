@@ -438,6 +438,42 @@ TEST_CASE("a Transformer on the device translates as on the CPU", "[cuda]") {
   CHECK(lengths.size() >= 3);  // sentences ended at different steps
 }
 
+TEMPLATE_TEST_CASE("decoding's token choice on the device is the CPU's", "[cuda]", float, double) {
+  // Rows of rounded logits (ties: the lower token first), some −inf, tokens banned in
+  // every row and <eos> in some; 1, 3 and 16 tokens a row, and more than a row allows.
+  using T = TestType;
+  const index_t rows = 6, V = 300, eos = 2;
+  heed::Generator gen(35);
+  std::vector<T> logits = heed::randn<T>({rows, V}, gen).to_vector();
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::round(logits[i] * 4) / 4;
+  for (index_t j = 0; j < V - 5; ++j) logits[static_cast<std::size_t>(5 * V + j)] = -INFINITY;  // row 5: 5 tokens left
+  const std::vector<index_t> banned = {0, 1, 7};
+  const std::vector<std::int64_t> eos_banned = {1, 0, 0, 1, 0, 0};
+  const Tensor<T> on_device = Tensor<T>(logits, Shape{rows, 1, V}).to(gpu);
+  for (const std::size_t count : {std::size_t(1), std::size_t(3), std::size_t(16)}) {
+    std::vector<heed::detail::TopToken<T>> device(rows * count), cpu(rows * count);
+    std::vector<std::size_t> device_found(rows), cpu_found(rows);
+    heed::detail::top_log_probs_on_device(on_device, rows, V, count, banned, eos_banned, eos, device.data(),
+                                          device_found.data());
+    for (index_t r = 0; r < rows; ++r) {
+      INFO(count << " tokens, row " << r);
+      std::vector<T> row(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+      std::vector<index_t> forbidden = banned;
+      if (eos_banned[static_cast<std::size_t>(r)]) forbidden.push_back(eos);
+      cpu_found[r] = heed::detail::top_log_probs(row.data(), V, cpu.data() + r * count, count, forbidden);
+      REQUIRE(device_found[r] == cpu_found[r]);
+      CHECK(device_found[r] == (r == 5 ? std::min<std::size_t>(count, 5) : count));
+      for (std::size_t k = 0; k < cpu_found[r]; ++k) {
+        CHECK(device[r * count + k].token == cpu[r * count + k].token);
+        CHECK(device[r * count + k].log_prob == Approx(cpu[r * count + k].log_prob).epsilon(1e-5));
+      }
+    }
+  }
+  CHECK_ERROR(heed::ValueError, "top_log_probs: 17 tokens a row on cuda:0, at most 16",
+              heed::detail::top_log_probs_on_device(on_device, rows, V, 17, banned, eos_banned, eos,
+                                                    static_cast<heed::detail::TopToken<T>*>(nullptr), nullptr));
+}
+
 TEST_CASE("a Translator moves to the device and translates there", "[cuda]") {
   heed::TranslatorConfig config;  // d2l's Transformer, untrained
   config.num_steps = 6;

@@ -358,6 +358,42 @@ void softmax_backward(int device, T* grad_in, const T* grad_out, const T* y, ind
   }
 }
 
+template <typename T>
+void top_log_probs(int device, T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits, index_t rows,
+                   index_t V, index_t count, const std::int64_t* banned, index_t num_banned,
+                   const std::int64_t* eos_banned, std::int64_t eos) {
+  check_device(device, "top_log_probs");
+  if (count < 0 || count > kDeviceTopTokens)
+    throw CudaError(
+        heed::detail::concat("top_log_probs on cuda:0: count ", count, " is not in [0, ", kDeviceTopTokens, "]"));
+  for (index_t r = 0; r < rows; ++r) {
+    const T* row = logits + r * V;
+    T max = -INFINITY;
+    for (index_t j = 0; j < V; ++j) max = row[j] > max ? row[j] : max;
+    T sum = 0;
+    for (index_t j = 0; j < V; ++j) sum += std::exp(row[j] - max);
+    const T normaliser = max + std::log(sum);
+    T* best = log_probs + r * count;
+    std::int64_t* best_token = tokens + r * count;
+    index_t n = 0;
+    for (index_t j = 0; count > 0 && j < V; ++j) {
+      if (row[j] == -INFINITY || (eos_banned[r] && j == eos) ||
+          std::find(banned, banned + num_banned, j) != banned + num_banned)
+        continue;
+      const T log_prob = row[j] - normaliser;
+      if (n == count && !(log_prob > best[n - 1])) continue;
+      index_t at = n < count ? n++ : n - 1;
+      for (; at > 0 && log_prob > best[at - 1]; --at) {
+        best[at] = best[at - 1];
+        best_token[at] = best_token[at - 1];
+      }
+      best[at] = log_prob;
+      best_token[at] = j;
+    }
+    found[r] = n;
+  }
+}
+
 HEED_CUDA_INSTANTIATE(HEED_DEVICE_KERNELS)
 HEED_CUDA_INSTANTIATE_FILL(float)
 HEED_CUDA_INSTANTIATE_FILL(double)

@@ -135,6 +135,23 @@
   X(softmax_backward, (int device, T* grad_in, const T* grad_out, const T* y, index_t rows, index_t cols),           \
     (device, grad_in, grad_out, y, rows, cols))
 
+// ---- decoding's token choice (src/cuda/token_choice.cu) -----------------------------------
+
+namespace heed {
+/// The most tokens top_log_probs chooses per row on a device (beam search's K + 1).
+constexpr std::int64_t kDeviceTopTokens = 16;
+}  // namespace heed
+
+#define HEED_KERNELS_TOKEN_CHOICE(X, T)                                                                                  \
+  /* For each of `rows` rows of V logits, heed/seq2seq/token_choice.hpp's top_log_probs: the `count` (<=                 \
+     kDeviceTopTokens) most probable tokens, best first (ties: the lower token), with log P = logit − log Σ exp(row), \
+     into row r · count of log_probs and tokens, and how many into found[r]. Never chosen: a −inf logit, the          \
+     num_banned ids of `banned`, and `eos` where eos_banned[r] != 0. */                                                  \
+  X(top_log_probs,                                                                                                       \
+    (int device, T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits, index_t rows, index_t V,      \
+     index_t count, const std::int64_t* banned, index_t num_banned, const std::int64_t* eos_banned, std::int64_t eos),   \
+    (device, log_probs, tokens, found, logits, rows, V, count, banned, num_banned, eos_banned, eos))
+
 /// Every device kernel, every family.
 #define HEED_DEVICE_KERNELS(X, T)  \
   HEED_KERNELS_BLAS(X, T)          \
@@ -142,4 +159,5 @@
   HEED_KERNELS_LAYER_NORM(X, T)    \
   HEED_KERNELS_EMBEDDING(X, T)     \
   HEED_KERNELS_CROSS_ENTROPY(X, T) \
-  HEED_KERNELS_SOFTMAX(X, T)
+  HEED_KERNELS_SOFTMAX(X, T)       \
+  HEED_KERNELS_TOKEN_CHOICE(X, T)

@@ -157,6 +157,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   std::vector<detail::TopToken<T>> top;
   std::vector<std::size_t> found;
   std::vector<std::vector<index_t>> forbidden;  // per row
+  std::vector<std::int64_t> eos_banned;         // per row: <eos> forbidden (before min_length)
   for (index_t step = 0; step < max_steps && !active.empty(); ++step) {
     // Where the decoder exposes its output layer, that layer runs on a few rows at a
     // time below, so that the (rows, V) logits never exist at once: at opus-mt's
@@ -183,11 +184,19 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       const auto& beams = live[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)])];
       return row % K < static_cast<index_t>(beams.size()) ? &beams[static_cast<std::size_t>(row % K)] : nullptr;
     };
+    // On a device the token choice runs there, and only the best tokens come back, when
+    // each live row forbids `never` and, before min_length, <eos> (no forced or repeated
+    // tokens): the other cases read the logits here.
+    bool choose_on_device = !device.is_cpu() && !sampling && !shortlist && per_row <= std::size_t(kDeviceTopTokens);
+    eos_banned.assign(static_cast<std::size_t>(num_active * K), 0);
     for (index_t row = 0; row < num_active * K; ++row) {
       std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
       f.clear();
       const Live* h = hypothesis(row);
       if (h) detail::forbidden_tokens(h->tokens, options, eos, never, f);
+      const bool before_min_length = h && static_cast<index_t>(h->tokens.size()) < options.min_length;
+      eos_banned[static_cast<std::size_t>(row)] = before_min_length;
+      choose_on_device = choose_on_device && (!h || f.size() == never.size() + (before_min_length ? 1 : 0));
       // A forced token (the prefix's next, or <eos> at the last step): every other one forbidden.
       const std::vector<index_t>& prefix =
           prefix_ids[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)])];
@@ -202,6 +211,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
         f.resize(kept);
       }
       if (forced >= 0) {
+        choose_on_device = choose_on_device && !h;
         const index_t at = shortlist ? shortlist->position(forced) : forced;
         f.clear();
         for (index_t v = 0; v < V; ++v)
@@ -216,6 +226,15 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       if constexpr (detail::has_output_features<Decoder>::value)
         part = shortlist ? shortlist->logits(narrow(features, 0, chunk, n))
                          : net.decoder().dense(narrow(features, 0, chunk, n));
+      if (choose_on_device) {
+        detail::top_log_probs_on_device(
+            part, n, V, per_row, never,
+            std::vector<std::int64_t>(eos_banned.begin() + chunk, eos_banned.begin() + chunk + n), eos,
+            top.data() + chunk * static_cast<index_t>(per_row), found.data() + chunk);
+        for (index_t row = chunk; row < chunk + n; ++row)
+          if (!hypothesis(row)) found[static_cast<std::size_t>(row)] = 0;  // a spare row's choice is not read
+        continue;
+      }
       if (!part.device().is_cpu()) part = part.to(Device::cpu());
       detail::parallel_for(n, rows_per_thread, [&](index_t first_row, index_t last_row) {
         detail::SampleScratch scratch;

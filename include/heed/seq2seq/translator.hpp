@@ -615,8 +615,8 @@ class Translator {
   Precision weights_precision() const { return weights_precision_; }
 
   /// Moves the net to `device`, in place: translate() and evaluate() then encode and
-  /// decode there (the token choice reads each step's logits back), and training
-  /// trains there. Converted (bf16, int8) weights stay on the CPU: a ValueError.
+  /// decode there, and training trains there. Converted (bf16, int8) weights stay on
+  /// the CPU: a ValueError.
   Translator& to(Device device) {
     HEED_CHECK(device.is_cpu() || weights_precision_ == Precision::fp32, ValueError,
                "Translator::to: the weights were converted to ", to_string(weights_precision_),
