@@ -376,20 +376,9 @@ void top_log_probs(int device, T* log_probs, std::int64_t* tokens, std::int64_t*
     T* best = log_probs + r * count;
     std::int64_t* best_token = tokens + r * count;
     index_t n = 0;
-    for (index_t j = 0; count > 0 && j < V; ++j) {
-      if (row[j] == -INFINITY || (eos_banned[r] && j == eos) ||
-          std::find(banned, banned + num_banned, j) != banned + num_banned)
-        continue;
-      const T log_prob = row[j] - normaliser;
-      if (n == count && !(log_prob > best[n - 1])) continue;
-      index_t at = n < count ? n++ : n - 1;
-      for (; at > 0 && log_prob > best[at - 1]; --at) {
-        best[at] = best[at - 1];
-        best_token[at] = best_token[at - 1];
-      }
-      best[at] = log_prob;
-      best_token[at] = j;
-    }
+    for (index_t j = 0; count > 0 && j < V; ++j)
+      if (kernels::choosable(row[j], j, banned, num_banned, eos_banned[r] != 0, eos))
+        kernels::keep_best(best, best_token, n, count, row[j] - normaliser, j);
     found[r] = n;
   }
 }

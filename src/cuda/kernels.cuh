@@ -224,6 +224,33 @@ struct SoftmaxRow {
   HEED_HD T score(const T* x, index_t j) const { return apply(load(x, j), j); }
 };
 
+/// Decoding's token choice, per token j of a row (top_log_probs): whether it may be
+/// chosen (not −inf, not banned, not eos where the row bans it).
+template <typename T>
+HEED_HD inline bool choosable(T logit, index_t j, const std::int64_t* banned, index_t num_banned, bool no_eos,
+                              std::int64_t eos) {
+  if (logit == T(-INFINITY) || (no_eos && j == eos)) return false;
+  for (index_t b = 0; b < num_banned; ++b)
+    if (banned[b] == j) return false;
+  return true;
+}
+
+/// Offers token j with log P to the n (<= count) best kept so far, best first: a later
+/// token only displaces those it beats, so a tie keeps the earlier one (the CPU's
+/// top_log_probs, scanning tokens in order).
+template <typename T>
+HEED_HD inline void keep_best(T* best, std::int64_t* best_token, index_t& n, index_t count, T log_prob,
+                              std::int64_t j) {
+  if (n == count && !(log_prob > best[n - 1])) return;
+  index_t at = n < count ? n++ : n - 1;
+  for (; at > 0 && log_prob > best[at - 1]; --at) {
+    best[at] = best[at - 1];
+    best_token[at] = best_token[at - 1];
+  }
+  best[at] = log_prob;
+  best_token[at] = j;
+}
+
 /// A row-major product C = op(A) · op(B) (op(A) m × k, op(B) k × n) as the column-major
 /// call cuBLAS takes. Read column-major, row-major C is Cᵀ (n × m), and Cᵀ = op(B)ᵀ ·
 /// op(A)ᵀ: the call swaps the operands and keeps each one's layout, with no copy. A

@@ -57,23 +57,11 @@ __global__ void top_log_probs_kernel(T* log_probs, std::int64_t* tokens, std::in
   // This thread's best, best first: its tokens ascend, so a tie keeps the earlier one.
   T* mine = best + t * kDeviceTopTokens;
   std::int64_t* mine_token = best_token + t * kDeviceTopTokens;
-  int n = 0;
-  for (index_t j = t; count > 0 && j < V; j += kChoiceThreads) {
-    if (row[j] == -INFINITY || (eos_banned[r] && j == eos)) continue;
-    bool ban = false;
-    for (index_t b = 0; b < num_banned; ++b) ban = ban || banned[b] == j;
-    if (ban) continue;
-    const T log_prob = row[j] - normaliser;
-    if (n == count && !(log_prob > mine[n - 1])) continue;
-    int at = n < count ? n++ : n - 1;
-    for (; at > 0 && log_prob > mine[at - 1]; --at) {
-      mine[at] = mine[at - 1];
-      mine_token[at] = mine_token[at - 1];
-    }
-    mine[at] = log_prob;
-    mine_token[at] = j;
-  }
-  best_count[t] = n;
+  index_t n = 0;
+  for (index_t j = t; count > 0 && j < V; j += kChoiceThreads)
+    if (kernels::choosable(row[j], j, banned, num_banned, eos_banned[r] != 0, eos))
+      kernels::keep_best(mine, mine_token, n, count, row[j] - normaliser, j);
+  best_count[t] = static_cast<int>(n);
   __syncthreads();
   if (t != 0) return;
   int head[kChoiceThreads] = {};
