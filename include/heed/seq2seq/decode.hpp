@@ -88,8 +88,8 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
     ids = truncate_pad(ids, enc_steps, src_vocab.pad_index());
     std::copy(ids.begin(), ids.end(), enc_X.data() + b * enc_steps);
   }
-  // On a device: the batch goes there, the steps' logits come back for the token choice,
-  // the lengths and the next step's tokens are kept here (enc_valid_len stays on the CPU).
+  // On a device: the batch goes there, and each step's best tokens come back (below); the
+  // lengths and the next step's tokens are kept here (enc_valid_len stays on the CPU).
   const Device device = net.device();
   const IndexTensor enc_valid_len_there = enc_valid_len.to(device);
   auto enc_outputs = net.encoder()(enc_X.to(device), enc_valid_len_there);

@@ -111,6 +111,9 @@ void top_log_probs_on_device(const Tensor<T>& logits, index_t rows, index_t V, s
   const auto n = static_cast<index_t>(count);
   HEED_CHECK(n <= kDeviceTopTokens, ValueError, "top_log_probs: ", count, " tokens a row on ", to_string(device),
              ", at most ", kDeviceTopTokens);
+  HEED_CHECK(static_cast<index_t>(eos_banned.size()) == rows && logits.numel() == rows * V, ShapeError,
+             "top_log_probs: ", rows, " rows of ", V, " logits, got ", to_string(logits.shape()), " and ",
+             eos_banned.size(), " <eos> flags");
   if (rows == 0) return;
   Tensor<T> log_probs = make_tensor<T>(Shape{rows * n}, device);
   IndexTensor tokens = make_tensor<std::int64_t>(Shape{rows * n}, device),
