@@ -448,12 +448,13 @@ TEMPLATE_TEST_CASE("decoding's token choice on the device is the CPU's", "[cuda]
   for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::round(logits[i] * 4) / 4;
   for (index_t j = 0; j < V - 5; ++j) logits[static_cast<std::size_t>(5 * V + j)] = -INFINITY;  // row 5: 5 tokens left
   const std::vector<index_t> banned = {0, 1, 7};
+  const heed::IndexTensor banned_there = heed::IndexTensor(banned, Shape{3}).to(gpu);
   const std::vector<std::int64_t> eos_banned = {1, 0, 0, 1, 0, 0};
   const Tensor<T> on_device = Tensor<T>(logits, Shape{rows, 1, V}).to(gpu);
   for (const std::size_t count : {std::size_t(1), std::size_t(3), std::size_t(16)}) {
     std::vector<heed::detail::TopToken<T>> device(rows * count), cpu(rows * count);
     std::vector<std::size_t> device_found(rows), cpu_found(rows);
-    heed::detail::top_log_probs_on_device(on_device, rows, V, count, banned, eos_banned, eos, device.data(),
+    heed::detail::top_log_probs_on_device(on_device, rows, V, count, banned_there, eos_banned, eos, device.data(),
                                           device_found.data());
     for (index_t r = 0; r < rows; ++r) {
       INFO(count << " tokens, row " << r);
@@ -470,7 +471,7 @@ TEMPLATE_TEST_CASE("decoding's token choice on the device is the CPU's", "[cuda]
     }
   }
   CHECK_ERROR(heed::ValueError, "top_log_probs: 17 tokens a row on cuda:0, at most 16",
-              heed::detail::top_log_probs_on_device(on_device, rows, V, 17, banned, eos_banned, eos,
+              heed::detail::top_log_probs_on_device(on_device, rows, V, 17, banned_there, eos_banned, eos,
                                                     static_cast<heed::detail::TopToken<T>*>(nullptr), nullptr));
 }
 

@@ -158,6 +158,8 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
   std::vector<std::size_t> found;
   std::vector<std::vector<index_t>> forbidden;  // per row
   std::vector<std::int64_t> eos_banned;         // per row: <eos> forbidden (before min_length)
+  const IndexTensor never_there =               // for the token choice on a device, uploaded once
+      device.is_cpu() ? IndexTensor() : IndexTensor(never, Shape{static_cast<index_t>(never.size())}).to(device);
   for (index_t step = 0; step < max_steps && !active.empty(); ++step) {
     // Where the decoder exposes its output layer, that layer runs on a few rows at a
     // time below, so that the (rows, V) logits never exist at once: at opus-mt's
@@ -228,7 +230,7 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
                          : net.decoder().dense(narrow(features, 0, chunk, n));
       if (choose_on_device) {
         detail::top_log_probs_on_device(
-            part, n, V, per_row, never,
+            part, n, V, per_row, never_there,
             std::vector<std::int64_t>(eos_banned.begin() + chunk, eos_banned.begin() + chunk + n), eos,
             top.data() + chunk * static_cast<index_t>(per_row), found.data() + chunk);
         for (index_t row = chunk; row < chunk + n; ++row)

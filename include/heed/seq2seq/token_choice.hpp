@@ -101,12 +101,13 @@ std::size_t top_log_probs(T* logits, index_t V, TopToken<T>* top, std::size_t co
 /// top_log_probs of every row of logits on a device (`rows` rows of V, contiguous), by
 /// its kernel, into top[r · count ..) and found[r]: the CPU's choice, with log P within
 /// rounding (the normaliser sums in another order), and only the best tokens copied
-/// back. No row takes a token of `banned`, nor eos where eos_banned[r] (min_length).
-/// count <= kDeviceTopTokens.
+/// back (two copies: log P, then the tokens with their counts). No row takes a token of
+/// `banned` (on the device: decoding uploads it once), nor eos where eos_banned[r]
+/// (min_length). count <= kDeviceTopTokens.
 template <typename T>
 void top_log_probs_on_device(const Tensor<T>& logits, index_t rows, index_t V, std::size_t count,
-                             const std::vector<index_t>& banned, const std::vector<std::int64_t>& eos_banned,
-                             index_t eos, TopToken<T>* top, std::size_t* found) {
+                             const IndexTensor& banned, const std::vector<std::int64_t>& eos_banned, index_t eos,
+                             TopToken<T>* top, std::size_t* found) {
   const Device device = logits.device();
   const auto n = static_cast<index_t>(count);
   HEED_CHECK(n <= kDeviceTopTokens, ValueError, "top_log_probs: ", count, " tokens a row on ", to_string(device),
@@ -114,21 +115,21 @@ void top_log_probs_on_device(const Tensor<T>& logits, index_t rows, index_t V, s
   HEED_CHECK(static_cast<index_t>(eos_banned.size()) == rows && logits.numel() == rows * V, ShapeError,
              "top_log_probs: ", rows, " rows of ", V, " logits, got ", to_string(logits.shape()), " and ",
              eos_banned.size(), " <eos> flags");
+  (void)common_device("top_log_probs", logits, banned);
   if (rows == 0) return;
   Tensor<T> log_probs = make_tensor<T>(Shape{rows * n}, device);
-  IndexTensor tokens = make_tensor<std::int64_t>(Shape{rows * n}, device),
-              how_many = make_tensor<std::int64_t>(Shape{rows}, device);
-  const IndexTensor banned_there = IndexTensor(banned, Shape{static_cast<index_t>(banned.size())}).to(device),
-                    eos_banned_there = IndexTensor(eos_banned, Shape{rows}).to(device);
+  IndexTensor tokens_and_counts = make_tensor<std::int64_t>(Shape{rows * n + rows}, device);  // counts last
+  const IndexTensor eos_banned_there = IndexTensor(eos_banned, Shape{rows}).to(device);
+  std::int64_t* tokens = device_data(tokens_and_counts);
   kernels_for(logits, "top_log_probs")
-      .top_log_probs(device.index(), device_data(log_probs), device_data(tokens), device_data(how_many),
-                     device_data(logits), rows, V, n, device_data(banned_there), banned_there.numel(),
-                     device_data(eos_banned_there), eos);
+      .top_log_probs(device.index(), device_data(log_probs), tokens, tokens + rows * n, device_data(logits), rows, V, n,
+                     device_data(banned), banned.numel(), device_data(eos_banned_there), eos);
   const Tensor<T> values = log_probs.to(Device::cpu());
-  const IndexTensor ids = tokens.to(Device::cpu()), counts = how_many.to(Device::cpu());
+  const IndexTensor ids = tokens_and_counts.to(Device::cpu());
+  const std::int64_t* counts = ids.data() + rows * n;
   for (index_t r = 0; r < rows; ++r) {
-    found[r] = static_cast<std::size_t>(counts.data()[r]);
-    for (index_t k = 0; k < counts.data()[r]; ++k) top[r * n + k] = {values.data()[r * n + k], ids.data()[r * n + k]};
+    found[r] = static_cast<std::size_t>(counts[r]);
+    for (index_t k = 0; k < counts[r]; ++k) top[r * n + k] = {values.data()[r * n + k], ids.data()[r * n + k]};
   }
 }
 
