@@ -253,6 +253,14 @@ IndexTensor index_on(const Case& c, const Inputs<T>& x) {
   return c.index.defined() && x[0].defined() ? c.index.to(x[0].device()) : c.index;
 }
 
+/// The case's index as a mask (nonzero is true) on the device of the op's first input
+/// (as index_on), made there by a comparison of x's element type.
+template <typename T>
+heed::Tensor<bool> index_mask(const Case& c, const Inputs<T>& x) {
+  const Tensor<T> values = c.index.to<T>();
+  return heed::ne(x[0].defined() ? values.to(x[0].device()) : values, T(0));
+}
+
 inline Shape shape_of(const std::vector<std::int64_t>& sizes, std::size_t from = 0) {
   Shape s;
   for (std::size_t i = from; i < sizes.size(); ++i) s.push_back(sizes[i]);

@@ -29,7 +29,7 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
                      Case{{Shape{2, 0, 6}, Shape{0, 2}, Shape{6, 2}, Shape{6}}}})
                   .reference(gru_ref)
                   .tolerance(1e-10)
-                  .on_device(DS::none));
+                  .on_device_also({Case{{Shape{5, 4, 24}, Shape{4, 8}, Shape{24, 8}, Shape{24}}}}));
   // index: labels; args {reduction: 0 none, 1 mean, 2 sum}
   {
     const IndexTensor labels = ints({1, 0, 4, 4, 2, 3}, {2, 3});
@@ -495,9 +495,8 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
                   .on_device(DS::none));
   // The mask is made on the CPU and moved, so that the device run reaches masked_select.
   t.push_back(
-      entry("masked_select", op([](const auto& x, const Case& c) {
-              return heed::masked_select(x[0], heed::ne(index_on(c, x), std::int64_t(0)));
-            }),
+      entry("masked_select",
+            op([](const auto& x, const Case& c) { return heed::masked_select(x[0], index_mask(c, x)); }),
             {Case{{Shape{2, 3}}, {}, ints({1, 0, 1, 0, 0, 1}, {2, 3})}, Case{{Shape{2, 3}}, {}, ints({0, 1, 1}, {3})},
              Case{{Shape{2, 1}}, {}, ints({1, 0, 1, 1, 1, 0}, {2, 3})}, Case{{Shape{2, 3}}, {}, ints({0, 1}, {2, 1})},
              Case{{Shape{}}, {}, ints({1, 0, 1}, {3})}, Case{{Shape{2, 3}}, {}, ints({0, 0, 0}, {3})},

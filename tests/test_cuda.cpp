@@ -438,6 +438,86 @@ TEST_CASE("a Transformer on the device translates as on the CPU", "[cuda]") {
   CHECK(lengths.size() >= 3);  // sentences ended at different steps
 }
 
+TEST_CASE("a Bahdanau seq2seq trains and translates on the device as on the CPU", "[cuda]") {
+  // The GRU layers (gru_layer's cell kernels) and the attention decoder's step-by-step
+  // path on the device, against the CPU's fused attention_gru: two layers, dropout
+  // between them and on the attention weights (the same masks), in double. Then a
+  // longer-trained net translates on both: the same tokens, log P and weights.
+  using T = double;
+  using Net = heed::EncoderDecoder<T, heed::Seq2SeqEncoder<T>, heed::Seq2SeqAttentionDecoder<T>>;
+  auto make_net = [](const heed::NmtData& data) {
+    heed::Generator init(41);
+    return std::make_unique<Net>(
+        std::make_unique<heed::Seq2SeqEncoder<T>>(data.src_vocab.size(), 16, 16, 2, 0.1, init),
+        std::make_unique<heed::Seq2SeqAttentionDecoder<T>>(data.tgt_vocab.size(), 16, 16, 2, 0.1, init));
+  };
+  auto corpus = [] { return heed::load_data_nmt_text(heed::builtin_fra_eng(), 16, 10, 64, /*seed=*/4); };
+  heed::NmtData data_cpu = corpus(), data_gpu = corpus();
+  auto net_cpu = make_net(data_cpu);
+  auto net_gpu = make_net(data_gpu);
+  net_gpu->to(gpu);
+  heed::TrainOptions options;
+  heed::Generator order_cpu(42), order_gpu(42);
+  options.generator = &order_cpu;
+  heed::manual_seed(43);  // dropout's generator
+  const heed::TrainResult cpu =
+      heed::train_seq2seq<T>(*net_cpu, data_cpu.data_iter, 0.005, 3, data_cpu.tgt_vocab, options);
+  options.generator = &order_gpu;
+  heed::manual_seed(43);
+  const heed::TrainResult device =
+      heed::train_seq2seq<T>(*net_gpu, data_gpu.data_iter, 0.005, 3, data_gpu.tgt_vocab, options);
+  REQUIRE(device.losses.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("epoch " << i + 1);
+    CHECK(device.losses[i] == Approx(cpu.losses[i]).epsilon(1e-9));
+  }
+  CHECK(cpu.losses[2] < cpu.losses[0]);  // it learns
+  const auto params_cpu = net_cpu->named_parameters(), params_gpu = net_gpu->named_parameters();
+  REQUIRE(params_cpu.size() == params_gpu.size());
+  for (std::size_t i = 0; i < params_cpu.size(); ++i) {
+    INFO(params_cpu[i].first);
+    CHECK(params_gpu[i].second.device() == gpu);
+    check_matches(params_cpu[i].second.detach(), params_gpu[i].second.detach(), 1e-9);
+  }
+
+  // Trained on the CPU until its sentences end at different steps, then moved.
+  heed::train_seq2seq<T>(*net_cpu, data_cpu.data_iter, 0.01, 60, data_cpu.tgt_vocab, options);
+  const std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home .", "we won ."};
+  std::vector<heed::PredictOptions> settings(3);
+  settings[1].beam_size = 3;
+  settings[1].n_best = 2;
+  settings[2].sample = true;
+  settings[2].top_k = 4;
+  const auto translate_all = [&] {
+    heed::Generator gen(44);
+    settings[2].generator = &gen;
+    std::vector<std::vector<heed::Translation<T>>> all;
+    for (const heed::PredictOptions& setting : settings)
+      all.push_back(heed::predict_seq2seq(*net_cpu, sentences, data_cpu.src_vocab, data_cpu.tgt_vocab, 10, setting));
+    return all;
+  };
+  const auto on_cpu = translate_all();
+  net_cpu->to(gpu);
+  const auto on_device = translate_all();
+  std::set<std::size_t> lengths;
+  for (std::size_t s = 0; s < settings.size(); ++s)
+    for (std::size_t i = 0; i < sentences.size(); ++i) {
+      INFO("setting " << s << ", sentence " << i);
+      REQUIRE(on_device[s][i].n_best.size() == on_cpu[s][i].n_best.size());
+      for (std::size_t h = 0; h < on_cpu[s][i].n_best.size(); ++h) {
+        const heed::Hypothesis<T>& expected = on_cpu[s][i].n_best[h];
+        const heed::Hypothesis<T>& got = on_device[s][i].n_best[h];
+        CHECK(got.tokens == expected.tokens);
+        CHECK(got.log_prob == Approx(expected.log_prob).epsilon(1e-9));
+        lengths.insert(expected.tokens.size());
+        REQUIRE(expected.cross_attention.defined());
+        REQUIRE(got.cross_attention.device() == Device::cpu());
+        check_matches(expected.cross_attention, got.cross_attention.to(gpu), 1e-9);
+      }
+    }
+  CHECK(lengths.size() >= 3);  // sentences ended at different steps
+}
+
 TEMPLATE_TEST_CASE("decoding's token choice on the device is the CPU's", "[cuda]", float, double) {
   // Rows of rounded logits (ties: the lower token first), some −inf, tokens banned in
   // every row and <eos> in some; 1, 3 and 16 tokens a row, and more than a row allows.

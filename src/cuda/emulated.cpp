@@ -359,6 +359,63 @@ void softmax_backward(int device, T* grad_in, const T* grad_out, const T* y, ind
 }
 
 template <typename T>
+void compare(int device, CompareOp op, bool* out, const T* a, const StridedShape& a_shape, const T* b,
+             const StridedShape& b_shape) {
+  check_device(device, "compare");
+  for (index_t i = 0, n = kernels::numel(a_shape); i < n; ++i)
+    out[i] = kernels::compare(op, a[kernels::strided_offset(i, a_shape)], b[kernels::strided_offset(i, b_shape)]);
+}
+
+template <typename T>
+void where(int device, T* out, const bool* cond, const StridedShape& cond_shape, const T* a,
+           const StridedShape& a_shape, const T* b, const StridedShape& b_shape) {
+  check_device(device, "where");
+  for (index_t i = 0, n = kernels::numel(cond_shape); i < n; ++i)
+    out[i] = cond[kernels::strided_offset(i, cond_shape)] ? a[kernels::strided_offset(i, a_shape)]
+                                                          : b[kernels::strided_offset(i, b_shape)];
+}
+
+template <typename T>
+void clamp(int device, T* out, const T* x, index_t n, T lo, T hi) {
+  check_device(device, "clamp");
+  for (index_t i = 0; i < n; ++i) out[i] = heed::detail::clamp_value(x[i], lo, hi);
+}
+
+template <typename T>
+void clamp_backward(int device, T* dx, const T* g, const T* x, index_t n, T lo, T hi) {
+  check_device(device, "clamp_backward");
+  for (index_t i = 0; i < n; ++i) dx[i] = heed::detail::clamp_grad(g[i], x[i], lo, hi);
+}
+
+template <typename T>
+void extreme_along(int device, T* values, std::int64_t* indices, const T* x, index_t outer, index_t size, index_t inner,
+                   bool largest) {
+  check_device(device, "extreme_along");
+  for (index_t o = 0; o < outer * inner; ++o) kernels::extreme_one(o, values, indices, x, size, inner, largest);
+}
+
+template <typename T>
+void scatter_along(int device, T* dx, const T* g, const std::int64_t* indices, index_t outer, index_t size,
+                   index_t inner) {
+  check_device(device, "scatter_along");
+  for (index_t o = 0; o < outer * inner; ++o) dx[((o / inner) * size + indices[o]) * inner + o % inner] = g[o];
+}
+
+template <typename T>
+void gru_cell_forward(int device, T* gates, T* h_next, const T* gi, const T* gh, const T* h_prev, index_t B,
+                      index_t H) {
+  check_device(device, "gru_cell_forward");
+  for (index_t e = 0; e < B * H; ++e) kernels::gru_cell_forward_one(e, gates, h_next, gi, gh, h_prev, H);
+}
+
+template <typename T>
+void gru_cell_backward(int device, T* dgi, T* dgh, T* dh_direct, const T* gates, const T* h_prev, const T* dh,
+                       index_t B, index_t H) {
+  check_device(device, "gru_cell_backward");
+  for (index_t e = 0; e < B * H; ++e) kernels::gru_cell_backward_one(e, dgi, dgh, dh_direct, gates, h_prev, dh, H);
+}
+
+template <typename T>
 void top_log_probs(int device, T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits, index_t rows,
                    index_t V, index_t count, const std::int64_t* banned, index_t num_banned,
                    const std::int64_t* eos_banned, std::int64_t eos) {

@@ -56,6 +56,44 @@ HEED_HD inline T apply(BinaryOp op, T x, T y) {
   return T(NAN);
 }
 
+/// x op y: a comparison, or a logical op of x != 0 and y != 0.
+template <typename T>
+HEED_HD inline bool compare(CompareOp op, T x, T y) {
+  switch (op) {
+    case CompareOp::eq:
+      return x == y;
+    case CompareOp::ne:
+      return x != y;
+    case CompareOp::lt:
+      return x < y;
+    case CompareOp::le:
+      return x <= y;
+    case CompareOp::gt:
+      return x > y;
+    case CompareOp::ge:
+      return x >= y;
+    case CompareOp::logical_and:
+      return x != T(0) && y != T(0);
+    case CompareOp::logical_or:
+      return x != T(0) || y != T(0);
+    case CompareOp::logical_xor:
+      return (x != T(0)) != (y != T(0));
+  }
+  return false;
+}
+
+/// Element o = (outer, inner) of extreme_along: the first index of the extreme over size.
+template <typename T>
+HEED_HD inline void extreme_one(index_t o, T* values, std::int64_t* indices, const T* x, index_t size, index_t inner,
+                                bool largest) {
+  const T* p = x + (o / inner) * size * inner + o % inner;
+  index_t best = 0;
+  for (index_t k = 1; k < size; ++k)
+    if (heed::detail::beats(p[k * inner], p[best * inner], largest)) best = k;
+  values[o] = p[best * inner];
+  indices[o] = best;
+}
+
 /// op(x), by heed/detail/rules.hpp's rule.
 template <typename T>
 HEED_HD inline T unary_forward(UnaryOp op, T x) {
@@ -249,6 +287,40 @@ HEED_HD inline void keep_best(T* best, std::int64_t* best_token, index_t& n, ind
   }
   best[at] = log_prob;
   best_token[at] = j;
+}
+
+/// Element e = (b, j) of one GRU step (gru_cell_forward): writes its four gates and h'.
+template <typename T>
+HEED_HD inline void gru_cell_forward_one(index_t e, T* gates, T* h_next, const T* gi, const T* gh, const T* h_prev,
+                                         index_t H) {
+  namespace rules = heed::detail;
+  const index_t b = e / H, j = e % H, in = b * 3 * H + j, g = b * 4 * H + j;
+  const T r = rules::sigmoid_value(gi[in] + gh[in]);
+  const T z = rules::sigmoid_value(gi[in + H] + gh[in + H]);
+  const T hn = gh[in + 2 * H];
+  const T n = rules::tanh_value(gi[in + 2 * H] + r * hn);
+  gates[g] = r;
+  gates[g + H] = z;
+  gates[g + 2 * H] = n;
+  gates[g + 3 * H] = hn;
+  h_next[e] = n + z * (h_prev[e] - n);
+}
+
+/// Element e = (b, j) of gru_cell_backward, as heed/ops/gru.hpp's CPU loop computes it.
+template <typename T>
+HEED_HD inline void gru_cell_backward_one(index_t e, T* dgi, T* dgh, T* dh_direct, const T* gates, const T* h_prev,
+                                          const T* dh, index_t H) {
+  const index_t b = e / H, j = e % H, out = b * 3 * H + j, g = b * 4 * H + j;
+  const T r = gates[g], z = gates[g + H], n = gates[g + 2 * H], hn = gates[g + 3 * H];
+  // forward: h' = n + z ⊙ (h − n), n = tanh(gi_n + r ⊙ hn)
+  const T dn_pre = dh[e] * (T(1) - z) * (T(1) - n * n);
+  const T dz_pre = dh[e] * (h_prev[e] - n) * z * (T(1) - z);
+  const T dr_pre = dn_pre * hn * r * (T(1) - r);
+  dgi[out] = dgh[out] = dr_pre;
+  dgi[out + H] = dgh[out + H] = dz_pre;
+  dgi[out + 2 * H] = dn_pre;
+  dgh[out + 2 * H] = dn_pre * r;
+  dh_direct[e] = dh[e] * z;
 }
 
 /// A row-major product C = op(A) · op(B) (op(A) m × k, op(B) k × n) as the column-major

@@ -150,7 +150,9 @@ class Tensor {
   Tensor& mul_(T factor);
 
   // ---- conversions -------------------------------------------------------------------
-  /// Converts the element type (not recorded by autograd).
+  /// Converts the element type (not recorded by autograd), on the tensor's device. A
+  /// device tensor converts on the host (copied there and back): rare, and so checked
+  /// as on the CPU.
   template <typename U>
   Tensor<U> to() const;
   /// A copy on `device`, or this tensor itself when already there (as in PyTorch);
@@ -553,6 +555,18 @@ Tensor<T> Tensor<T>::detach() const {
 template <typename T>
 template <typename U>
 Tensor<U> Tensor<T>::to() const {
+  if (!is_cpu()) {
+    Tensor<T> host = detail::make_tensor<T>(shape(), Device::cpu(), "to");
+    if (numel() > 0)
+      detail::backend_of(device()).copy_to_host(device().index(), host.data(), detail::device_data(*this),
+                                                static_cast<std::size_t>(numel()) * sizeof(T));
+    const Tensor<U> converted = host.template to<U>();
+    Tensor<U> out = detail::make_tensor<U>(shape(), device(), "to");
+    if (numel() > 0)
+      detail::backend_of(device()).copy_to_device(device().index(), detail::device_data(out), converted.data(),
+                                                  static_cast<std::size_t>(numel()) * sizeof(U));
+    return out;
+  }
   // A floating value outside an integer type's range (NaN, inf, 1e30 to int64) has no
   // defined conversion; a bool takes any value (nonzero is true).
   if constexpr (std::is_floating_point_v<T> && std::is_integral_v<U> && !std::is_same_v<U, bool>) {

@@ -78,6 +78,27 @@ HEED_HOST_DEVICE inline std::int64_t strided_offset(std::int64_t i, int rank, co
   return offset;
 }
 
+// ---- extremes and clamps ------------------------------------------------------------------
+
+/// Whether a is a better extreme than b: larger (smaller with !largest), and NaN beats
+/// every number, as PyTorch's max and min propagate it.
+template <typename T>
+HEED_HOST_DEVICE inline bool beats(T a, T b, bool largest) {
+  if (a != a) return b == b;  // NaN
+  return largest ? a > b : a < b;
+}
+/// min(max(x, lo), hi) in that order, so that hi wins where lo > hi; NaN fails both tests.
+template <typename T>
+HEED_HOST_DEVICE inline T clamp_value(T x, T lo, T hi) {
+  const T low = x < lo ? lo : x;
+  return low > hi ? hi : low;
+}
+/// The gradient passes where lo ≤ x ≤ hi, as PyTorch's.
+template <typename T>
+HEED_HOST_DEVICE inline T clamp_grad(T g, T x, T lo, T hi) {
+  return x >= lo && x <= hi ? g : T(0);
+}
+
 // ---- unary ops -------------------------------------------------------------------------
 // Each fused unary op (heed/ops/elementwise.hpp, UnaryOp) as its value and its gradient
 // g · dy/dx, the latter from what its backward keeps: the result y (exp, sqrt, tanh,

@@ -77,8 +77,8 @@ class GRU : public Module<T> {
     Tensor<T> X = inputs;
     std::vector<Tensor<T>> final_states;
     for (std::size_t k = 0; k < weight_ih.size(); ++k) {
-      const Tensor<T> h0 =
-          state.defined() ? select(state, 0, static_cast<index_t>(k)) : zeros<T>({batch, num_hiddens_});
+      const Tensor<T> h0 = state.defined() ? select(state, 0, static_cast<index_t>(k))
+                                           : zeros<T>({batch, num_hiddens_}, inputs.device());
       // The input projections of all steps in one GEMM; only W_hh h stays in the loop.
       X = gru_layer(linear(X, weight_ih[k], bias_ih[k]), h0, weight_hh[k], bias_hh[k]);
       final_states.push_back(select(X, 0, num_steps - 1));

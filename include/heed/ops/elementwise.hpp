@@ -296,7 +296,21 @@ Tensor<T> clamp(const Tensor<T>& x, std::optional<double> min, std::optional<dou
              min ? std::to_string(*min) : "none", ", max ", max ? std::to_string(*max) : "none", ")");
   const T lo = min ? static_cast<T>(*min) : -std::numeric_limits<T>::infinity();
   const T hi = max ? static_cast<T>(*max) : std::numeric_limits<T>::infinity();
-  // min(max(x, lo), hi) in that order, so that hi wins where lo > hi; NaN fails both tests.
+  if (!x.is_cpu()) {
+    Tensor<T> out = detail::make_tensor<T>(x.shape(), x.device());
+    detail::kernels_for(x, "clamp")
+        .clamp(x.device().index(), detail::device_data(out), detail::device_data(x), x.numel(), lo, hi);
+    if (autograd::needs_grad(x))
+      autograd::record(out, "ClampBackward", {x}, [x = x.detach(), lo, hi](const Tensor<T>& g) {
+        Tensor<T> dx = detail::make_tensor<T>(x.shape(), x.device());
+        detail::kernels_for(x, "clamp backward")
+            .clamp_backward(x.device().index(), detail::device_data(dx), detail::device_data(g), detail::device_data(x),
+                            x.numel(), lo, hi);
+        return autograd::Grads<T>{dx};
+      });
+    return out;
+  }
+  // heed/detail/rules.hpp's clamp_value and clamp_grad, as Eigen expressions.
   Tensor<T> out = detail::zip_map<T>(
       [lo, hi](const auto& a) { return ((a < lo).select(lo, a) > hi).select(hi, (a < lo).select(lo, a)); }, x);
   if (autograd::needs_grad(x))
@@ -319,24 +333,51 @@ Tensor<T> clone(const Tensor<T>& x) {
 
 // ---- comparisons (masks) ---------------------------------------------------------------------
 
-#define HEED_DEFINE_COMPARISON(name, op)                                                                  \
-  template <typename T>                                                                                   \
-  Tensor<bool> name(const Tensor<T>& a, const Tensor<T>& b) {                                             \
-    detail::check_defined(a, #name, "a");                                                                 \
-    detail::check_defined(b, #name, "b");                                                                 \
-    return detail::broadcast_map<bool>(a, b, #name, [](const auto& x, const auto& y) { return x op y; }); \
-  }                                                                                                       \
-  template <typename T>                                                                                   \
-  Tensor<bool> name(const Tensor<T>& a, T s) {                                                            \
-    detail::check_defined(a, #name, "a");                                                                 \
-    return detail::zip_map<bool>([s](const auto& x) { return x op s; }, a);                               \
+namespace detail {
+
+/// A rank-0 tensor holding s on `device`.
+template <typename T>
+Tensor<T> scalar_on(Device device, T s) {
+  if (device.is_cpu()) return Tensor<T>(std::vector<T>{s}, Shape{});
+  Tensor<T> out = make_tensor<T>(Shape{}, device);
+  device_fill(device, device_data(out), 1, s);
+  return out;
+}
+
+/// The mask a op b on the operands' device (a CUDA device: its kernels for T), the two
+/// broadcast together.
+template <typename T>
+Tensor<bool> compare_on_device(const Tensor<T>& a, const Tensor<T>& b, const char* name, CompareOp op) {
+  const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor<bool> out = make_tensor<bool>(shape, a.device());
+  kernels_for(a, name).compare(a.device().index(), op, device_data(out), device_data(a),
+                               strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
+                               strided_shape(shape, broadcast_strides(b.shape(), shape)));
+  return out;
+}
+
+}  // namespace detail
+
+#define HEED_DEFINE_COMPARISON(name, op, code)                                                                      \
+  template <typename T>                                                                                             \
+  Tensor<bool> name(const Tensor<T>& a, const Tensor<T>& b) {                                                       \
+    detail::check_defined(a, #name, "a");                                                                           \
+    detail::check_defined(b, #name, "b");                                                                           \
+    if (detail::on_device(#name, a, b)) return detail::compare_on_device(a, b, #name, CompareOp::code);             \
+    return detail::broadcast_map<bool>(a, b, #name, [](const auto& x, const auto& y) { return x op y; });           \
+  }                                                                                                                 \
+  template <typename T>                                                                                             \
+  Tensor<bool> name(const Tensor<T>& a, T s) {                                                                      \
+    detail::check_defined(a, #name, "a");                                                                           \
+    if (!a.is_cpu()) return detail::compare_on_device(a, detail::scalar_on(a.device(), s), #name, CompareOp::code); \
+    return detail::zip_map<bool>([s](const auto& x) { return x op s; }, a);                                         \
   }
-HEED_DEFINE_COMPARISON(eq, ==)
-HEED_DEFINE_COMPARISON(ne, !=)
-HEED_DEFINE_COMPARISON(lt, <)
-HEED_DEFINE_COMPARISON(le, <=)
-HEED_DEFINE_COMPARISON(gt, >)
-HEED_DEFINE_COMPARISON(ge, >=)
+HEED_DEFINE_COMPARISON(eq, ==, eq)
+HEED_DEFINE_COMPARISON(ne, !=, ne)
+HEED_DEFINE_COMPARISON(lt, <, lt)
+HEED_DEFINE_COMPARISON(le, <=, le)
+HEED_DEFINE_COMPARISON(gt, >, gt)
+HEED_DEFINE_COMPARISON(ge, >=, ge)
 #undef HEED_DEFINE_COMPARISON
 
 // ---- logical ops (masks) ---------------------------------------------------------------------
@@ -349,6 +390,8 @@ HEED_DEFINE_COMPARISON(ge, >=)
 template <typename T>
 Tensor<bool> logical_not(const Tensor<T>& x) {
   detail::check_defined(x, "logical_not", "x");
+  if (!x.is_cpu())
+    return detail::compare_on_device(x, detail::scalar_on(x.device(), T(0)), "logical_not", CompareOp::eq);
   return detail::zip_map<bool>([](const auto& a) { return a == T(0); }, x);
 }
 
@@ -356,9 +399,10 @@ namespace detail {
 
 /// f(p, q) with p, q the masks a != 0 and b != 0, broadcast together; `op` names the caller.
 template <typename T, typename F>
-Tensor<bool> logical(const Tensor<T>& a, const Tensor<T>& b, const char* op, F f) {
+Tensor<bool> logical(const Tensor<T>& a, const Tensor<T>& b, const char* op, CompareOp code, F f) {
   check_defined(a, op, "a");
   check_defined(b, op, "b");
+  if (on_device(op, a, b)) return compare_on_device(a, b, op, code);
   return broadcast_map<bool>(a, b, op, [f](const auto& x, const auto& y) { return f(x != T(0), y != T(0)); });
 }
 
@@ -366,18 +410,21 @@ Tensor<bool> logical(const Tensor<T>& a, const Tensor<T>& b, const char* op, F f
 
 template <typename T>
 Tensor<bool> logical_and(const Tensor<T>& a, const Tensor<T>& b) {
-  return detail::logical(a, b, "logical_and", [](const auto& p, const auto& q) { return p && q; });
+  return detail::logical(a, b, "logical_and", CompareOp::logical_and,
+                         [](const auto& p, const auto& q) { return p && q; });
 }
 
 template <typename T>
 Tensor<bool> logical_or(const Tensor<T>& a, const Tensor<T>& b) {
-  return detail::logical(a, b, "logical_or", [](const auto& p, const auto& q) { return p || q; });
+  return detail::logical(a, b, "logical_or", CompareOp::logical_or,
+                         [](const auto& p, const auto& q) { return p || q; });
 }
 
 /// True where exactly one of a and b is nonzero.
 template <typename T>
 Tensor<bool> logical_xor(const Tensor<T>& a, const Tensor<T>& b) {
-  return detail::logical(a, b, "logical_xor", [](const auto& p, const auto& q) { return p != q; });
+  return detail::logical(a, b, "logical_xor", CompareOp::logical_xor,
+                         [](const auto& p, const auto& q) { return p != q; });
 }
 
 /// cond ? a : b elementwise, all three broadcast together. Differentiable in a and b.
@@ -388,6 +435,23 @@ Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b
   detail::check_defined(b, "where", "b");
   const Shape shape =
       detail::broadcast_shapes(detail::broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  if (detail::on_device("where", cond, a, b)) {
+    using detail::broadcast_strides;
+    using detail::device_data;
+    using detail::strided_shape;
+    Tensor<T> out = detail::make_tensor<T>(shape, a.device());
+    detail::kernels_for(a, "where")
+        .where(a.device().index(), device_data(out), device_data(cond),
+               strided_shape(shape, broadcast_strides(cond.shape(), shape)), device_data(a),
+               strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
+               strided_shape(shape, broadcast_strides(b.shape(), shape)));
+    if (autograd::needs_grad(a, b))
+      autograd::record(out, "WhereBackward", {a, b}, [cond, sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
+        const Tensor<T> zero = detail::scalar_on(g.device(), T(0));
+        return autograd::Grads<T>{detail::sum_to(where(cond, g, zero), sa), detail::sum_to(where(cond, zero, g), sb)};
+      });
+    return out;
+  }
   const Tensor<bool> c = detail::broadcast_to(cond, shape);
   Tensor<T> out = detail::zip_map<T>([](const auto& m, const auto& x, const auto& y) { return m.select(x, y); }, c,
                                      detail::broadcast_to(a, shape), detail::broadcast_to(b, shape));
@@ -406,7 +470,7 @@ Tensor<T> masked_fill(const Tensor<T>& x, const Tensor<bool>& mask, T value) {
   detail::check_defined(mask, "masked_fill", "mask");
   HEED_CHECK(detail::broadcasts_to(mask.shape(), x.shape()), ShapeError, "masked_fill: mask of shape ",
              to_string(mask.shape()), " does not broadcast to ", to_string(x.shape()));
-  return where(mask, Tensor<T>(std::vector<T>{value}, Shape{}), x);
+  return where(mask, detail::scalar_on(x.device(), value), x);
 }
 
 // ---- operators --------------------------------------------------------------------------------

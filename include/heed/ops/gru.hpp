@@ -23,6 +23,7 @@
 #include <array>
 #include <memory>
 
+#include "heed/ops/broadcast.hpp"
 #include "heed/ops/matmul.hpp"
 #include "heed/ops/packed_gemm.hpp"
 
@@ -106,6 +107,71 @@ void gru_cell_backward(const T* gates, const T* h_prev, const T* dh, T* dgi, T* 
   GateMap<T>(dh_direct, B, H, s1) = dh_t * z;
 }
 
+/// gru_layer on a device: each step's h W_hhᵀ + b_hh by the device's GEMM, then the cell's
+/// kernel; backward through time the same way, with dW_hh one product over all steps at
+/// the end, as on the CPU. The checks are gru_layer's.
+template <typename T>
+Tensor<T> gru_layer_on_device(Device device, const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& weight_hh,
+                              const Tensor<T>& bias_hh) {
+  const index_t S = gi.shape()[0], B = gi.shape()[1], H = weight_hh.shape()[1];
+  DeviceKernels<T>& kernels = kernels_for<T>(device, "gru_layer");
+  Tensor<T> out = make_tensor<T>(Shape{S, B, H}, device);
+  Tensor<T> gates = make_tensor<T>(Shape{S, B, 4 * H}, device);  // r | z | n | W_hn h + b_hn per step and row
+  if (B > 0) {
+    Tensor<T> gh = make_tensor<T>(Shape{B, 3 * H}, device);
+    for (index_t t = 0; t < S; ++t) {
+      const T* h_prev = t == 0 ? device_data(h0) : device_data(out) + (t - 1) * B * H;
+      gemm_on(device, h_prev, false, device_data(weight_hh), true, device_data(gh), B, 3 * H, H, device_data(bias_hh));
+      kernels.gru_cell_forward(device.index(), device_data(gates) + t * B * 4 * H, device_data(out) + t * B * H,
+                               device_data(gi) + t * B * 3 * H, device_data(gh), h_prev, B, H);
+    }
+  }
+  if (!autograd::needs_grad(gi, h0, weight_hh, bias_hh)) return out;
+  autograd::record(
+      out, "GruLayerBackward", {gi, h0, weight_hh, bias_hh},
+      [device, S, B, H, gates, saved_out = autograd::save(out), saved_h0 = autograd::save(h0),
+       saved_w = autograd::save(weight_hh),
+       need = std::array<bool, 4>{gi.requires_grad(), h0.requires_grad(), weight_hh.requires_grad(),
+                                  bias_hh.requires_grad()}](const Tensor<T>& g) {
+        DeviceKernels<T>& on = kernels_for<T>(device, "gru_layer backward");
+        const T* outputs = device_data(saved_out.get());
+        const T* initial = device_data(saved_h0.get());
+        Tensor<T> dgi = make_tensor<T>(Shape{S, B, 3 * H}, device);
+        Tensor<T> dgh = make_tensor<T>(Shape{S, B, 3 * H}, device);
+        Tensor<T> dh = make_tensor<T>(Shape{B, H}, device);
+        Tensor<T> dh_direct = make_tensor<T>(Shape{B, H}, device);
+        device_fill(device, device_data(dh), B * H, T(0));
+        for (index_t t = S - 1; t >= 0 && B > 0; --t) {
+          const T* h_prev = t == 0 ? initial : outputs + (t - 1) * B * H;
+          T* dgh_t = device_data(dgh) + t * B * 3 * H;
+          on.axpy(device.index(), device_data(dh), device_data(g) + t * B * H, B * H, T(1));
+          on.gru_cell_backward(device.index(), device_data(dgi) + t * B * 3 * H, dgh_t, device_data(dh_direct),
+                               device_data(gates) + t * B * 4 * H, h_prev, device_data(dh), B, H);
+          // dh_prev = dh ⊙ z + dgh W_hh
+          gemm_on(device, dgh_t, false, device_data(saved_w.get()), false, device_data(dh), B, H, 3 * H);
+          on.axpy(device.index(), device_data(dh), device_data(dh_direct), B * H, T(1));
+        }
+        autograd::Grads<T> grads(4);
+        if (need[0]) grads[0] = dgi;
+        if (need[1]) grads[1] = dh;
+        if (need[2]) {
+          // dW_hh = Σ_t dgh_tᵀ h_{t−1}: the previous states of all steps side by side.
+          Tensor<T> h_prev = make_tensor<T>(Shape{S, B, H}, device);
+          device_copy(device, device_data(h_prev), initial, static_cast<std::size_t>(B * H) * sizeof(T));
+          device_copy(device, device_data(h_prev) + B * H, outputs,
+                      static_cast<std::size_t>((S - 1) * B * H) * sizeof(T));
+          grads[2] = make_tensor<T>(Shape{3 * H, H}, device);
+          if (S * B > 0)
+            gemm_on(device, device_data(dgh), true, device_data(h_prev), false, device_data(grads[2]), 3 * H, H, S * B);
+          else
+            device_fill(device, device_data(grads[2]), 3 * H * H, T(0));
+        }
+        if (need[3]) grads[3] = sum_to(dgh, Shape{3 * H});
+        return grads;
+      });
+  return out;
+}
+
 }  // namespace detail
 
 template <typename T>
@@ -126,6 +192,8 @@ Tensor<T> gru_layer(const Tensor<T>& gi, const Tensor<T>& h0, const Tensor<T>& w
   const index_t S = gi.shape()[0], B = gi.shape()[1];
   HEED_CHECK(h0.shape() == (Shape{B, H}), ShapeError, "gru_layer: h0 must be (batch, num_hiddens) = (", B, ", ", H,
              "), got ", to_string(h0.shape()));
+  if (detail::on_device("gru_layer", gi, h0, weight_hh, bias_hh))
+    return detail::gru_layer_on_device(gi.device(), gi, h0, weight_hh, bias_hh);
 
   Tensor<T> out = detail::make_tensor<T>(Shape{S, B, H});
   // Per step and row: r | z | n | W_hn h + b_hn, what backward reads.

@@ -135,6 +135,47 @@
   X(softmax_backward, (int device, T* grad_in, const T* grad_out, const T* y, index_t rows, index_t cols),           \
     (device, grad_in, grad_out, y, rows, cols))
 
+// ---- comparisons and what they select (src/cuda/compare.cu) -----------------------------
+
+#define HEED_KERNELS_COMPARE(X, T)                                                                                     \
+  /* out (bool, contiguous, `a_shape.sizes`) = a op b, each read through its broadcast strides. */                     \
+  X(compare,                                                                                                           \
+    (int device, CompareOp op, bool* out, const T* a, const StridedShape& a_shape, const T* b,                         \
+     const StridedShape& b_shape),                                                                                     \
+    (device, op, out, a, a_shape, b, b_shape))                                                                         \
+  /* out (contiguous, `cond_shape.sizes`) = cond ? a : b, each read through its broadcast strides. */                  \
+  X(where,                                                                                                             \
+    (int device, T* out, const bool* cond, const StridedShape& cond_shape, const T* a, const StridedShape& a_shape,    \
+     const T* b, const StridedShape& b_shape),                                                                         \
+    (device, out, cond, cond_shape, a, a_shape, b, b_shape))                                                           \
+  /* out = min(max(x, lo), hi), and its backward dx = g where lo ≤ x ≤ hi, else 0 (heed/detail/rules.hpp). */      \
+  X(clamp, (int device, T* out, const T* x, index_t n, T lo, T hi), (device, out, x, n, lo, hi))                       \
+  X(clamp_backward, (int device, T* dx, const T* g, const T* x, index_t n, T lo, T hi), (device, dx, g, x, n, lo, hi)) \
+  /* For x as (outer, size, inner): the extreme over `size` of each (outer, inner) (max, or min with !largest; NaN     \
+     wins) and the index of its first occurrence. */                                                                   \
+  X(extreme_along,                                                                                                     \
+    (int device, T* values, std::int64_t* indices, const T* x, index_t outer, index_t size, index_t inner,             \
+     bool largest),                                                                                                    \
+    (device, values, indices, x, outer, size, inner, largest))                                                         \
+  /* Its backward: dx (outer, size, inner), zero on entry, gets g (outer, inner) at each index. */                     \
+  X(scatter_along,                                                                                                     \
+    (int device, T* dx, const T* g, const std::int64_t* indices, index_t outer, index_t size, index_t inner),          \
+    (device, dx, g, indices, outer, size, inner))
+
+// ---- the GRU cell (src/cuda/gru.cu) -------------------------------------------------------
+
+#define HEED_KERNELS_GRU(X, T)                                                                                            \
+  /* One GRU step of B rows (heed/ops/gru.hpp) from gi = x W_ihᵀ + b_ih and gh = h W_hhᵀ + b_hh (B, 3H, gates r | z | \
+     n): the gates r | z | n | W_hn h + b_hn (B, 4H), what backward reads, and h' = n + z ⊙ (h − n) (B, H). */        \
+  X(gru_cell_forward,                                                                                                     \
+    (int device, T* gates, T* h_next, const T* gi, const T* gh, const T* h_prev, index_t B, index_t H),                   \
+    (device, gates, h_next, gi, gh, h_prev, B, H))                                                                        \
+  /* Its backward from dh = d loss / d h': d of the gates' pre-activations dgi (B, 3H), d(W_hh h + b_hh) dgh (B, 3H),     \
+     and dh ⊙ z (B, H), the part of d loss / d h that does not go through W_hh. */                                      \
+  X(gru_cell_backward,                                                                                                    \
+    (int device, T* dgi, T* dgh, T* dh_direct, const T* gates, const T* h_prev, const T* dh, index_t B, index_t H),       \
+    (device, dgi, dgh, dh_direct, gates, h_prev, dh, B, H))
+
 // ---- decoding's token choice (src/cuda/token_choice.cu) -----------------------------------
 
 namespace heed {
@@ -160,4 +201,6 @@ constexpr std::int64_t kDeviceTopTokens = 16;
   HEED_KERNELS_EMBEDDING(X, T)     \
   HEED_KERNELS_CROSS_ENTROPY(X, T) \
   HEED_KERNELS_SOFTMAX(X, T)       \
+  HEED_KERNELS_COMPARE(X, T)       \
+  HEED_KERNELS_GRU(X, T)           \
   HEED_KERNELS_TOKEN_CHOICE(X, T)

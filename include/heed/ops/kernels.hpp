@@ -60,6 +60,13 @@ DeviceKernels<T>& kernels_for(Device device, const char* op) {
   }
 }
 
+/// The floating type of T's width, whose copies move T's bits unchanged: a strided copy
+/// only reads and writes whole elements, so an int64 tensor's runs as doubles' (8 bytes)
+/// and a 4-byte one's as floats'. Other widths (bool) have none: kernels_for throws.
+template <typename T>
+using SameWidthFloat =
+    std::conditional_t<sizeof(T) == sizeof(double), double, std::conditional_t<sizeof(T) == sizeof(float), float, T>>;
+
 /// The kernels serving x's device, for an op on x.
 template <typename T>
 DeviceKernels<T>& kernels_for(const Tensor<T>& x, const char* op) {

@@ -71,14 +71,6 @@ struct Reduced {
   }
 };
 
-/// Whether a is a better extreme than b: larger (smaller with !largest), and NaN beats
-/// every number, as PyTorch's max and min propagate it.
-template <typename T>
-bool beats(T a, T b, bool largest) {
-  if (a != a) return b == b;  // NaN
-  return largest ? a > b : a < b;
-}
-
 /// Max (min with !largest) over dim (keepdim shape) and the index of the first one.
 template <typename T>
 std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim, const char* op, bool largest = true) {
@@ -86,8 +78,13 @@ std::pair<Tensor<T>, Tensor<std::int64_t>> max_along(const Tensor<T>& x, int dim
   HEED_CHECK(s.size > 0, ValueError, op, ": cannot reduce over dim ", dim, " of size 0 (shape ", to_string(x.shape()),
              ")");
   const Shape kept = x.dim() ? kept_shape(x.shape(), dim) : Shape{};
-  Tensor<T> values = make_tensor<T>(kept);
-  Tensor<std::int64_t> indices = make_tensor<std::int64_t>(kept);
+  Tensor<T> values = make_tensor<T>(kept, x.device());
+  Tensor<std::int64_t> indices = make_tensor<std::int64_t>(kept, x.device());
+  if (!x.is_cpu()) {
+    kernels_for(x, op).extreme_along(x.device().index(), device_data(values), device_data(indices), device_data(x),
+                                     s.outer, s.size, s.inner, largest);
+    return {values, indices};
+  }
   const T* in = x.data();
   for (index_t o = 0; o < s.outer; ++o) {
     for (index_t i = 0; i < s.inner; ++i) {
@@ -353,6 +350,12 @@ Tensor<T> extreme(const Tensor<T>& x, bool largest, const char* op, const char* 
   if (autograd::needs_grad(x))
     autograd::record(out, backward_name, {x}, [x = x.detach(), value = out.item()](const Tensor<T>& g) {
       const bool nan = value != value;
+      if (!x.is_cpu()) {  // the share of g at each tie, as below, from a mask of the ties
+        const Tensor<bool> ties = nan ? ne(x, x) : eq(x, value);
+        const Tensor<T> zero = scalar_on(x.device(), T(0));
+        const T count = sum(where(ties, scalar_on(x.device(), T(1)), zero)).item();
+        return autograd::Grads<T>{where(ties, scalar_on(x.device(), g.item() / count), zero)};
+      }
       const auto ties = [&](T v) { return nan ? v != v : v == value; };
       index_t count = 0;
       for (index_t i = 0; i < x.numel(); ++i) count += ties(x.data()[i]);
@@ -379,6 +382,15 @@ ValuesIndices<T> extreme_along(const Tensor<T>& x, int dim, bool keepdim, bool l
   }
   if (autograd::needs_grad(x))
     autograd::record(values, backward_name, {x}, [shape = x.shape(), dim, indices](const Tensor<T>& g) {
+      if (!g.is_cpu()) {
+        Tensor<T> dx = make_tensor<T>(shape, g.device());
+        device_fill(g.device(), device_data(dx), dx.numel(), T(0));
+        const DimSplit s(shape, dim);
+        kernels_for(g, "max backward")
+            .scatter_along(g.device().index(), device_data(dx), device_data(g), device_data(indices), s.outer, s.size,
+                           s.inner);
+        return autograd::Grads<T>{dx};
+      }
       Tensor<T> dx = make_tensor<T>(shape);
       dx.array().setZero();
       const DimSplit s(shape, dim);

@@ -32,9 +32,10 @@ inline std::vector<index_t> sequence_lens(const IndexTensor& valid_len, index_t 
   HEED_CHECK(valid_len.defined(), ValueError, op, ": valid_len is undefined");
   HEED_CHECK(valid_len.shape() == Shape{batch}, ShapeError, op, ": valid_len of shape ", to_string(valid_len.shape()),
              " does not match a batch of ", batch, " sequences; expected (", batch, ")");
+  const IndexTensor on_host = valid_len.to(Device::cpu());  // a device's lengths come back: few, and checked here
   std::vector<index_t> lens(static_cast<std::size_t>(batch));
   for (index_t b = 0; b < batch; ++b) {
-    const std::int64_t len = valid_len.data()[b];
+    const std::int64_t len = on_host.data()[b];
     HEED_CHECK(len >= 0, ValueError, op, ": valid_len must not be negative, got ", len, " at index ", b);
     lens[static_cast<std::size_t>(b)] = std::min<index_t>(len, num_steps);
   }
@@ -44,6 +45,15 @@ inline std::vector<index_t> sequence_lens(const IndexTensor& valid_len, index_t 
 /// out = x with each sequence's steps from lens[b] on set to value; x: (batch, steps, inner).
 template <typename T>
 Tensor<T> keep_prefixes(const Tensor<T>& x, const std::vector<index_t>& lens, T value) {
+  if (!x.is_cpu()) {  // where() under a (batch, steps, 1, …) mask of the kept steps, made here
+    Shape mask_shape{x.shape()[0], x.shape()[1]};
+    for (int d = 2; d < x.dim(); ++d) mask_shape.push_back(1);
+    Tensor<bool> kept = make_tensor<bool>(mask_shape);
+    for (index_t b = 0; b < mask_shape[0]; ++b)
+      for (index_t t = 0; t < mask_shape[1]; ++t)
+        kept.data()[b * mask_shape[1] + t] = t < lens[static_cast<std::size_t>(b)];
+    return where(kept.to(x.device()), x.detach(), scalar_on(x.device(), value));
+  }
   Tensor<T> out = make_tensor<T>(x.shape());
   const index_t batch = x.shape()[0], block = batch > 0 ? x.numel() / batch : 0;
   const index_t inner = x.shape()[1] > 0 ? block / x.shape()[1] : 0;

@@ -13,6 +13,7 @@
 
 #include "heed/ops/elementwise.hpp"
 #include "heed/ops/reduce.hpp"
+#include "heed/ops/shape.hpp"
 
 namespace heed {
 namespace detail {
@@ -46,7 +47,7 @@ Tensor<T> over_dim(const Shape& shape, int dim, Row&& row, SlabFn&& slab, const 
 template <typename T>
 Tensor<T> softmax_backward(const Tensor<T>& g, const Tensor<T>& y, int dim) {
   if (on_device("softmax backward", g, y)) {
-    HEED_CHECK(dim == g.dim() - 1, DeviceError, "softmax backward: on ", to_string(g.device()),
+    HEED_CHECK(g.dim() == 0 || dim == g.dim() - 1, DeviceError, "softmax backward: on ", to_string(g.device()),
                " only over the last dim, not dim ", dim, " of ", to_string(g.shape()));
     Tensor<T> grad = make_tensor<T>(g.shape(), g.device());
     const index_t cols = g.dim() == 0 ? 1 : g.shape()[-1];
@@ -60,6 +61,18 @@ Tensor<T> softmax_backward(const Tensor<T>& g, const Tensor<T>& y, int dim) {
       [](auto dx, const auto& gg, const auto& yy) { dx = yy * (gg.rowwise() - (gg * yy).colwise().sum()); }, g, y);
 }
 
+/// Softmax over the last dim on a device: the masked softmax kernel, without a mask.
+template <typename T>
+Tensor<T> softmax_last_on_device(const Tensor<T>& x) {
+  const index_t cols = x.dim() == 0 ? 1 : x.shape()[-1];
+  Tensor<T> out = make_tensor<T>(x.shape(), x.device());
+  if (x.numel() > 0)
+    kernels_for(x, "softmax")
+        .masked_softmax_forward(x.device().index(), device_data(out), device_data(x), 1, 1, x.numel() / cols, cols,
+                                SoftmaxMask<T>{});
+  return out;
+}
+
 }  // namespace detail
 
 template <typename T>
@@ -67,19 +80,22 @@ Tensor<T> softmax(const Tensor<T>& x, int dim) {
   detail::check_defined(x, "softmax", "x");
   detail::check_floating<T>("softmax");
   dim = detail::normalize_dim(dim, x.dim(), "softmax");
-  Tensor<T> out = detail::over_dim<T>(
-      x.shape(), dim,
-      [](auto y, const auto& in) {
-        y = (in - in.maxCoeff()).exp();  // subtracting the max keeps exp from overflowing
-        detail::flush_exp_underflow(y.data(), y.size());
-        y *= T(1) / y.sum();
-      },
-      [](auto y, const auto& in) {
-        y = (in.rowwise() - in.colwise().maxCoeff()).exp();
-        detail::flush_exp_underflow(y.data(), y.size());
-        y.rowwise() /= y.colwise().sum();
-      },
-      x);
+  // A device's kernel takes rows of the last dim: another dim goes there and back.
+  if (!x.is_cpu() && x.dim() > 1 && dim != x.dim() - 1) return transpose(softmax(transpose(x, dim, -1), -1), dim, -1);
+  Tensor<T> out = !x.is_cpu() ? detail::softmax_last_on_device(x)
+                              : detail::over_dim<T>(
+                                    x.shape(), dim,
+                                    [](auto y, const auto& in) {
+                                      y = (in - in.maxCoeff()).exp();  // subtracting the max keeps exp from overflowing
+                                      detail::flush_exp_underflow(y.data(), y.size());
+                                      y *= T(1) / y.sum();
+                                    },
+                                    [](auto y, const auto& in) {
+                                      y = (in.rowwise() - in.colwise().maxCoeff()).exp();
+                                      detail::flush_exp_underflow(y.data(), y.size());
+                                      y.rowwise() /= y.colwise().sum();
+                                    },
+                                    x);
   if (autograd::needs_grad(x))
     autograd::record(out, "SoftmaxBackward", {x}, [dim, saved = autograd::save(out)](const Tensor<T>& g) {
       return autograd::Grads<T>{detail::softmax_backward(g, saved.get(), dim)};
@@ -92,6 +108,13 @@ Tensor<T> log_softmax(const Tensor<T>& x, int dim) {
   detail::check_defined(x, "log_softmax", "x");
   detail::check_floating<T>("log_softmax");
   dim = detail::normalize_dim(dim, x.dim(), "log_softmax");
+  if (!x.is_cpu()) {
+    if (x.dim() > 0 && x.shape()[dim] == 0) return clone(x);  // nothing to reduce over, nothing out
+    // x − (max + log Σ exp(x − max)), the CPU's formula, from ops with device kernels; the
+    // max only keeps exp in range, so the graph holds it as a constant.
+    const Tensor<T> max = heed::max(x.detach(), dim, true);
+    return x - (max + log(sum(exp(x - max), dim, true)));
+  }
   Tensor<T> out = detail::over_dim<T>(
       x.shape(), dim,
       [](auto y, const auto& in) {

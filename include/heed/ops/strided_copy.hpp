@@ -88,8 +88,10 @@ Tensor<T> gather_strided(const Tensor<T>& x, index_t src_offset, const index_t* 
                          int rank, const Shape& out_shape) {
   if (!x.is_cpu()) {
     Tensor<T> out = make_tensor<T>(out_shape, x.device());
-    kernels_for(x, "strided copy")
-        .copy_strided(x.device().index(), device_data(out), device_data(x) + src_offset,
+    using Bits = SameWidthFloat<T>;  // an index tensor's transpose copies its bits as doubles
+    kernels_for<Bits>(x.device(), "strided copy")
+        .copy_strided(x.device().index(), reinterpret_cast<Bits*>(device_data(out)),
+                      reinterpret_cast<const Bits*>(device_data(x) + src_offset),
                       strided_view(sizes, src_strides, rank));
     return out;
   }

@@ -22,6 +22,8 @@ struct StridedShape {
 };
 
 enum class BinaryOp { add, sub, mul, div };
+/// A comparison, or a logical op of x != 0 and y != 0 (heed/ops/elementwise.hpp).
+enum class CompareOp { eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor };
 enum class UnaryOp { exp, log, sqrt, tanh, sigmoid, relu, gelu, abs, sin, cos, silu, softplus };
 
 /// The constants of one Adam step, in PyTorch's order of operations (heed/optim/adam.hpp).
