@@ -123,8 +123,8 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
             .large({Case{{Shape{1100, 16}, Shape{700, 16}, Shape{700}}, {1}, cycle(Shape{1100}, 700)}})
             .autocast(1e-2));
   }
-  // index: valid lengths; args {causal, dropout in %, seed of the generator}. No CUDA
-  // implementation but for no queries or no keys, which take the classic path.
+  // index: valid lengths; args {causal, dropout in %, seed of the generator}. A CUDA
+  // device takes the classic path (kv heads through index_select).
   t.push_back(
       entry(
           "scaled_dot_product_attention", op([](const auto& x, const Case& c) {
@@ -147,7 +147,6 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
           .reference(attention_ref)
           .tolerance(1e-10)
           .inputs({Domain{-2, 2}})
-          .on_device(DS::none)
           .large({Case{{Shape{3, 2, 70, 8}, Shape{3, 2, 70, 8}, Shape{3, 2, 70, 8}}, {1, 10, 3}}}));
   // ---- shape ops: views
   t.push_back(entry("reshape", op([](const auto& x, const Case& c) { return heed::reshape(x[0], c.args); }),

@@ -375,6 +375,40 @@ TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", 
   }
 }
 
+TEST_CASE("bf16 mixed-precision training on the device follows the CPU's", "[cuda]") {
+  // TrainOptions::precision bf16 on a device: the products an AutocastGuard rounds on the
+  // CPU (the same size rule) take bf16 operands on the device too, summed in fp32
+  // (cuBLAS's tensor cores; the emulation rounds the operands as the CPU does). So over
+  // a few steps (not epochs: training amplifies any difference) the losses agree to the
+  // fp32 sums' order, far closer than either is to fp32's.
+  using T = float;
+  using Net = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
+  const auto train = [&](Device device, heed::Precision precision) {
+    heed::NmtData data = heed::load_data_nmt_text(heed::builtin_fra_eng(), 64, 10, 256, /*seed=*/5);
+    heed::Generator init(51);
+    heed::TransformerOptions transformer;
+    transformer.generator = &init;
+    Net net(std::make_unique<heed::TransformerEncoder<T>>(data.src_vocab.size(), 32, 32, 32, 32, Shape{32}, 32, 64, 4,
+                                                          2, 0.1, false, transformer),
+            std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 32, 32, 32, 32, Shape{32}, 32, 64, 4,
+                                                          2, 0.1, transformer));
+    net.to(device);
+    heed::TrainOptions options;
+    heed::Generator order(52);
+    options.generator = &order;
+    options.precision = precision;
+    options.max_steps = 3;
+    heed::manual_seed(53);  // dropout's generator
+    return heed::train_seq2seq<T>(net, data.data_iter, 0.005, 1, data.tgt_vocab, options).losses.at(0);
+  };
+  const double cpu_bf16 = train(Device::cpu(), heed::Precision::bf16);
+  const double gpu_bf16 = train(gpu, heed::Precision::bf16);
+  const double gpu_fp32 = train(gpu, heed::Precision::fp32);
+  INFO("CPU bf16 " << cpu_bf16 << ", device bf16 " << gpu_bf16 << ", device fp32 " << gpu_fp32);
+  CHECK(gpu_bf16 == Approx(cpu_bf16).epsilon(5e-5));
+  CHECK(std::abs(gpu_bf16 - gpu_fp32) > 10 * std::abs(gpu_bf16 - cpu_bf16));
+}
+
 TEST_CASE("a Transformer on the device translates as on the CPU", "[cuda]") {
   // Greedy, beam search, sampling, a target prefix and the attention weights, in double,
   // by a net trained until its sentences end at different steps (so that rows leave
@@ -552,6 +586,62 @@ TEMPLATE_TEST_CASE("decoding's token choice on the device is the CPU's", "[cuda]
   }
   CHECK_ERROR(heed::ValueError, "top_log_probs: 17 tokens a row on cuda:0, at most 16",
               heed::detail::top_log_probs_on_device(on_device, rows, V, 17, banned_there, eos_banned, eos,
+                                                    static_cast<heed::detail::TopToken<T>*>(nullptr), nullptr));
+}
+
+TEMPLATE_TEST_CASE("sampling's draw on the device is the CPU's", "[cuda]", float, double) {
+  // sample_token against its kernel with the same uniform draws: temperatures, top_k of
+  // 0 (all), 1, 5 (with ties at the threshold: rounded logits) and 16, banned tokens,
+  // <eos> banned in some rows, a row of 5 tokens left and one of none.
+  using T = TestType;
+  const index_t rows = 7, V = 300, eos = 2;
+  heed::Generator gen(36);
+  std::vector<T> logits = heed::randn<T>({rows, V}, gen).to_vector();
+  for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = std::round(logits[i] * 4) / 4;
+  for (index_t j = 0; j < V - 5; ++j) logits[static_cast<std::size_t>(5 * V + j)] = -INFINITY;  // row 5: 5 tokens left
+  for (index_t j = 0; j < V; ++j)
+    if (j != 0 && j != 7) logits[static_cast<std::size_t>(6 * V + j)] = -INFINITY;  // row 6: only banned ones
+  const std::vector<index_t> banned = {0, 1, 7};
+  const heed::IndexTensor banned_there = heed::IndexTensor(banned, Shape{3}).to(gpu);
+  const std::vector<std::int64_t> eos_banned = {1, 0, 0, 1, 0, 0, 0};
+  const Tensor<T> on_device = Tensor<T>(logits, Shape{rows, 1, V}).to(gpu);
+  for (const double temperature : {1.0, 0.7})
+    for (const index_t top_k : {0, 1, 5, 16}) {
+      heed::PredictOptions options;
+      options.sample = true;
+      options.temperature = temperature;
+      options.top_k = top_k;
+      std::vector<double> uniforms;
+      for (index_t r = 0; r < rows; ++r)
+        uniforms.push_back(heed::Generator(static_cast<std::uint64_t>(100 + r)).uniform());
+      std::vector<heed::detail::TopToken<T>> device(rows), cpu(rows);
+      std::vector<std::size_t> device_found(rows);
+      heed::detail::sample_tokens_on_device(on_device, rows, V, banned_there, eos_banned, eos, temperature, top_k,
+                                            uniforms, device.data(), device_found.data());
+      std::set<index_t> chosen;
+      for (index_t r = 0; r < rows; ++r) {
+        INFO("temperature " << temperature << ", top_k " << top_k << ", row " << r);
+        std::vector<T> row(logits.begin() + r * V, logits.begin() + (r + 1) * V);
+        std::vector<index_t> forbidden = banned;
+        if (eos_banned[static_cast<std::size_t>(r)]) forbidden.push_back(eos);
+        heed::Generator draws(static_cast<std::uint64_t>(100 + r));
+        heed::detail::SampleScratch scratch;
+        const std::size_t found =
+            heed::detail::sample_token(row.data(), V, cpu.data() + r, forbidden, options, draws, scratch);
+        REQUIRE(device_found[static_cast<std::size_t>(r)] == found);
+        CHECK(found == (r == 6 ? 0u : 1u));
+        if (!found) continue;
+        CHECK(device[static_cast<std::size_t>(r)].token == cpu[static_cast<std::size_t>(r)].token);
+        CHECK(device[static_cast<std::size_t>(r)].log_prob ==
+              Approx(cpu[static_cast<std::size_t>(r)].log_prob).epsilon(1e-5));
+        chosen.insert(cpu[static_cast<std::size_t>(r)].token);
+      }
+      CHECK(chosen.size() >= (top_k == 1 ? 2u : 4u));  // the draws differ
+    }
+  CHECK_ERROR(heed::ValueError,
+              "sample_token: top_k 17 on cuda:0 must be in [0, 16] and the temperature positive, got 1",
+              heed::detail::sample_tokens_on_device(on_device, rows, V, banned_there, eos_banned, eos, 1.0, 17,
+                                                    std::vector<double>(rows),
                                                     static_cast<heed::detail::TopToken<T>*>(nullptr), nullptr));
 }
 

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # benchmarks/cuda/run.sh — on a machine with an NVIDIA GPU: builds heed's CUDA backend
-# for sm_90, runs every CUDA test (each op against the CPU), then times the kernels and
-# training (bench_cuda), its table printed last. A few minutes on an H100/H200.
+# for sm_90, runs every CUDA test (each op against the CPU), times the kernels and
+# training (bench_cuda), then heed beside PyTorch on the same GPU (compare_torch.py:
+# training fp32 and bf16 autocast, attention, greedy and beam decoding), its table
+# printed last and written to build/cuda-bench/peers/compare.json. About ten minutes on
+# an H100/H200; HEED_CUDA_PEERS=0 leaves out the comparison with PyTorch.
 #
 #   benchmarks/cuda/run.sh [--quick]
 #
@@ -26,7 +29,7 @@ configure() {
     -DCMAKE_CUDA_ARCHITECTURES=90 -DHEED_BUILD_EXAMPLES=OFF -DHEED_BUILD_BENCHMARKS=OFF -DHEED_BUILD_HEADER_CHECK=OFF \
     -DHEED_INSTALL=OFF "${extra[@]}" "$@" >/dev/null
 }
-build() { cmake --build "$build" --target heed_cuda_tests bench_cuda; }
+build() { cmake --build "$build" --target heed_cuda_tests bench_cuda bench_cuda_peers; }
 status=0
 echo "== build ($(date +%T))"
 configure -DHEED_WARNINGS_AS_ERRORS=ON
@@ -40,5 +43,10 @@ echo "== CUDA tests ($(date +%T))"
 timeout "${HEED_CUDA_TEST_TIMEOUT:-300}" "$build/tests/heed_cuda_tests" --durations yes || status=$?
 echo "== timings ($(date +%T))"
 timeout "${HEED_CUDA_BENCH_TIMEOUT:-240}" "$build/benchmarks/cuda/bench_cuda" "$@" || status=$?
+if [ "${HEED_CUDA_PEERS:-1}" != 0 ]; then
+  echo "== heed beside PyTorch on this GPU ($(date +%T))"
+  timeout "${HEED_CUDA_PEERS_TIMEOUT:-300}" python3 benchmarks/cuda/compare_torch.py \
+    "$build/benchmarks/cuda/bench_cuda_peers" "$build/peers" "$@" || status=$?
+fi
 echo "== done ($(date +%T)), status $status"
 exit "$status"

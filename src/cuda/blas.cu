@@ -8,7 +8,8 @@ namespace heed::cuda {
 
 template <typename T>
 void gemm_strided_batched(int device, bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a,
-                          index_t stride_a, const T* b, index_t stride_b, T* c, index_t stride_c, index_t batches) {
+                          index_t stride_a, const T* b, index_t stride_b, T* c, index_t stride_c, index_t batches,
+                          bool bf16_products) {
   if (m == 0 || n == 0 || batches == 0) return;
   if (k == 0) {  // an empty sum: C = 0
     for (index_t i = 0; i < batches; ++i) fill(device, c + i * stride_c, m * n, T(0));
@@ -18,7 +19,7 @@ void gemm_strided_batched(int device, bool trans_a, bool trans_b, index_t m, ind
   const cudaDataType_t type = is_float ? CUDA_R_32F : CUDA_R_64F;
   cublasComputeType_t compute = is_float ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
   if (is_float && math_mode() == MathMode::tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  if (is_float && math_mode() == MathMode::bf16) compute = CUBLAS_COMPUTE_32F_FAST_16BF;
+  if (is_float && (bf16_products || math_mode() == MathMode::bf16)) compute = CUBLAS_COMPUTE_32F_FAST_16BF;
   const T one = 1, zero = 0;
   cublasHandle_t handle = detail::cublas_for(device);
   // cuBLAS takes int sizes and batch counts: larger batches go in several calls.

@@ -6,13 +6,17 @@
 // arguments each kernel gets), and each kernel here runs the per-element and per-row
 // arithmetic the real kernels share with it (kernels.cuh), in plain loops. What it
 // cannot check is what only a GPU does: launches, warp reductions, cuBLAS itself, and
-// the TF32/bf16 math modes (products here are exact). cuBLAS's column-major call is
-// emulated by a reference GEMM that reads its arguments as cuBLAS would.
+// the TF32/bf16 math modes (products here are exact, but for a call's bf16_products,
+// whose operands it rounds). cuBLAS's column-major call is emulated by a reference GEMM
+// that reads its arguments as cuBLAS would.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <vector>
 
 #include "caching_allocator.hpp"
 #include "heed/core/error.hpp"
@@ -35,15 +39,28 @@ void check_device(int device, const char* call) {
 
 std::atomic<MathMode> g_math_mode{MathMode::float32};
 
-/// cublasGemmStridedBatchedEx's arithmetic for one product, column-major.
+/// x rounded to the nearest bf16 (ties to even), as a float: NaN stays NaN.
+float to_bf16(float x) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return x;
+  bits = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
+double to_bf16(double x) { return x; }  // bf16 products are float's
+
+/// cublasGemmStridedBatchedEx's arithmetic for one product, column-major; with
+/// bf16_products, of the operands rounded to bf16 (its CUBLAS_COMPUTE_32F_FAST_16BF).
 template <typename T>
-void reference_gemm(const kernels::ColumnMajorGemm& call, const T* first, const T* second, T* c) {
+void reference_gemm(const kernels::ColumnMajorGemm& call, const T* first, const T* second, T* c, bool bf16_products) {
   for (index_t j = 0; j < call.cols; ++j)
     for (index_t i = 0; i < call.rows; ++i) {
       T sum = 0;
       for (index_t l = 0; l < call.inner; ++l) {
-        const T x = call.trans_first ? first[l + i * call.ld_first] : first[i + l * call.ld_first];
-        const T y = call.trans_second ? second[j + l * call.ld_second] : second[l + j * call.ld_second];
+        T x = call.trans_first ? first[l + i * call.ld_first] : first[i + l * call.ld_first];
+        T y = call.trans_second ? second[j + l * call.ld_second] : second[l + j * call.ld_second];
+        if (bf16_products) x = to_bf16(x), y = to_bf16(y);
         sum += x * y;
       }
       c[i + j * call.ld_c] = sum;
@@ -97,10 +114,12 @@ MathMode math_mode() { return g_math_mode; }
 
 template <typename T>
 void gemm_strided_batched(int device, bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a,
-                          index_t stride_a, const T* b, index_t stride_b, T* c, index_t stride_c, index_t batches) {
+                          index_t stride_a, const T* b, index_t stride_b, T* c, index_t stride_c, index_t batches,
+                          bool bf16_products) {
   check_device(device, "cublasGemmStridedBatchedEx");
   const kernels::ColumnMajorGemm call = kernels::column_major_gemm(trans_a, trans_b, m, n, k);
-  for (index_t i = 0; i < batches; ++i) reference_gemm(call, b + i * stride_b, a + i * stride_a, c + i * stride_c);
+  for (index_t i = 0; i < batches; ++i)
+    reference_gemm(call, b + i * stride_b, a + i * stride_a, c + i * stride_c, bf16_products);
 }
 
 template <typename T>
@@ -413,6 +432,59 @@ void gru_cell_backward(int device, T* dgi, T* dgh, T* dh_direct, const T* gates,
                        index_t B, index_t H) {
   check_device(device, "gru_cell_backward");
   for (index_t e = 0; e < B * H; ++e) kernels::gru_cell_backward_one(e, dgi, dgh, dh_direct, gates, h_prev, dh, H);
+}
+
+template <typename T>
+void sample_tokens(int device, T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits, index_t rows,
+                   index_t V, const std::int64_t* banned, index_t num_banned, const std::int64_t* eos_banned,
+                   std::int64_t eos, double temperature, index_t top_k, const double* uniforms) {
+  check_device(device, "sample_tokens");
+  if (top_k < 0 || top_k > kDeviceTopTokens || !(temperature > 0.0))
+    throw CudaError(heed::detail::concat("sample_tokens on cuda:0: top_k ", top_k, " is not in [0, ", kDeviceTopTokens,
+                                         "] or temperature ", temperature, " is not positive"));
+  std::vector<double> p(static_cast<std::size_t>(V)), values;
+  for (index_t r = 0; r < rows; ++r) {
+    const T* row = logits + r * V;
+    T max = -INFINITY, kept_max = -INFINITY;
+    for (index_t j = 0; j < V; ++j) max = row[j] > max ? row[j] : max;
+    T sum = 0;
+    for (index_t j = 0; j < V; ++j) sum += std::exp(row[j] - max);
+    const T normaliser = max + std::log(sum);
+    const auto allowed = [&](index_t j) {
+      return kernels::choosable(row[j], j, banned, num_banned, eos_banned[r] != 0, eos);
+    };
+    index_t count = 0;
+    for (index_t j = 0; j < V; ++j)
+      if (allowed(j)) kept_max = row[j] > kept_max ? row[j] : kept_max, ++count;
+    found[r] = 0;
+    if (!(kept_max > T(-INFINITY))) continue;
+    // heed/seq2seq/token_choice.hpp's sample_token, step for step.
+    for (index_t j = 0; j < V; ++j)
+      p[static_cast<std::size_t>(j)] =
+          allowed(j) ? std::exp(static_cast<double>(row[j] - kept_max) / temperature) : 0.0;
+    if (top_k > 0 && top_k < count) {
+      values = p;
+      std::nth_element(values.begin(), values.begin() + (top_k - 1), values.end(), std::greater<double>());
+      const double threshold = values[static_cast<std::size_t>(top_k - 1)];
+      for (double& q : p)
+        if (q < threshold) q = 0.0;
+    }
+    double total = 0.0;
+    for (const double q : p) total += q;
+    const double u = uniforms[r] * total;
+    double running = 0.0;
+    index_t chosen = -1;
+    for (index_t j = 0; j < V; ++j) {
+      const double q = p[static_cast<std::size_t>(j)];
+      if (q <= 0.0) continue;
+      chosen = j;
+      running += q;
+      if (running > u) break;
+    }
+    log_probs[r] = row[chosen] - normaliser;
+    tokens[r] = chosen;
+    found[r] = 1;
+  }
 }
 
 template <typename T>

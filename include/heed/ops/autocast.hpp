@@ -14,6 +14,8 @@
 // else stays fp32: parameters, gradients and the optimiser (PyTorch's "master
 // weights"), softmax, LayerNorm, the loss. Unlike PyTorch's, a product's output is
 // fp32, not bf16 (its fp32 sum, rounded once): the elementwise ops after it stay exact.
+// On a CUDA device the same products (the same size rule) go to cuBLAS with bf16
+// operands and fp32 sums (CUBLAS_COMPUTE_32F_FAST_16BF, the tensor cores).
 //
 // Products below kAutocastMinWork multiply-adds, or with fewer than kAutocastMinDepth
 // terms per sum, stay fp32: converting their operands costs more than bf16 saves. The

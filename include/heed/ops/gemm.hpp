@@ -394,13 +394,15 @@ void sum_rows(const T* g, index_t rows, index_t cols, T* out) {
 }
 
 /// gemm on `device`: gemm above on the CPU, cuBLAS on a CUDA device (pointers into tensors
-/// on that device; there the bias is added to the product's rows in place, after it).
+/// on that device; there the bias is added to the product's rows in place, after it, and
+/// under an AutocastGuard of bf16 the same products as on the CPU take bf16 operands).
 template <typename T>
 void gemm_on(Device device, const T* a, bool trans_a, const T* b, bool trans_b, T* c, index_t m, index_t n, index_t k,
              const T* bias = nullptr) {
   if (!device.is_cpu()) {
     DeviceKernels<T>& kernels = kernels_for<T>(device, "matmul");
-    kernels.gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1);
+    kernels.gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, a, 0, b, 0, c, 0, 1,
+                                 std::is_same_v<T, float> && autocast_bf16(m, n, k));
     if (bias != nullptr) {
       const StridedShape rows_of_c{2, {m, n}, {n, 1}}, bias_per_row{2, {m, n}, {0, 1}};
       kernels.binary(device.index(), BinaryOp::add, c, c, rows_of_c, bias, bias_per_row);

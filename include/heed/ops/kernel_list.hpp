@@ -26,11 +26,12 @@
 #define HEED_KERNELS_BLAS(X, T)                                                                                      \
   /* For each of `batches` products: C = op(A) · op(B), row-major, op(A) m × k, op(B) k × n, op transposing the   \
      stored matrix when asked; matrix i of each operand starts i · stride elements after the first (stride 0 reuses \
-     one matrix). */                                                                                                 \
+     one matrix). bf16_products (float): the operands rounded to bf16 and summed in fp32, C fp32, as an              \
+     AutocastGuard's products (heed/ops/autocast.hpp); else the math mode's (heed::cuda::set_math_mode). */          \
   X(gemm_strided_batched,                                                                                            \
     (int device, bool trans_a, bool trans_b, index_t m, index_t n, index_t k, const T* a, index_t stride_a,          \
-     const T* b, index_t stride_b, T* c, index_t stride_c, index_t batches),                                         \
-    (device, trans_a, trans_b, m, n, k, a, stride_a, b, stride_b, c, stride_c, batches))
+     const T* b, index_t stride_b, T* c, index_t stride_c, index_t batches, bool bf16_products),                     \
+    (device, trans_a, trans_b, m, n, k, a, stride_a, b, stride_b, c, stride_c, batches, bf16_products))
 
 // ---- element-wise (src/cuda/elementwise.cu) -----------------------------------------------
 
@@ -191,7 +192,18 @@ constexpr std::int64_t kDeviceTopTokens = 16;
   X(top_log_probs,                                                                                                       \
     (int device, T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits, index_t rows, index_t V,      \
      index_t count, const std::int64_t* banned, index_t num_banned, const std::int64_t* eos_banned, std::int64_t eos),   \
-    (device, log_probs, tokens, found, logits, rows, V, count, banned, num_banned, eos_banned, eos))
+    (device, log_probs, tokens, found, logits, rows, V, count, banned, num_banned, eos_banned, eos))                     \
+  /* For each of `rows` rows, heed/seq2seq/token_choice.hpp's sample_token with the uniform draw uniforms[r]: over       \
+     the tokens top_log_probs may choose, p_v ∝ exp((logit_v − max) / temperature) in double, only the top_k (0:     \
+     all; <= kDeviceTopTokens) most probable kept (ties with the k-th too), and the token where the running sum of       \
+     p in token order passes uniforms[r] · Σ p; its log P (logit − log Σ exp(row)) into log_probs[r], the token     \
+     into tokens[r], found[r] = 1 (0, and nothing else written, where no token may be chosen). */                        \
+  X(sample_tokens,                                                                                                       \
+    (int device, T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits, index_t rows, index_t V,      \
+     const std::int64_t* banned, index_t num_banned, const std::int64_t* eos_banned, std::int64_t eos,                   \
+     double temperature, index_t top_k, const double* uniforms),                                                         \
+    (device, log_probs, tokens, found, logits, rows, V, banned, num_banned, eos_banned, eos, temperature, top_k,         \
+     uniforms))
 
 /// Every device kernel, every family.
 #define HEED_DEVICE_KERNELS(X, T)  \

@@ -81,7 +81,8 @@ Tensor<T> batched_matmul(const Tensor<T>& a, bool trans_a, const Tensor<T>& b, b
       }
       kernels_for<T>(device, "bmm")
           .gemm_strided_batched(device.index(), trans_a, trans_b, m, n, k, pa + at(a_offsets, first), step_a,
-                                pb + at(b_offsets, first), step_b, pc + first * m * n, m * n, last - first);
+                                pb + at(b_offsets, first), step_b, pc + first * m * n, m * n, last - first,
+                                std::is_same_v<T, float> && autocast_bf16(m, n, k));
     }
     return out;
   }

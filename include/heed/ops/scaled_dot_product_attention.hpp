@@ -35,6 +35,9 @@
 //
 // dropout is the probability p of PyTorch's F.scaled_dot_product_attention(dropout_p=):
 // pass 0 outside training. The additive mask is a constant, as in masked_softmax.
+// On a CUDA device it takes the classic path (no fused kernel there yet): the same
+// results and dropout masks, with the weights in memory; each query head reads its kv
+// head through index_select, whose backward sums the heads that share one.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -53,6 +56,7 @@
 #include "heed/ops/dropout.hpp"
 #include "heed/ops/masked_softmax.hpp"
 #include "heed/ops/matmul.hpp"
+#include "heed/ops/shape.hpp"
 
 namespace heed {
 namespace detail {
@@ -536,12 +540,21 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
              "scaled_dot_product_attention: dropout probability must be in [0, 1], got ", dropout);
   const Shape& q = queries.shape();
   const index_t num_keys = keys.shape()[-2];
-  if (q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0 || mask.uniform_when_fully_masked()) {
+  if (!queries.is_cpu() || q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0 || mask.uniform_when_fully_masked()) {
     // Nothing to tile: the classic path gives the zeros of the right shape. d2l's
-    // uniform rows are the classic path's too.
+    // uniform rows are the classic path's too, and a device's (above).
+    Tensor<T> k = keys, v = values;
+    if (q.rank() == 4 && keys.shape()[1] != q[1] && q[1] > 0) {  // query head h reads kv head h / (heads / kv_heads)
+      const index_t group = q[1] / keys.shape()[1];
+      std::vector<std::int64_t> kv_head(static_cast<std::size_t>(q[1]));
+      for (index_t h = 0; h < q[1]; ++h) kv_head[static_cast<std::size_t>(h)] = h / group;
+      const IndexTensor index = IndexTensor(kv_head, Shape{q[1]}).to(keys.device());
+      k = index_select(keys, 1, index);
+      v = index_select(values, 1, index);
+    }
     const T scale = q[-1] > 0 ? T(1) / static_cast<T>(std::sqrt(static_cast<double>(q[-1]))) : T(1);
-    Tensor<T> weights = masked_softmax(matmul(queries * scale, keys, false, true), mask);
-    return matmul(heed::dropout(weights, dropout, dropout > 0.0, gen), values);
+    Tensor<T> weights = masked_softmax(matmul(queries * scale, k, false, true), mask);
+    return matmul(heed::dropout(weights, dropout, dropout > 0.0, gen), v);
   }
   auto plan = std::make_shared<detail::FusedAttention<T>>(
       detail::plan_fused_attention(queries, keys, values, mask, dropout, gen));

@@ -186,10 +186,13 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
       const auto& beams = live[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)])];
       return row % K < static_cast<index_t>(beams.size()) ? &beams[static_cast<std::size_t>(row % K)] : nullptr;
     };
-    // On a device the token choice runs there, and only the best tokens come back, when
+    // On a device the token choice runs there, and only the chosen tokens come back, when
     // each live row forbids `never` and, before min_length, <eos> (no forced or repeated
-    // tokens): the other cases read the logits here.
-    bool choose_on_device = !device.is_cpu() && !sampling && !shortlist && per_row <= std::size_t(kDeviceTopTokens);
+    // tokens), and a sample's top_k is at most kDeviceTopTokens with no top_p: the other
+    // cases read the logits here.
+    bool choose_on_device = !device.is_cpu() && !shortlist &&
+                            (sampling ? options.top_k <= kDeviceTopTokens && options.top_p >= 1.0
+                                      : per_row <= std::size_t(kDeviceTopTokens));
     eos_banned.assign(static_cast<std::size_t>(num_active * K), 0);
     for (index_t row = 0; row < num_active * K; ++row) {
       std::vector<index_t>& f = forbidden[static_cast<std::size_t>(row)];
@@ -229,10 +232,20 @@ void decode_sentences(Net& net, const std::vector<std::vector<std::string>>& all
         part = shortlist ? shortlist->logits(narrow(features, 0, chunk, n))
                          : net.decoder().dense(narrow(features, 0, chunk, n));
       if (choose_on_device) {
-        detail::top_log_probs_on_device(
-            part, n, V, per_row, never_there,
-            std::vector<std::int64_t>(eos_banned.begin() + chunk, eos_banned.begin() + chunk + n), eos,
-            top.data() + chunk * static_cast<index_t>(per_row), found.data() + chunk);
+        const std::vector<std::int64_t> eos_flags(eos_banned.begin() + chunk, eos_banned.begin() + chunk + n);
+        if (sampling) {  // each live row's draw, from its sample's generator as on the CPU
+          std::vector<double> uniforms(static_cast<std::size_t>(n), 0.0);
+          for (index_t row = chunk; row < chunk + n; ++row)
+            if (const Live* h = hypothesis(row))
+              uniforms[static_cast<std::size_t>(row - chunk)] =
+                  generators[static_cast<std::size_t>(active[static_cast<std::size_t>(row / K)] * K + h->sample)]
+                      .uniform();
+          detail::sample_tokens_on_device(part, n, V, never_there, eos_flags, eos, options.temperature, options.top_k,
+                                          uniforms, top.data() + chunk, found.data() + chunk);
+        } else {
+          detail::top_log_probs_on_device(part, n, V, per_row, never_there, eos_flags, eos,
+                                          top.data() + chunk * static_cast<index_t>(per_row), found.data() + chunk);
+        }
         for (index_t row = chunk; row < chunk + n; ++row)
           if (!hypothesis(row)) found[static_cast<std::size_t>(row)] = 0;  // a spare row's choice is not read
         continue;

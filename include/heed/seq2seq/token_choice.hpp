@@ -133,6 +133,42 @@ void top_log_probs_on_device(const Tensor<T>& logits, index_t rows, index_t V, s
   }
 }
 
+/// sample_token for `rows` rows of V logits on their device, row r drawn with
+/// uniforms[r] (its sample's next uniform; the kernel's sum of p runs in another order
+/// than the CPU's), banning `banned` (on the device) and <eos> where eos_banned; each
+/// row's token and log P come back into top[r], found[r] = 0 where none may be chosen.
+/// top_k at most kDeviceTopTokens; no top_p.
+template <typename T>
+void sample_tokens_on_device(const Tensor<T>& logits, index_t rows, index_t V, const IndexTensor& banned,
+                             const std::vector<std::int64_t>& eos_banned, index_t eos, double temperature,
+                             index_t top_k, const std::vector<double>& uniforms, TopToken<T>* top, std::size_t* found) {
+  const Device device = logits.device();
+  HEED_CHECK(top_k >= 0 && top_k <= kDeviceTopTokens && temperature > 0.0, ValueError, "sample_token: top_k ", top_k,
+             " on ", to_string(device), " must be in [0, ", kDeviceTopTokens, "] and the temperature positive, got ",
+             temperature);
+  HEED_CHECK(static_cast<index_t>(eos_banned.size()) == rows && static_cast<index_t>(uniforms.size()) == rows &&
+                 logits.numel() == rows * V,
+             ShapeError, "sample_token: ", rows, " rows of ", V, " logits, got ", to_string(logits.shape()), ", ",
+             eos_banned.size(), " <eos> flags and ", uniforms.size(), " draws");
+  (void)common_device("sample_token", logits, banned);
+  if (rows == 0) return;
+  Tensor<T> log_probs = make_tensor<T>(Shape{rows}, device);
+  IndexTensor tokens_and_found = make_tensor<std::int64_t>(Shape{2 * rows}, device);  // found last
+  const IndexTensor eos_banned_there = IndexTensor(eos_banned, Shape{rows}).to(device);
+  const Tensor<double> draws = Tensor<double>(uniforms, Shape{rows}).to(device);
+  std::int64_t* tokens = device_data(tokens_and_found);
+  kernels_for(logits, "sample_token")
+      .sample_tokens(device.index(), device_data(log_probs), tokens, tokens + rows, device_data(logits), rows, V,
+                     device_data(banned), banned.numel(), device_data(eos_banned_there), eos, temperature, top_k,
+                     device_data(draws));
+  const Tensor<T> values = log_probs.to(Device::cpu());
+  const IndexTensor ids = tokens_and_found.to(Device::cpu());
+  for (index_t r = 0; r < rows; ++r) {
+    found[r] = static_cast<std::size_t>(ids.data()[rows + r]);
+    if (found[r] > 0) top[r] = {values.data()[r], ids.data()[r]};
+  }
+}
+
 /// What sample_token reuses from row to row (one per thread).
 struct SampleScratch {
   std::vector<double> p, values;

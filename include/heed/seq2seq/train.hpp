@@ -153,9 +153,8 @@ TrainResult train_seq2seq(Net& net, Loader& data_iter, Adam<T>& optimizer, index
   // Training runs where the net is (net.to(device) first): each batch goes there, and
   // each step's loss comes back, nothing else.
   const Device device = net.device();
-  HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<T, float> && device.is_cpu()), ValueError,
-             "train_seq2seq: precision ", to_string(options.precision), " trains a float net on the CPU, the net is ",
-             std::is_same_v<T, float> ? "float" : "double", " on ", device);
+  HEED_CHECK(options.precision == Precision::fp32 || (std::is_same_v<T, float>), ValueError,
+             "train_seq2seq: precision ", to_string(options.precision), " trains a float net, the net is double");
   if (options.xavier_init) {
     net.to(Device::cpu());  // the initialisers write on the host: once, before training
     init::xavier_init_weights(net, options.generator ? *options.generator : default_generator());

@@ -48,8 +48,9 @@ struct TrainOptions {
       0;  // stop once the TrainState's steps_done + this run's updates reach it, mid-epoch if so; 0: off
   double max_seconds = 0.0;  // stop after the update at which this run has trained this long, mid-epoch if so; 0: off
   // The products' precision (heed/ops/autocast.hpp): fp32, or bf16 — mixed precision as
-  // torch.autocast's on the CPU: bf16 operands, fp32 sums, parameters, gradients and Adam.
-  // bf16 trains a float net on the CPU; int8 is for decoding only.
+  // torch.autocast's: bf16 operands, fp32 sums, parameters, gradients and Adam. bf16
+  // trains a float net, on the CPU or a device (cuBLAS's bf16 tensor-core products);
+  // int8 is for decoding only.
   Precision precision = Precision::fp32;
   // Marian's exponential smoothing (heed/optim/ema.hpp): after each update, ema = ema_decay·ema +
   // (1 − ema_decay)·param, in fp32; training never reads it. 0: off; e.g. 0.9999. The average
