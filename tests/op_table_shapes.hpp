@@ -124,7 +124,7 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
             .autocast(1e-2));
   }
   // index: valid lengths; args {causal, dropout in %, seed of the generator}. A CUDA
-  // device takes the classic path (kv heads through index_select).
+  // device runs its fused kernels (src/cuda/attention.cu).
   t.push_back(
       entry(
           "scaled_dot_product_attention", op([](const auto& x, const Case& c) {
@@ -147,6 +147,10 @@ inline void add_shape_and_model_entries(std::vector<Entry>& t) {
           .reference(attention_ref)
           .tolerance(1e-10)
           .inputs({Domain{-2, 2}})
+          // the device's fused kernels: grouped heads, causal, dropout, more rows and keys
+          .on_device_also(
+              {Case{{Shape{2, 4, 37, 16}, Shape{2, 2, 41, 16}, Shape{2, 2, 41, 8}}, {1, 20, 5}},
+               Case{{Shape{3, 29, 8}, Shape{3, 33, 8}, Shape{3, 33, 5}}, {0, 0, 0}, ints({33, 1, 17}, {3})}})
           .large({Case{{Shape{3, 2, 70, 8}, Shape{3, 2, 70, 8}, Shape{3, 2, 70, 8}}, {1, 10, 3}}}));
   // ---- shape ops: views
   t.push_back(entry("reshape", op([](const auto& x, const Case& c) { return heed::reshape(x[0], c.args); }),

@@ -29,8 +29,9 @@ class CudaBackend final : public DeviceBackend {
   const char* name() const override { return backend_name(); }
   int device_count() const noexcept override { return cuda::device_count(); }
   void synchronize(int device) override { cuda::synchronize(device); }
-  // The fused attention is heed's CPU kernel; on CUDA the modules take the classic path.
-  bool supports(Capability) const override { return false; }
+  // fused_attention: attention.cu's kernels, which scaled_dot_product_attention and the
+  // attention modules take on a device.
+  bool supports(Capability capability) const override { return capability == Capability::fused_attention; }
 
   void* allocate(int device, std::size_t bytes) override { return cuda::allocate(device, bytes); }
   void release(int device, void* ptr, std::size_t bytes) noexcept override { cuda::release(device, ptr, bytes); }

@@ -378,6 +378,27 @@ void softmax_backward(int device, T* grad_in, const T* grad_out, const T* y, ind
 }
 
 template <typename T>
+void attention_forward(int device, T* out, T* lse, const T* queries, const T* keys, const T* values,
+                       const AttentionShape& shape, const SoftmaxMask<T>& mask) {
+  check_device(device, "attention_forward");
+  for (index_t r = 0; r < shape.batch * shape.heads * shape.num_queries; ++r)
+    kernels::attention_forward_row(r, out, lse, queries, keys, values, shape, mask);
+}
+
+template <typename T>
+void attention_backward(int device, T* d_queries, T* d_keys, T* d_values, T* row_d, const T* queries, const T* keys,
+                        const T* values, const T* out, const T* lse, const T* d_out, const AttentionShape& shape,
+                        const SoftmaxMask<T>& mask) {
+  check_device(device, "attention_backward");
+  for (index_t r = 0; r < shape.batch * shape.heads * shape.num_queries; ++r)
+    kernels::attention_backward_query_row(r, d_queries, row_d, queries, keys, values, out, lse, d_out, shape, mask);
+  for (index_t kv = 0; kv < shape.batch * shape.kv_heads; ++kv)
+    for (index_t j = 0; j < shape.num_keys; ++j)
+      kernels::attention_backward_key_row(kv, j, d_keys, d_values, row_d, queries, keys, values, lse, d_out, shape,
+                                          mask);
+}
+
+template <typename T>
 void compare(int device, CompareOp op, bool* out, const T* a, const StridedShape& a_shape, const T* b,
              const StridedShape& b_shape) {
   check_device(device, "compare");

@@ -262,6 +262,136 @@ struct SoftmaxRow {
   HEED_HD T score(const T* x, index_t j) const { return apply(load(x, j), j); }
 };
 
+// ---- fused attention: a row of scores at a time (attention_forward / _backward) ----------
+
+/// Where score row r = (b · heads + h) · num_queries + q reads its keys and values.
+struct AttentionRow {
+  index_t b, h, q, kv;  // kv: the (b, kv head) block of keys and values
+  HEED_HD AttentionRow(index_t r, const AttentionShape& s)
+      : b(r / (s.num_queries * s.heads)),
+        h((r / s.num_queries) % s.heads),
+        q(r % s.num_queries),
+        kv(b * s.kv_heads + h / (s.heads / s.kv_heads)) {}
+};
+
+/// Row r's dropout seed, as dropout() derives it from the weights' coordinates.
+HEED_HD inline std::uint32_t attention_row_seed(const AttentionShape& s, const AttentionRow& at) {
+  std::uint64_t key = heed::detail::dropout_rekey(s.key, at.b);
+  if (s.four_d) key = heed::detail::dropout_rekey(key, at.h);
+  return heed::detail::dropout_row_seed(heed::detail::dropout_rekey(key, at.q));
+}
+
+/// What key j's weight is multiplied by after dropout: 0 or 1 / (1 − p), 1 without it.
+template <typename T>
+HEED_HD inline T attention_kept(const AttentionShape& s, std::uint32_t seed, index_t j) {
+  if (!s.dropout) return T(1);
+  return heed::detail::dropout_drops(seed, j, s.threshold) ? T(0) : T(s.keep_scale);
+}
+
+template <typename T>
+HEED_HD inline T dot(const T* x, const T* y, index_t n) {
+  T sum = 0;
+  for (index_t c = 0; c < n; ++c) sum += x[c] * y[c];
+  return sum;
+}
+
+/// Row r of attention_forward: one pass over its visible keys with a running max, the
+/// partial output rescaled when a larger score arrives (FlashAttention's online softmax).
+/// A masked key is not read: NaN or inf in its value does not reach the output, which
+/// the CPU's 0 · value would make NaN.
+template <typename T>
+HEED_HD inline void attention_forward_row(index_t r, T* out, T* lse, const T* queries, const T* keys, const T* values,
+                                          const AttentionShape& s, const SoftmaxMask<T>& mask) {
+  const SoftmaxRow<T> row(r, s.heads, s.num_queries, s.num_keys, mask);
+  const AttentionRow at(r, s);
+  const T* q = queries + r * s.d;
+  const T* k = keys + at.kv * s.num_keys * s.d;
+  const T* v = values + at.kv * s.num_keys * s.value_dim;
+  T* o = out + r * s.value_dim;
+  for (index_t c = 0; c < s.value_dim; ++c) o[c] = T(0);
+  const std::uint32_t seed = s.dropout ? attention_row_seed(s, at) : 0u;
+  T max = T(-INFINITY), sum = T(0);
+  for (index_t j = 0; j < row.limit; ++j) {
+    const T x = row.apply(dot(q, k + j * s.d, s.d), j);
+    if (x == T(-INFINITY)) continue;
+    if (x > max) {  // rescale what is summed so far (nothing, the first time)
+      const T shrink = exp(max - x);
+      sum *= shrink;
+      for (index_t c = 0; c < s.value_dim; ++c) o[c] *= shrink;
+      max = x;
+    }
+    const T p = exp(x - max);  // NaN for a NaN score: the row is NaN, as on the CPU
+    sum += p;
+    const T w = p * attention_kept<T>(s, seed, j);
+    for (index_t c = 0; c < s.value_dim; ++c) o[c] += w * v[j * s.value_dim + c];
+  }
+  if (sum == T(0)) {  // no visible key: weights 0, output 0
+    lse[r] = T(-INFINITY);
+    return;
+  }
+  const T inverse = T(1) / sum;
+  for (index_t c = 0; c < s.value_dim; ++c) o[c] *= inverse;
+  lse[r] = max + log(sum);
+}
+
+/// Query row r of attention_backward: D = Σ dO ∘ O, and dQ = Σ_j dS_j k_j with
+/// P_j = exp(s_j − lse), dS_j = P_j (kept_j · dO · v_j − D).
+template <typename T>
+HEED_HD inline void attention_backward_query_row(index_t r, T* d_queries, T* row_d, const T* queries, const T* keys,
+                                                 const T* values, const T* out, const T* lse, const T* d_out,
+                                                 const AttentionShape& s, const SoftmaxMask<T>& mask) {
+  const SoftmaxRow<T> row(r, s.heads, s.num_queries, s.num_keys, mask);
+  const AttentionRow at(r, s);
+  const T* q = queries + r * s.d;
+  const T* k = keys + at.kv * s.num_keys * s.d;
+  const T* v = values + at.kv * s.num_keys * s.value_dim;
+  const T* g = d_out + r * s.value_dim;
+  T* dq = d_queries + r * s.d;
+  for (index_t c = 0; c < s.d; ++c) dq[c] = T(0);
+  const T D = dot(g, out + r * s.value_dim, s.value_dim);
+  row_d[r] = D;
+  if (lse[r] == T(-INFINITY)) return;
+  const std::uint32_t seed = s.dropout ? attention_row_seed(s, at) : 0u;
+  for (index_t j = 0; j < row.limit; ++j) {
+    const T x = row.apply(dot(q, k + j * s.d, s.d), j);
+    if (x == T(-INFINITY)) continue;
+    const T p = exp(x - lse[r]);
+    const T ds = p * (attention_kept<T>(s, seed, j) * dot(g, v + j * s.value_dim, s.value_dim) - D);
+    for (index_t c = 0; c < s.d; ++c) dq[c] += ds * k[j * s.d + c];
+  }
+}
+
+/// Key j of the (b, kv head) block kv of attention_backward, after every query row's D
+/// (row_d): dK_j = Σ_r dS_rj q_r and dV_j = Σ_r P_rj kept_rj dO_r over the query rows of
+/// the heads that read this kv head, in row order.
+template <typename T>
+HEED_HD inline void attention_backward_key_row(index_t kv, index_t j, T* d_keys, T* d_values, const T* row_d,
+                                               const T* queries, const T* keys, const T* values, const T* lse,
+                                               const T* d_out, const AttentionShape& s, const SoftmaxMask<T>& mask) {
+  const T* k = keys + (kv * s.num_keys + j) * s.d;
+  const T* v = values + (kv * s.num_keys + j) * s.value_dim;
+  T* dk = d_keys + (kv * s.num_keys + j) * s.d;
+  T* dv = d_values + (kv * s.num_keys + j) * s.value_dim;
+  for (index_t c = 0; c < s.d; ++c) dk[c] = T(0);
+  for (index_t c = 0; c < s.value_dim; ++c) dv[c] = T(0);
+  const index_t b = kv / s.kv_heads, group = s.heads / s.kv_heads, h0 = (kv % s.kv_heads) * group;
+  for (index_t h = h0; h < h0 + group; ++h)
+    for (index_t i = 0; i < s.num_queries; ++i) {
+      const index_t r = (b * s.heads + h) * s.num_queries + i;
+      const SoftmaxRow<T> row(r, s.heads, s.num_queries, s.num_keys, mask);
+      if (j >= row.limit || lse[r] == T(-INFINITY)) continue;
+      const T* q = queries + r * s.d;
+      const T x = row.apply(dot(q, k, s.d), j);
+      if (x == T(-INFINITY)) continue;
+      const T* g = d_out + r * s.value_dim;
+      const T p = exp(x - lse[r]);
+      const T kept = s.dropout ? attention_kept<T>(s, attention_row_seed(s, AttentionRow(r, s)), j) : T(1);
+      const T ds = p * (kept * dot(g, v, s.value_dim) - row_d[r]);
+      for (index_t c = 0; c < s.value_dim; ++c) dv[c] += p * kept * g[c];
+      for (index_t c = 0; c < s.d; ++c) dk[c] += ds * q[c];
+    }
+}
+
 /// Decoding's token choice, per token j of a row (top_log_probs): whether it may be
 /// chosen (not −inf, not banned, not eos where the row bans it).
 template <typename T>

@@ -136,6 +136,23 @@
   X(softmax_backward, (int device, T* grad_in, const T* grad_out, const T* y, index_t rows, index_t cols),           \
     (device, grad_in, grad_out, y, rows, cols))
 
+// ---- fused attention (src/cuda/attention.cu) ------------------------------------------------
+
+#define HEED_KERNELS_ATTENTION(X, T)                                                                                    \
+  /* softmax(Q Kᵀ, mask) V for queries already scaled by 1/√d, a row of scores at a time and never stored: out      \
+     (batch, heads, num_queries, value_dim) and each row's log Σ exp, lse (−inf for a row with no visible key, whose \
+     output is 0). */                                                                                                   \
+  X(attention_forward,                                                                                                  \
+    (int device, T* out, T* lse, const T* queries, const T* keys, const T* values, const AttentionShape& shape,         \
+     const SoftmaxMask<T>& mask),                                                                                       \
+    (device, out, lse, queries, keys, values, shape, mask))                                                             \
+  /* Its backward from d_out, the weights recomputed from lse: d_queries (of the scaled queries), d_keys, d_values,     \
+     and each row's D = Σ d_out ∘ out into row_d. */                                                                 \
+  X(attention_backward,                                                                                                 \
+    (int device, T* d_queries, T* d_keys, T* d_values, T* row_d, const T* queries, const T* keys, const T* values,      \
+     const T* out, const T* lse, const T* d_out, const AttentionShape& shape, const SoftmaxMask<T>& mask),              \
+    (device, d_queries, d_keys, d_values, row_d, queries, keys, values, out, lse, d_out, shape, mask))
+
 // ---- comparisons and what they select (src/cuda/compare.cu) -----------------------------
 
 #define HEED_KERNELS_COMPARE(X, T)                                                                                     \
@@ -213,6 +230,7 @@ constexpr std::int64_t kDeviceTopTokens = 16;
   HEED_KERNELS_EMBEDDING(X, T)     \
   HEED_KERNELS_CROSS_ENTROPY(X, T) \
   HEED_KERNELS_SOFTMAX(X, T)       \
+  HEED_KERNELS_ATTENTION(X, T)     \
   HEED_KERNELS_COMPARE(X, T)       \
   HEED_KERNELS_GRU(X, T)           \
   HEED_KERNELS_TOKEN_CHOICE(X, T)

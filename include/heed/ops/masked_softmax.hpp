@@ -263,11 +263,11 @@ Tensor<T> cpu_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& ma
   return out;
 }
 
-/// masked_softmax's forward on a device backend. Valid lengths are read there, so unlike
-/// on the CPU a negative one is not reported: it masks every key.
+/// The mask of scores of `shape` (rank 3 or 4) as a device's kernels read it: the valid
+/// lengths' form, causal, and each mask with its strides broadcast to the scores; the
+/// masks' shapes checked. Pointers into the mask's tensors: keep the mask alive.
 template <typename T>
-Tensor<T> device_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask) {
-  const Shape& shape = scores.shape();
+SoftmaxMask<T> device_softmax_mask(const AttentionMask<T>& mask, const Shape& shape) {
   const bool four_d = shape.rank() == 4;
   SoftmaxMask<T> args;
   // Strides of a mask broadcast to the scores, as (batch, heads, queries, keys).
@@ -293,6 +293,16 @@ Tensor<T> device_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>&
     args.additive = device_data(mask.additive_mask());
     strides_of(mask.additive_mask().shape(), args.additive_strides);
   }
+  return args;
+}
+
+/// masked_softmax's forward on a device backend. Valid lengths are read there, so unlike
+/// on the CPU a negative one is not reported: it masks every key.
+template <typename T>
+Tensor<T> device_masked_softmax(const Tensor<T>& scores, const AttentionMask<T>& mask) {
+  const Shape& shape = scores.shape();
+  const bool four_d = shape.rank() == 4;
+  const SoftmaxMask<T> args = device_softmax_mask(mask, shape);
   Tensor<T> out = make_tensor<T>(shape, scores.device());
   kernels_for(scores, "masked_softmax")
       .masked_softmax_forward(scores.device().index(), device_data(out), device_data(scores), shape[0],

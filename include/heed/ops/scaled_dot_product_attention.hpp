@@ -35,9 +35,10 @@
 //
 // dropout is the probability p of PyTorch's F.scaled_dot_product_attention(dropout_p=):
 // pass 0 outside training. The additive mask is a constant, as in masked_softmax.
-// On a CUDA device it takes the classic path (no fused kernel there yet): the same
-// results and dropout masks, with the weights in memory; each query head reads its kv
-// head through index_select, whose backward sums the heads that share one.
+// On a CUDA device it runs the backend's fused kernels (src/cuda/attention.cu: a row of
+// scores at a time, the same masks and dropout); a backend without them, and d2l's
+// uniform rows, take the classic path there, each query head reading its kv head
+// through index_select, whose backward sums the heads that share one.
 #pragma once
 
 #include "heed/detail/header_begin.hpp"
@@ -460,6 +461,71 @@ autograd::Grads<T> fused_attention_backward(const FusedAttention<T>& a, const Te
   return {dq, dk, dv};
 }
 
+/// scaled_dot_product_attention on a device with the fused_attention capability: its
+/// attention_forward / _backward kernels (src/cuda/attention.cu), the weights never in
+/// memory, the same dropout masks as the CPU's for the same generator.
+template <typename T>
+Tensor<T> device_fused_attention(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
+                                 const AttentionMask<T>& mask, double dropout, Generator& gen) {
+  const Shape& q = queries.shape();
+  const Device device = common_device("scaled_dot_product_attention", queries, keys, values, mask.valid_lens(),
+                                      mask.allowed(), mask.additive_mask());
+  AttentionShape s;
+  s.four_d = q.rank() == 4;
+  s.batch = q[0];
+  s.heads = s.four_d ? q[1] : 1;
+  s.kv_heads = s.four_d ? keys.shape()[1] : 1;
+  s.num_queries = q[-2];
+  s.num_keys = keys.shape()[-2];
+  s.d = q[-1];
+  s.value_dim = values.shape()[-1];
+  if (dropout > 0.0) {  // one draw per call, as dropout() makes
+    s.dropout = true;
+    s.threshold = dropout_threshold(dropout);
+    s.keep_scale = dropout < 1.0 ? 1.0 / (1.0 - dropout) : 0.0;
+    s.key = dropout_mix(gen.next_u64());
+  }
+  const Shape scores =
+      s.four_d ? Shape{s.batch, s.heads, s.num_queries, s.num_keys} : Shape{s.batch, s.num_queries, s.num_keys};
+  const SoftmaxMask<T> rows = device_softmax_mask(mask, scores);
+  const T scale = T(1) / static_cast<T>(std::sqrt(static_cast<double>(s.d)));
+  Tensor<T> scaled_queries;
+  {
+    const NoGradGuard no_grad;  // the node recorded below differentiates the whole op
+    scaled_queries = queries * scale;
+  }
+  Shape out_shape = q;
+  out_shape[-1] = s.value_dim;
+  Tensor<T> out = make_tensor<T>(out_shape, device);
+  Tensor<T> lse = make_tensor<T>(Shape{s.batch * s.heads * s.num_queries}, device);
+  kernels_for(queries, "scaled_dot_product_attention")
+      .attention_forward(device.index(), device_data(out), device_data(lse), device_data(scaled_queries),
+                         device_data(keys), device_data(values), s, rows);
+  if (autograd::needs_grad(queries, keys, values))
+    autograd::record(
+        out, "ScaledDotProductAttentionBackward", {queries, keys, values},
+        [s, rows, scale, lse, mask = AttentionMask<T>(mask),  // keeps alive the mask tensors rows points into
+         saved_queries = autograd::save(scaled_queries), saved_keys = autograd::save(keys),
+         saved_values = autograd::save(values), saved_out = autograd::save(out)](const Tensor<T>& grad) {
+          (void)mask;
+          const Tensor<T>& k = saved_keys.get();
+          const Tensor<T>& v = saved_values.get();
+          const Device on = grad.device();
+          Tensor<T> dq = make_tensor<T>(saved_queries.get().shape(), on);
+          Tensor<T> dk = make_tensor<T>(k.shape(), on);
+          Tensor<T> dv = make_tensor<T>(v.shape(), on);
+          Tensor<T> row_d = make_tensor<T>(lse.shape(), on);
+          DeviceKernels<T>& kernels = kernels_for(grad, "scaled_dot_product_attention backward");
+          kernels.attention_backward(on.index(), device_data(dq), device_data(dk), device_data(dv), device_data(row_d),
+                                     device_data(saved_queries.get()), device_data(k), device_data(v),
+                                     device_data(saved_out.get()), device_data(lse), device_data(grad), s, rows);
+          // S = (Q/√d) Kᵀ: dQ = dS K/√d.
+          kernels.affine(on.index(), device_data(dq), device_data(dq), dq.numel(), scale, T(0));
+          return autograd::Grads<T>{dq, dk, dv};
+        });
+  return out;
+}
+
 /// The sizes, mask and dropout of one call, checked.
 template <typename T>
 FusedAttention<T> plan_fused_attention(const Tensor<T>& queries, const Tensor<T>& keys, const Tensor<T>& values,
@@ -540,6 +606,10 @@ Tensor<T> scaled_dot_product_attention(const Tensor<T>& queries, const Tensor<T>
              "scaled_dot_product_attention: dropout probability must be in [0, 1], got ", dropout);
   const Shape& q = queries.shape();
   const index_t num_keys = keys.shape()[-2];
+  const bool empty = q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0;
+  if (!queries.is_cpu() && !empty && !mask.uniform_when_fully_masked() &&
+      supports(queries.device(), Capability::fused_attention))
+    return detail::device_fused_attention(queries, keys, values, mask, dropout, gen);
   if (!queries.is_cpu() || q[-2] == 0 || num_keys == 0 || q[-1] == 0 || q[0] == 0 || mask.uniform_when_fully_masked()) {
     // Nothing to tile: the classic path gives the zeros of the right shape. d2l's
     // uniform rows are the classic path's too, and a device's (above).

@@ -44,6 +44,21 @@ struct CrossEntropyRows {
 /// per row.
 enum class LensForm : int { none, per_batch, per_query, per_row };
 
+/// One fused attention call (heed/ops/scaled_dot_product_attention.hpp on a device):
+/// queries (batch, heads, num_queries, d), keys (batch, kv_heads, num_keys, d), values
+/// (batch, kv_heads, num_keys, value_dim), heads = kv_heads = 1 for 3-D operands
+/// (four_d false); query head h reads kv head h / (heads / kv_heads). Dropout on the
+/// weights: the call's key rekeyed by each row's coordinates (b, [h,] q), as dropout()
+/// keys the weights' rows, then the hash of each key j against threshold.
+struct AttentionShape {
+  std::int64_t batch = 0, heads = 1, kv_heads = 1, num_queries = 0, num_keys = 0, d = 0, value_dim = 0;
+  bool four_d = false;
+  bool dropout = false;
+  std::uint32_t threshold = 0;
+  double keep_scale = 1.0;
+  std::uint64_t key = 0;
+};
+
 /// Everything masked_softmax needs to know per row, read on the device. Scores are
 /// (batch, heads, num_queries, num_keys) with heads = 1 for 3-D scores.
 template <typename T>
