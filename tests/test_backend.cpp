@@ -111,7 +111,7 @@ TEST_CASE("an op with no device kernel for its type is a DeviceError naming it",
   CHECK_ERROR(heed::DeviceError, "has no kernels for int64 tensors (on cuda:0)", indices * indices);
   // An op the backend lacks altogether refuses instead of reading device memory on the host.
   const Tensor<float> x = heed::ones<float>({2, 3}, Device::cuda());
-  CHECK_ERROR(heed::DeviceError, "has no implementation on cuda:0", heed::max(x, 1));
-  CHECK_ERROR(heed::DeviceError, "(in or after max_with_indices, the last op to check its arguments on this thread)",
-              heed::max(x, 1));
+  CHECK_ERROR(heed::DeviceError, "has no implementation on cuda:0", heed::prod(x, 1));
+  CHECK_ERROR(heed::DeviceError, "(in or after prod, the last op to check its arguments on this thread)",
+              heed::prod(x, 1));
 }

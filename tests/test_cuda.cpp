@@ -107,6 +107,42 @@ void check_module(const std::vector<Shape>& shapes, heed::Generator& gen, Op&& o
   }
 }
 
+/// Trains two nets made alike by make_net(data), one on the CPU and one moved to the
+/// device, for `epochs` epochs of a corpus of 64 pairs in the same batch order with the
+/// same dropout draws, and checks that the device's losses and parameters follow the
+/// CPU's within 1e-9 (double). Returns the CPU's net, trained, with its data.
+template <typename Net, typename MakeNet>
+std::pair<std::unique_ptr<Net>, heed::NmtData> check_trains_alike(MakeNet&& make_net, std::uint64_t corpus_seed,
+                                                                  index_t epochs, std::uint64_t seed) {
+  auto corpus = [&] { return heed::load_data_nmt_text(heed::builtin_fra_eng(), 16, 10, 64, corpus_seed); };
+  heed::NmtData data_cpu = corpus(), data_gpu = corpus();
+  std::unique_ptr<Net> net_cpu = make_net(data_cpu), net_gpu = make_net(data_gpu);
+  net_gpu->to(gpu);
+  heed::TrainOptions options;
+  heed::Generator order_cpu(seed), order_gpu(seed);
+  const auto train = [&](Net& net, heed::NmtData& data, heed::Generator& order) {
+    options.generator = &order;
+    heed::manual_seed(seed + 1);  // dropout's generator
+    return heed::train_seq2seq<double>(net, data.data_iter, 0.005, epochs, data.tgt_vocab, options).losses;
+  };
+  const std::vector<double> cpu = train(*net_cpu, data_cpu, order_cpu);
+  const std::vector<double> device = train(*net_gpu, data_gpu, order_gpu);
+  REQUIRE(device.size() == static_cast<std::size_t>(epochs));
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    INFO("epoch " << i + 1);
+    CHECK(device[i] == Approx(cpu[i]).epsilon(1e-9));
+  }
+  CHECK(cpu.back() < cpu.front());  // it learns
+  CHECK(net_gpu->device() == gpu);
+  const auto params_cpu = net_cpu->named_parameters(), params_gpu = net_gpu->named_parameters();
+  REQUIRE(params_cpu.size() == params_gpu.size());
+  for (std::size_t i = 0; i < params_cpu.size(); ++i) {
+    INFO(params_cpu[i].first);
+    check_matches(params_cpu[i].second.detach(), params_gpu[i].second.detach(), 1e-9);
+  }
+  return {std::move(net_cpu), std::move(data_cpu)};
+}
+
 }  // namespace
 
 TEST_CASE("tensors move to the device and back", "[cuda]") {
@@ -346,33 +382,7 @@ TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", 
         std::make_unique<heed::TransformerDecoder<T>>(data.tgt_vocab.size(), 16, 16, 16, 16, Shape{16}, 16, 32, 4, 2,
                                                       0.1, options));
   };
-  auto corpus = [] { return heed::load_data_nmt_text(heed::builtin_fra_eng(), 16, 10, 64, /*seed=*/3); };
-  heed::NmtData data_cpu = corpus(), data_gpu = corpus();
-  auto net_cpu = make_net(data_cpu);
-  auto net_gpu = make_net(data_gpu);
-  net_gpu->to(gpu);
-  heed::TrainOptions options;
-  heed::Generator init_cpu(24), init_gpu(24);
-  options.generator = &init_cpu;
-  heed::manual_seed(25);  // dropout's generator
-  const heed::TrainResult cpu =
-      heed::train_seq2seq<T>(*net_cpu, data_cpu.data_iter, 0.005, 4, data_cpu.tgt_vocab, options);
-  options.generator = &init_gpu;
-  heed::manual_seed(25);
-  const heed::TrainResult device =
-      heed::train_seq2seq<T>(*net_gpu, data_gpu.data_iter, 0.005, 4, data_gpu.tgt_vocab, options);
-  REQUIRE(device.losses.size() == 4);
-  for (std::size_t i = 0; i < 4; ++i) {
-    INFO("epoch " << i + 1);
-    CHECK(device.losses[i] == Approx(cpu.losses[i]).epsilon(1e-9));
-  }
-  CHECK(cpu.losses[3] < cpu.losses[0]);  // it learns
-  CHECK(net_gpu->device() == gpu);
-  const auto params_cpu = net_cpu->named_parameters(), params_gpu = net_gpu->named_parameters();
-  for (std::size_t i = 0; i < params_cpu.size(); ++i) {
-    INFO(params_cpu[i].first);
-    check_matches(params_cpu[i].second.detach(), params_gpu[i].second.detach(), 1e-9);
-  }
+  check_trains_alike<Net>(make_net, 3, 4, 24);
 }
 
 TEST_CASE("bf16 mixed-precision training on the device follows the CPU's", "[cuda]") {
@@ -485,36 +495,14 @@ TEST_CASE("a Bahdanau seq2seq trains and translates on the device as on the CPU"
         std::make_unique<heed::Seq2SeqEncoder<T>>(data.src_vocab.size(), 16, 16, 2, 0.1, init),
         std::make_unique<heed::Seq2SeqAttentionDecoder<T>>(data.tgt_vocab.size(), 16, 16, 2, 0.1, init));
   };
-  auto corpus = [] { return heed::load_data_nmt_text(heed::builtin_fra_eng(), 16, 10, 64, /*seed=*/4); };
-  heed::NmtData data_cpu = corpus(), data_gpu = corpus();
-  auto net_cpu = make_net(data_cpu);
-  auto net_gpu = make_net(data_gpu);
-  net_gpu->to(gpu);
-  heed::TrainOptions options;
-  heed::Generator order_cpu(42), order_gpu(42);
-  options.generator = &order_cpu;
-  heed::manual_seed(43);  // dropout's generator
-  const heed::TrainResult cpu =
-      heed::train_seq2seq<T>(*net_cpu, data_cpu.data_iter, 0.005, 3, data_cpu.tgt_vocab, options);
-  options.generator = &order_gpu;
-  heed::manual_seed(43);
-  const heed::TrainResult device =
-      heed::train_seq2seq<T>(*net_gpu, data_gpu.data_iter, 0.005, 3, data_gpu.tgt_vocab, options);
-  REQUIRE(device.losses.size() == 3);
-  for (std::size_t i = 0; i < 3; ++i) {
-    INFO("epoch " << i + 1);
-    CHECK(device.losses[i] == Approx(cpu.losses[i]).epsilon(1e-9));
-  }
-  CHECK(cpu.losses[2] < cpu.losses[0]);  // it learns
-  const auto params_cpu = net_cpu->named_parameters(), params_gpu = net_gpu->named_parameters();
-  REQUIRE(params_cpu.size() == params_gpu.size());
-  for (std::size_t i = 0; i < params_cpu.size(); ++i) {
-    INFO(params_cpu[i].first);
-    CHECK(params_gpu[i].second.device() == gpu);
-    check_matches(params_cpu[i].second.detach(), params_gpu[i].second.detach(), 1e-9);
-  }
+  auto trained = check_trains_alike<Net>(make_net, 4, 3, 42);
+  std::unique_ptr<Net>& net_cpu = trained.first;
+  heed::NmtData& data_cpu = trained.second;
 
   // Trained on the CPU until its sentences end at different steps, then moved.
+  heed::TrainOptions options;
+  heed::Generator order(44);
+  options.generator = &order;
   heed::train_seq2seq<T>(*net_cpu, data_cpu.data_iter, 0.01, 60, data_cpu.tgt_vocab, options);
   const std::vector<std::string> sentences = {"go .", "i lost .", "he's calm .", "i'm home .", "we won ."};
   std::vector<heed::PredictOptions> settings(3);

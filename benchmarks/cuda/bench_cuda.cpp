@@ -8,7 +8,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -18,6 +17,8 @@
 
 #include <heed/cuda/runtime.hpp>
 #include <heed/heed.hpp>
+
+#include "timing.hpp"
 
 namespace {
 
@@ -46,21 +47,7 @@ std::string format(const char* pattern, double value) {
   return text;
 }
 
-/// Median seconds of `reps` runs of f, after two warm-up runs, waiting for the device.
-double seconds(const std::function<void()>& f, int reps) {
-  f();
-  f();
-  heed::cuda::synchronize(0);
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    heed::cuda::synchronize(0);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using heed_bench::seconds;
 
 void check_cublas(cublasStatus_t status, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS) throw std::runtime_error(std::string(call) + " failed");

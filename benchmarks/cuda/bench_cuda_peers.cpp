@@ -17,7 +17,6 @@
 // model, a translator checkpoint with d2l's names) and DIR/decode_sources.txt (its
 // sentences). --quick: small sizes, a rehearsal that runs on the emulated device too.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -27,7 +26,9 @@
 
 #include <heed/cuda/runtime.hpp>
 #include <heed/heed.hpp>
+
 #include <heed/seq2seq/translator.hpp>
+#include "timing.hpp"
 
 namespace {
 
@@ -38,20 +39,7 @@ using heed::Tensor;
 
 const Device gpu = Device::cuda();
 
-/// Median seconds of `reps` runs of f after one warm-up run, waiting for the device.
-double seconds(const std::function<void()>& f, int reps) {
-  f();
-  heed::cuda::synchronize(0);
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    f();
-    heed::cuda::synchronize(0);
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using heed_bench::seconds;
 
 struct TrainSize {
   const char* name;
@@ -213,7 +201,7 @@ int main(int argc, char** argv) try {
           for (const auto& translation : translator.translate(sources, options))
             tokens += static_cast<index_t>(translation.tokens.size());
         },
-        quick ? 1 : 3);
+        quick ? 1 : 3, 1);
     std::printf("decoding beam %lld: %.1f sentences/s (%lld tokens out)\n", static_cast<long long>(beam),
                 static_cast<double>(sources.size()) / t, static_cast<long long>(tokens));
     std::fflush(stdout);

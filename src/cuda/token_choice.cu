@@ -40,6 +40,19 @@ __device__ T block_reduce(T value, T* scratch, bool max) {
   return total;
 }
 
+/// log Σ exp of a row of V logits: its max, then the sum of exp(x − max), both reduced
+/// over the block in a fixed order.
+template <typename T>
+__device__ T row_normaliser(const T* row, index_t V, T* scratch) {
+  const int t = threadIdx.x;
+  T max = -INFINITY;
+  for (index_t j = t; j < V; j += kChoiceThreads) max = row[j] > max ? row[j] : max;
+  max = block_reduce(max, scratch, true);
+  T sum = 0;
+  for (index_t j = t; j < V; j += kChoiceThreads) sum += exp(row[j] - max);
+  return max + log(block_reduce(sum, scratch, false));
+}
+
 template <typename T>
 __global__ void top_log_probs_kernel(T* log_probs, std::int64_t* tokens, std::int64_t* found, const T* logits,
                                      index_t V, index_t count, const std::int64_t* banned, index_t num_banned,
@@ -51,12 +64,7 @@ __global__ void top_log_probs_kernel(T* log_probs, std::int64_t* tokens, std::in
   const index_t r = blockIdx.x;
   const int t = threadIdx.x;
   const T* row = logits + r * V;
-  T max = -INFINITY;
-  for (index_t j = t; j < V; j += kChoiceThreads) max = row[j] > max ? row[j] : max;
-  max = block_reduce(max, scratch, true);
-  T sum = 0;
-  for (index_t j = t; j < V; j += kChoiceThreads) sum += exp(row[j] - max);
-  const T normaliser = max + log(block_reduce(sum, scratch, false));
+  const T normaliser = row_normaliser(row, V, scratch);
   // This thread's best, best first: its tokens ascend, so a tie keeps the earlier one.
   T* mine = best + t * kDeviceTopTokens;
   std::int64_t* mine_token = best_token + t * kDeviceTopTokens;
@@ -104,12 +112,7 @@ __global__ void sample_tokens_kernel(T* log_probs, std::int64_t* tokens, std::in
   const T* row = logits + r * V;
   const bool no_eos = eos_banned[r] != 0;
   const auto allowed = [&](index_t j) { return kernels::choosable(row[j], j, banned, num_banned, no_eos, eos); };
-  T max = -INFINITY;
-  for (index_t j = t; j < V; j += kChoiceThreads) max = row[j] > max ? row[j] : max;
-  max = block_reduce(max, scratch, true);
-  T sum = 0;
-  for (index_t j = t; j < V; j += kChoiceThreads) sum += exp(row[j] - max);
-  const T normaliser = max + log(block_reduce(sum, scratch, false));
+  const T normaliser = row_normaliser(row, V, scratch);
   T kept_max = -INFINITY;  // the largest choosable logit
   double count = 0;
   for (index_t j = t; j < V; j += kChoiceThreads)
