@@ -65,7 +65,7 @@ case "${1:-}" in
       exit 1
     fi
     cmake --workflow --preset cuda
-    cmake --build --preset cuda --target bench_cuda  # compiled, run on a GPU by benchmarks/cuda/run.sh
+    cmake --build --preset cuda --target bench_cuda bench_cuda_peers  # compiled, run on a GPU by benchmarks/cuda/run.sh
     ;;
   fuzz)
     # The fuzz preset's CTests with each target fuzzing for S seconds (default 600), two
