@@ -388,9 +388,9 @@ TEST_CASE("the d2l Transformer trains on the device with the CPU's loss curve", 
 TEST_CASE("bf16 mixed-precision training on the device follows the CPU's", "[cuda]") {
   // TrainOptions::precision bf16 on a device: the products an AutocastGuard rounds on the
   // CPU (the same size rule) take bf16 operands on the device too, summed in fp32
-  // (cuBLAS's tensor cores; the emulation rounds the operands as the CPU does). So over
-  // a few steps (not epochs: training amplifies any difference) the losses agree to the
-  // fp32 sums' order, far closer than either is to fp32's.
+  // (cuBLAS's tensor cores; the emulation rounds the operands as the CPU does). So the
+  // first step's loss (its forward, before any update: training amplifies whatever
+  // differs, the fp32 sums' order too) agrees far closer than either with fp32's.
   using T = float;
   using Net = heed::EncoderDecoder<T, heed::TransformerEncoder<T>, heed::TransformerDecoder<T>>;
   const auto train = [&](Device device, heed::Precision precision) {
@@ -407,7 +407,7 @@ TEST_CASE("bf16 mixed-precision training on the device follows the CPU's", "[cud
     heed::Generator order(52);
     options.generator = &order;
     options.precision = precision;
-    options.max_steps = 3;
+    options.max_steps = 1;
     heed::manual_seed(53);  // dropout's generator
     return heed::train_seq2seq<T>(net, data.data_iter, 0.005, 1, data.tgt_vocab, options).losses.at(0);
   };
@@ -415,7 +415,7 @@ TEST_CASE("bf16 mixed-precision training on the device follows the CPU's", "[cud
   const double gpu_bf16 = train(gpu, heed::Precision::bf16);
   const double gpu_fp32 = train(gpu, heed::Precision::fp32);
   INFO("CPU bf16 " << cpu_bf16 << ", device bf16 " << gpu_bf16 << ", device fp32 " << gpu_fp32);
-  CHECK(gpu_bf16 == Approx(cpu_bf16).epsilon(5e-5));
+  CHECK(gpu_bf16 == Approx(cpu_bf16).epsilon(1e-5));
   CHECK(std::abs(gpu_bf16 - gpu_fp32) > 10 * std::abs(gpu_bf16 - cpu_bf16));
 }
 
