@@ -30,14 +30,18 @@ inline StridedShape strided_shape(const Shape& shape, const std::array<index_t, 
   return result;
 }
 
+/// An operand of shape `from` read as broadcast to `shape`, for device kernels.
+inline StridedShape broadcast_view(const Shape& from, const Shape& shape) {
+  return strided_shape(shape, broadcast_strides(from, shape));
+}
+
 template <typename T>
 Tensor<T> broadcast_to(const Tensor<T>& x, const Shape& shape) {
   if (x.shape() == shape) return x;
   if (!x.is_cpu()) {  // a gather through the broadcast strides
     Tensor<T> out = make_tensor<T>(shape, x.device());
     kernels_for(x, "broadcast_to")
-        .copy_strided(x.device().index(), device_data(out), device_data(x),
-                      strided_shape(shape, broadcast_strides(x.shape(), shape)));
+        .copy_strided(x.device().index(), device_data(out), device_data(x), broadcast_view(x.shape(), shape));
     return out;
   }
   Tensor<T> out = make_tensor<T>(shape);
@@ -54,8 +58,7 @@ Tensor<T> sum_to(const Tensor<T>& g, const Shape& shape) {
   if (!g.is_cpu()) {
     Tensor<T> out = make_tensor<T>(shape, g.device());
     kernels_for(g, "sum_to")
-        .sum_to(g.device().index(), device_data(out), out.numel(), device_data(g),
-                strided_shape(g.shape(), broadcast_strides(shape, g.shape())));
+        .sum_to(g.device().index(), device_data(out), out.numel(), device_data(g), broadcast_view(shape, g.shape()));
     return out;
   }
   Tensor<T> out = make_tensor<T>(shape);

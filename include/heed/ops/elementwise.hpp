@@ -351,8 +351,7 @@ Tensor<bool> compare_on_device(const Tensor<T>& a, const Tensor<T>& b, const cha
   const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
   Tensor<bool> out = make_tensor<bool>(shape, a.device());
   kernels_for(a, name).compare(a.device().index(), op, device_data(out), device_data(a),
-                               strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
-                               strided_shape(shape, broadcast_strides(b.shape(), shape)));
+                               broadcast_view(a.shape(), shape), device_data(b), broadcast_view(b.shape(), shape));
   return out;
 }
 
@@ -435,29 +434,23 @@ Tensor<T> where(const Tensor<bool>& cond, const Tensor<T>& a, const Tensor<T>& b
   detail::check_defined(b, "where", "b");
   const Shape shape =
       detail::broadcast_shapes(detail::broadcast_shapes(cond.shape(), a.shape(), "where"), b.shape(), "where");
+  Tensor<T> out;
+  Tensor<bool> c = cond;  // as broadcast to shape on the CPU, where backward reads it too
   if (detail::on_device("where", cond, a, b)) {
-    using detail::broadcast_strides;
+    using detail::broadcast_view;
     using detail::device_data;
-    using detail::strided_shape;
-    Tensor<T> out = detail::make_tensor<T>(shape, a.device());
+    out = detail::make_tensor<T>(shape, a.device());
     detail::kernels_for(a, "where")
-        .where(a.device().index(), device_data(out), device_data(cond),
-               strided_shape(shape, broadcast_strides(cond.shape(), shape)), device_data(a),
-               strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
-               strided_shape(shape, broadcast_strides(b.shape(), shape)));
-    if (autograd::needs_grad(a, b))
-      autograd::record(out, "WhereBackward", {a, b}, [cond, sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
-        const Tensor<T> zero = detail::scalar_on(g.device(), T(0));
-        return autograd::Grads<T>{detail::sum_to(where(cond, g, zero), sa), detail::sum_to(where(cond, zero, g), sb)};
-      });
-    return out;
+        .where(a.device().index(), device_data(out), device_data(cond), broadcast_view(cond.shape(), shape),
+               device_data(a), broadcast_view(a.shape(), shape), device_data(b), broadcast_view(b.shape(), shape));
+  } else {
+    c = detail::broadcast_to(cond, shape);
+    out = detail::zip_map<T>([](const auto& m, const auto& x, const auto& y) { return m.select(x, y); }, c,
+                             detail::broadcast_to(a, shape), detail::broadcast_to(b, shape));
   }
-  const Tensor<bool> c = detail::broadcast_to(cond, shape);
-  Tensor<T> out = detail::zip_map<T>([](const auto& m, const auto& x, const auto& y) { return m.select(x, y); }, c,
-                                     detail::broadcast_to(a, shape), detail::broadcast_to(b, shape));
   if (autograd::needs_grad(a, b))
     autograd::record(out, "WhereBackward", {a, b}, [c, sa = a.shape(), sb = b.shape()](const Tensor<T>& g) {
-      const Tensor<T> zero = Tensor<T>(std::vector<T>{T(0)}, Shape{});
+      const Tensor<T> zero = detail::scalar_on(g.device(), T(0));
       return autograd::Grads<T>{detail::sum_to(where(c, g, zero), sa), detail::sum_to(where(c, zero, g), sb)};
     });
   return out;

@@ -73,8 +73,7 @@ Tensor<T> arithmetic(const Tensor<T>& a, const Tensor<T>& b, const char* name, B
     const Shape shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape(), name);
     Tensor<T> out = make_tensor<T>(shape, a.device());
     kernels_for(a, name).binary(a.device().index(), op, device_data(out), device_data(a),
-                                strided_shape(shape, broadcast_strides(a.shape(), shape)), device_data(b),
-                                strided_shape(shape, broadcast_strides(b.shape(), shape)));
+                                broadcast_view(a.shape(), shape), device_data(b), broadcast_view(b.shape(), shape));
     return out;
   }
   return broadcast_map<T>(a, b, name, std::forward<F>(f));
